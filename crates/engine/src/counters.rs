@@ -1,0 +1,195 @@
+//! Counters: kept by each core in plain integers, published to the
+//! control thread a few hundred times a second, summed into the
+//! `netstat -Q` view and checked for conservation.
+//!
+//! Definitions (per worker, FreeBSD netisr names):
+//! * `Disp'd`: processed inline by the receiving thread under `direct`.
+//! * `HDisp'd`: processed inline under `hybrid` (owner == receiving core).
+//! * `Queued`: handed to this worker's queues (from every receive thread).
+//! * `QDrops`: refused because a queue to this worker was full.
+//! * `Len` / `WMark`: packets in its queues now / most ever seen at once.
+//! * `Handled` = Disp'd + HDisp'd + dequeued; so `Handled = Disp'd + HDisp'd
+//!   + (Queued - Len)` holds at every snapshot (reliability check 18).
+//!
+//! Conservation (B5): `received = delivered + dropped (by reason) + in flight`,
+//! where in flight is the sum of `Len` (zero after the final drain) and
+//! `delivered = Handled - flow_table_full`.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Counters one core keeps (as receive thread and as worker).
+#[derive(Clone, Debug, Default)]
+pub struct LcoreCounters {
+    pub received: u64,
+    pub rx_bytes: u64,
+    /// Parse failures by reason (`ParseError::reason()`), plus `not_ip`.
+    pub parse_drops: BTreeMap<&'static str, u64>,
+    /// Per destination worker: packets queued / refused (queue full).
+    pub queued_to: Vec<u64>,
+    pub qdrops_to: Vec<u64>,
+    pub dispatched: u64,
+    pub hdispatched: u64,
+    pub dequeued: u64,
+    pub handled_bytes: u64,
+    pub drop_flow_full: u64,
+    pub order_violations: u64,
+    /// Packets whose consumer (the application thread of the flow) runs on
+    /// this worker's core / another core.
+    pub consumer_local: u64,
+    pub consumer_remote: u64,
+    pub flows: u64,
+    pub flows_expired: u64,
+    pub flow_max_probe: u64,
+    /// Steering entries moved (RFS / rebalance) and packets held back by
+    /// the drain rule, on this core's receive side.
+    pub steer_moves: u64,
+    pub held_for_drain: u64,
+    /// Per software bucket: packets steered (for the rebalancer).
+    pub bucket_packets: Vec<u64>,
+}
+
+impl LcoreCounters {
+    pub fn new(workers: usize, buckets: usize) -> LcoreCounters {
+        LcoreCounters { queued_to: vec![0; workers], qdrops_to: vec![0; workers], bucket_packets: vec![0; buckets], ..Default::default() }
+    }
+
+    pub fn handled(&self) -> u64 {
+        self.dispatched + self.hdispatched + self.dequeued
+    }
+
+    pub fn parse_drop_total(&self) -> u64 {
+        self.parse_drops.values().sum()
+    }
+}
+
+/// One worker's line in the `netstat -Q`-style table.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct WorkerRow {
+    pub worker: u16,
+    pub cpu: u32,
+    pub len: u64,
+    pub wmark: u64,
+    pub dispatched: u64,
+    pub hdispatched: u64,
+    pub qdrops: u64,
+    pub queued: u64,
+    pub handled: u64,
+    pub pps: f64,
+    pub flows: u64,
+    pub order_violations: u64,
+    pub received: u64,
+    pub consumer_local: u64,
+    pub consumer_remote: u64,
+    pub drops: BTreeMap<String, u64>,
+}
+
+/// Totals over all workers.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Totals {
+    pub received: u64,
+    pub handled: u64,
+    pub delivered: u64,
+    pub in_flight: u64,
+    pub dropped: u64,
+    pub drops: BTreeMap<String, u64>,
+    pub order_violations: u64,
+    pub steer_moves: u64,
+    pub held_for_drain: u64,
+    pub rebalance_moves: u64,
+    pub pps: f64,
+    pub bytes: u64,
+}
+
+/// A snapshot of the whole engine.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Snapshot {
+    pub schema: &'static str,
+    pub elapsed_s: f64,
+    pub workers: Vec<WorkerRow>,
+    pub totals: Totals,
+    /// `received == delivered + dropped + in_flight` and, per worker,
+    /// `handled == dispatched + hdispatched + (queued - len)`.
+    pub conservation_ok: bool,
+}
+
+/// Schema name of [`Snapshot`] (bump on incompatible change; new fields are
+/// only ever appended).
+pub const SNAPSHOT_SCHEMA: &str = "flowsteer.run.v1";
+
+/// Sum the published counters into a snapshot. `ring_len[r][w]` and
+/// `ring_wmark[r][w]` are the queue from receive core `r` to worker `w`.
+pub fn snapshot(
+    lcores: &[LcoreCounters],
+    cpus: &[u32],
+    ring_len: &[Vec<u64>],
+    ring_wmark: &[Vec<u64>],
+    elapsed_s: f64,
+    rebalance_moves: u64,
+) -> Snapshot {
+    let n = lcores.len();
+    let mut rows = Vec::with_capacity(n);
+    let mut totals = Totals { rebalance_moves, ..Default::default() };
+    let mut ok = true;
+    for (w, c) in lcores.iter().enumerate() {
+        let len: u64 = ring_len.iter().map(|r| r.get(w).copied().unwrap_or(0)).sum();
+        let wmark: u64 = ring_wmark.iter().map(|r| r.get(w).copied().unwrap_or(0)).max().unwrap_or(0);
+        let queued: u64 = lcores.iter().map(|l| l.queued_to.get(w).copied().unwrap_or(0)).sum();
+        let qdrops: u64 = lcores.iter().map(|l| l.qdrops_to.get(w).copied().unwrap_or(0)).sum();
+        let handled = c.handled();
+        // Counters are published by different threads at different moments,
+        // so the identity is exact only once every thread has stopped.
+        if queued < len || handled != c.dispatched + c.hdispatched + (queued - len) {
+            ok = false;
+        }
+        let mut drops = BTreeMap::new();
+        for (reason, v) in &c.parse_drops {
+            *drops.entry(reason.to_string()).or_insert(0) += v;
+        }
+        if c.drop_flow_full > 0 {
+            drops.insert("flow_table_full".into(), c.drop_flow_full);
+        }
+        rows.push(WorkerRow {
+            worker: w as u16,
+            cpu: cpus.get(w).copied().unwrap_or(w as u32),
+            len,
+            wmark,
+            dispatched: c.dispatched,
+            hdispatched: c.hdispatched,
+            qdrops,
+            queued,
+            handled,
+            pps: if elapsed_s > 0.0 { handled as f64 / elapsed_s } else { 0.0 },
+            flows: c.flows,
+            order_violations: c.order_violations,
+            received: c.received,
+            consumer_local: c.consumer_local,
+            consumer_remote: c.consumer_remote,
+            drops,
+        });
+        totals.received += c.received;
+        totals.handled += handled;
+        totals.delivered += handled - c.drop_flow_full.min(handled);
+        totals.in_flight += len;
+        totals.order_violations += c.order_violations;
+        totals.steer_moves += c.steer_moves;
+        totals.held_for_drain += c.held_for_drain;
+        totals.bytes += c.handled_bytes;
+        for (reason, v) in &c.parse_drops {
+            *totals.drops.entry(reason.to_string()).or_insert(0) += v;
+        }
+        if c.drop_flow_full > 0 {
+            *totals.drops.entry("flow_table_full".into()).or_insert(0) += c.drop_flow_full;
+        }
+        let qd: u64 = c.qdrops_to.iter().sum();
+        if qd > 0 {
+            *totals.drops.entry("queue_full".into()).or_insert(0) += qd;
+        }
+    }
+    totals.dropped = totals.drops.values().sum();
+    totals.pps = if elapsed_s > 0.0 { totals.delivered as f64 / elapsed_s } else { 0.0 };
+    if totals.received != totals.delivered + totals.dropped + totals.in_flight {
+        ok = false;
+    }
+    Snapshot { schema: SNAPSHOT_SCHEMA, elapsed_s, workers: rows, totals, conservation_ok: ok }
+}

@@ -1,0 +1,236 @@
+//! Building an engine: workers, the full mesh of hand-off queues, the shared
+//! steering tables, and one [`Lcore`] per worker.
+
+use crate::counters::{snapshot, LcoreCounters, Snapshot};
+use crate::desc::PacketDesc;
+use crate::lcore::{FlowState, Lcore, LcoreParts};
+use crate::order::{ConsumerMap, OrderBook};
+use crate::source::RxSource;
+use flowsteer_flow::{FlowTable, FlowTableConfig};
+use flowsteer_ring::{channel, RingStats};
+use flowsteer_rss::RssConfig;
+use flowsteer_steer::cpuset::CpuSet;
+use flowsteer_steer::dispatch::Dispatch;
+use flowsteer_steer::steer::{
+    rps_workers, BucketMap, Policy, SharedTables, SockFlowTable, Steerer, DEFAULT_FLOW_CNT, DEFAULT_SOCK_FLOW_ENTRIES,
+};
+use flowsteer_steer::{WorkerId, MAX_WORKERS};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// Default capacity of each hand-off queue (descriptors).
+pub const DEFAULT_RING_CAPACITY: usize = 1024;
+/// Default burst (frames per receive poll, descriptors per queue pop).
+pub const DEFAULT_BURST: usize = 32;
+/// Default software bucket count (FreeBSD: RSS buckets; a 128-entry RETA).
+pub const DEFAULT_BUCKETS: usize = 128;
+/// Most receive queues.
+pub const MAX_RX_QUEUES: usize = 1024;
+
+/// How to build the engine. Every capacity is bounded; see the constants.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// One worker per entry, pinned to that CPU.
+    pub cpus: Vec<u32>,
+    pub rx_queues: u16,
+    /// Receive queue -> worker that polls it; default `q % workers`.
+    pub rxq_worker: Option<Vec<u16>>,
+    pub policy: Policy,
+    pub dispatch: Dispatch,
+    /// RPS CPU set per receive queue (one entry: the same for all). Empty:
+    /// RPS off (a queue's packets stay on its poller).
+    pub rps_cpus: Vec<CpuSet>,
+    pub ring_capacity: usize,
+    pub burst: usize,
+    /// Software buckets (the RSS bucket -> worker map), power of two.
+    pub buckets: usize,
+    pub sock_flow_entries: usize,
+    pub flow_cnt: usize,
+    pub flow_table: FlowTableConfig,
+    /// The drain rule (never off outside tests and demonstrations).
+    pub drain_rule: bool,
+    pub rss: RssConfig,
+    /// Flows the order book and consumer map track (the generator's count).
+    pub tracked_flows: usize,
+    /// Seed for the flow tables' keyed hashes (`None`: OS randomness).
+    pub seed: Option<u64>,
+}
+
+impl EngineConfig {
+    pub fn new(cpus: Vec<u32>, rss: RssConfig) -> EngineConfig {
+        EngineConfig {
+            rx_queues: cpus.len() as u16,
+            cpus,
+            rxq_worker: None,
+            policy: Policy::Rss,
+            dispatch: Dispatch::Hybrid,
+            rps_cpus: Vec::new(),
+            ring_capacity: DEFAULT_RING_CAPACITY,
+            burst: DEFAULT_BURST,
+            buckets: DEFAULT_BUCKETS,
+            sock_flow_entries: DEFAULT_SOCK_FLOW_ENTRIES,
+            flow_cnt: DEFAULT_FLOW_CNT,
+            flow_table: FlowTableConfig::default(),
+            drain_rule: true,
+            rss,
+            tracked_flows: 1024,
+            seed: None,
+        }
+    }
+
+    pub fn workers(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// Worker polling receive queue `q`.
+    pub fn worker_of_rxq(&self, q: u16) -> WorkerId {
+        match &self.rxq_worker {
+            Some(m) => WorkerId(m[usize::from(q)]),
+            None => WorkerId((usize::from(q) % self.workers().max(1)) as u16),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineError {
+    NoWorkers,
+    TooManyWorkers(usize),
+    BadRxQueues(usize),
+    BadRxqMap(String),
+    Rps(String),
+    Ring(String),
+    FlowTable(String),
+    Sources { given: usize, workers: usize },
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::NoWorkers => write!(f, "at least one worker core is needed"),
+            EngineError::TooManyWorkers(n) => write!(f, "{n} workers exceed the maximum {MAX_WORKERS}"),
+            EngineError::BadRxQueues(n) => write!(f, "{n} receive queues: need 1..={MAX_RX_QUEUES}"),
+            EngineError::BadRxqMap(m) => write!(f, "receive queue map: {m}"),
+            EngineError::Rps(m) => write!(f, "RPS: {m}"),
+            EngineError::Ring(m) => write!(f, "queue: {m}"),
+            EngineError::FlowTable(m) => write!(f, "flow table: {m}"),
+            EngineError::Sources { given, workers } => write!(f, "{given} sources for {workers} workers"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+/// A built engine, not yet running.
+pub struct Engine {
+    pub cfg: EngineConfig,
+    pub lcores: Vec<Lcore>,
+    pub shared: SharedTables,
+    pub consumers: Arc<ConsumerMap>,
+    /// `ring_stats[r][w]`: the queue from core `r` to worker `w`.
+    pub ring_stats: Vec<Vec<RingStats>>,
+    pub published: Vec<Arc<Mutex<LcoreCounters>>>,
+}
+
+impl Engine {
+    /// Build with one source per worker (it serves that worker's receive queues).
+    pub fn build(cfg: EngineConfig, mut sources: Vec<Box<dyn RxSource>>) -> Result<Engine, EngineError> {
+        let n = cfg.workers();
+        if n == 0 {
+            return Err(EngineError::NoWorkers);
+        }
+        if n > MAX_WORKERS {
+            return Err(EngineError::TooManyWorkers(n));
+        }
+        let rxq = usize::from(cfg.rx_queues);
+        if rxq == 0 || rxq > MAX_RX_QUEUES {
+            return Err(EngineError::BadRxQueues(rxq));
+        }
+        if let Some(m) = &cfg.rxq_worker {
+            if m.len() != rxq {
+                return Err(EngineError::BadRxqMap(format!("{} entries for {rxq} queues", m.len())));
+            }
+            if let Some(w) = m.iter().find(|&&w| usize::from(w) >= n) {
+                return Err(EngineError::BadRxqMap(format!("worker {w} does not exist ({n} workers)")));
+            }
+        }
+        if sources.len() != n {
+            return Err(EngineError::Sources { given: sources.len(), workers: n });
+        }
+        let shared = SharedTables {
+            buckets: Arc::new(BucketMap::round_robin(cfg.buckets, n)),
+            sock: (cfg.policy == Policy::Rfs).then(|| Arc::new(SockFlowTable::new(cfg.sock_flow_entries))),
+        };
+        let order = Arc::new(OrderBook::new(cfg.tracked_flows));
+        let consumers = Arc::new(ConsumerMap::new(cfg.tracked_flows, n));
+        // Full mesh of queues: producers[r][w], consumers[w][r].
+        let mut producers: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
+        let mut cons: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
+        for prod in producers.iter_mut() {
+            for c in cons.iter_mut() {
+                let (p, q) = channel::<PacketDesc>(cfg.ring_capacity).map_err(|e| EngineError::Ring(e.to_string()))?;
+                prod.push(p);
+                c.push(q);
+            }
+        }
+        let ring_stats = producers.iter().map(|ps| ps.iter().map(|p| p.stats()).collect()).collect();
+        let mut lcores = Vec::with_capacity(n);
+        let mut seed = cfg.seed;
+        for (i, (prods, cs)) in producers.into_iter().zip(cons).enumerate().rev() {
+            let id = WorkerId(i as u16);
+            let rxqs: Vec<u16> = (0..cfg.rx_queues).filter(|&q| cfg.worker_of_rxq(q) == id).collect();
+            // RPS set of this core's (first) queue.
+            let rps = match cfg.rps_cpus.len() {
+                0 => Vec::new(),
+                1 => rps_workers(&cfg.rps_cpus[0], &cfg.cpus).map_err(EngineError::Rps)?,
+                _ => {
+                    let q = rxqs.first().copied().unwrap_or(0);
+                    let set = cfg.rps_cpus.get(usize::from(q)).ok_or_else(|| {
+                        EngineError::Rps(format!("{} masks for {} receive queues", cfg.rps_cpus.len(), cfg.rx_queues))
+                    })?;
+                    rps_workers(set, &cfg.cpus).map_err(EngineError::Rps)?
+                }
+            };
+            let mut steerer = Steerer::new(cfg.policy, id, rps, shared.clone(), cfg.flow_cnt);
+            if !cfg.drain_rule {
+                steerer = steerer.without_drain_rule();
+            }
+            let flows = match seed.as_mut() {
+                Some(s) => {
+                    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    FlowTable::with_seed(cfg.flow_table, (*s, s.rotate_left(17)))
+                }
+                None => FlowTable::new(cfg.flow_table),
+            }
+            .map_err(|e| EngineError::FlowTable(e.to_string()))?;
+            let flows: FlowTable<FlowState> = flows;
+            let source = sources.pop().ok_or(EngineError::Sources { given: 0, workers: n })?;
+            lcores.push(Lcore::new(LcoreParts {
+                id,
+                rxqs,
+                source,
+                dispatch: cfg.dispatch,
+                rss: cfg.rss.clone(),
+                steerer,
+                shared: shared.clone(),
+                producers: prods,
+                consumers: cs,
+                flows,
+                order: order.clone(),
+                consumer_map: consumers.clone(),
+                burst: cfg.burst,
+                buckets: shared.buckets.len(),
+            }));
+        }
+        lcores.reverse();
+        let published = lcores.iter().map(|l| l.published()).collect();
+        Ok(Engine { cfg, lcores, shared, consumers, ring_stats, published })
+    }
+
+    /// Sum the published counters.
+    pub fn snapshot(ring_stats: &[Vec<RingStats>], published: &[Arc<Mutex<LcoreCounters>>], cpus: &[u32], elapsed_s: f64, rebalance_moves: u64) -> Snapshot {
+        let counters: Vec<LcoreCounters> = published.iter().map(|p| p.lock().map(|c| c.clone()).unwrap_or_default()).collect();
+        let len: Vec<Vec<u64>> = ring_stats.iter().map(|r| r.iter().map(|s| s.len() as u64).collect()).collect();
+        let wm: Vec<Vec<u64>> = ring_stats.iter().map(|r| r.iter().map(|s| s.high_watermark() as u64).collect()).collect();
+        snapshot(&counters, cpus, &len, &wm, elapsed_s, rebalance_moves)
+    }
+}

@@ -1,0 +1,353 @@
+//! One core of the engine: the receive side (poll its receive queues, parse,
+//! hash, steer, hand off) and the worker side (drain the queues addressed to
+//! it, run the flow table and the application). The threaded runtime and
+//! the deterministic simulation drive the same [`Lcore`] methods.
+
+use crate::counters::LcoreCounters;
+use crate::desc::{PacketDesc, NO_FLOW_ID};
+use crate::order::{ConsumerMap, OrderBook};
+use crate::source::RxSource;
+use flowsteer_flow::{FlowKey, FlowTable};
+use flowsteer_ring::{Consumer, Producer, RingStats};
+use flowsteer_rss::{Fields, RssConfig};
+use flowsteer_steer::dispatch::{decide, Action, Dispatch};
+use flowsteer_steer::steer::{QueueView, SharedTables, SockFlowTable, Steerer};
+use flowsteer_steer::WorkerId;
+use flowsteer_wire::{parse_frame, proto, LinkType, ParseOptions};
+use std::sync::{Arc, Mutex};
+
+/// Per-flow state the built-in application keeps in the flow table.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowState {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// The queue counters a receive side reads for the drain rule.
+struct Rings<'a>(&'a [RingStats]);
+
+impl QueueView for Rings<'_> {
+    #[inline]
+    fn done(&self, w: WorkerId) -> u64 {
+        self.0.get(w.index()).map_or(u64::MAX, |s| s.done())
+    }
+}
+
+/// Everything one core owns.
+pub struct Lcore {
+    pub id: WorkerId,
+    /// Receive queues this core polls.
+    pub rxqs: Vec<u16>,
+    source: Box<dyn RxSource>,
+    rx: RxSide,
+    work: WorkSide,
+    pub counters: LcoreCounters,
+    published: Arc<Mutex<LcoreCounters>>,
+    burst: usize,
+}
+
+struct RxSide {
+    dispatch: Dispatch,
+    rss: RssConfig,
+    opts: ParseOptions,
+    steerer: Steerer,
+    shared: SharedTables,
+    /// Producers to every worker (index = worker), incl. this core's own.
+    producers: Vec<Producer<PacketDesc>>,
+    stats: Vec<RingStats>,
+    stage: Vec<Vec<PacketDesc>>,
+    stage_tail: Vec<u64>,
+}
+
+struct WorkSide {
+    id: WorkerId,
+    consumers: Vec<Consumer<PacketDesc>>,
+    buf: Vec<PacketDesc>,
+    flows: FlowTable<FlowState>,
+    order: Arc<OrderBook>,
+    consumer_map: Arc<ConsumerMap>,
+    sock: Option<Arc<SockFlowTable>>,
+}
+
+/// What an [`Lcore`] is built from.
+pub struct LcoreParts {
+    pub id: WorkerId,
+    pub rxqs: Vec<u16>,
+    pub source: Box<dyn RxSource>,
+    pub dispatch: Dispatch,
+    pub rss: RssConfig,
+    pub steerer: Steerer,
+    pub shared: SharedTables,
+    pub producers: Vec<Producer<PacketDesc>>,
+    pub consumers: Vec<Consumer<PacketDesc>>,
+    pub flows: FlowTable<FlowState>,
+    pub order: Arc<OrderBook>,
+    pub consumer_map: Arc<ConsumerMap>,
+    pub burst: usize,
+    pub buckets: usize,
+}
+
+impl Lcore {
+    pub fn new(p: LcoreParts) -> Lcore {
+        let workers = p.producers.len();
+        let stats = p.producers.iter().map(|pr| pr.stats()).collect();
+        let counters = LcoreCounters::new(workers, p.buckets);
+        Lcore {
+            id: p.id,
+            rxqs: p.rxqs,
+            source: p.source,
+            rx: RxSide {
+                dispatch: p.dispatch,
+                rss: p.rss,
+                opts: ParseOptions::default(),
+                steerer: p.steerer,
+                shared: p.shared.clone(),
+                producers: p.producers,
+                stats,
+                stage: (0..workers).map(|_| Vec::with_capacity(p.burst)).collect(),
+                stage_tail: vec![0; workers],
+            },
+            work: WorkSide {
+                id: p.id,
+                consumers: p.consumers,
+                buf: vec![PacketDesc::default_desc(); p.burst.max(1)],
+                flows: p.flows,
+                order: p.order,
+                consumer_map: p.consumer_map,
+                sock: p.shared.sock.clone(),
+            },
+            published: Arc::new(Mutex::new(counters.clone())),
+            counters,
+            burst: p.burst.max(1),
+        }
+    }
+
+    /// The handle the control thread reads published counters from.
+    pub fn published(&self) -> Arc<Mutex<LcoreCounters>> {
+        self.published.clone()
+    }
+
+    /// Ring counters of this core's queues to every worker.
+    pub fn out_ring_stats(&self) -> Vec<RingStats> {
+        self.rx.stats.clone()
+    }
+
+    /// True when every receive queue of this core is exhausted.
+    pub fn sources_exhausted(&self) -> bool {
+        self.rxqs.iter().all(|&q| self.source.exhausted(q))
+    }
+
+    /// Poll each receive queue once for up to `max` frames (at most one
+    /// burst); returns frames received.
+    pub fn poll_rx(&mut self, max: usize, now: u64) -> usize {
+        let max = max.min(self.burst);
+        let Lcore { source, rx, work, counters, rxqs, .. } = self;
+        let mut total = 0;
+        for &q in rxqs.iter() {
+            total += source.poll(q, max, &mut |bytes| rx.on_frame(work, counters, bytes, q, now));
+        }
+        rx.flush_all(counters);
+        total
+    }
+
+    /// Drain up to `max` descriptors from each queue addressed to this
+    /// worker; returns descriptors processed.
+    pub fn poll_rings(&mut self, max: usize, now: u64) -> usize {
+        let Lcore { work, counters, .. } = self;
+        let mut total = 0;
+        for r in 0..work.consumers.len() {
+            let want = max.min(work.buf.len());
+            let n = work.consumers[r].pop_burst(&mut work.buf[..want]);
+            for i in 0..n {
+                let d = work.buf[i];
+                work.process(counters, &d, now);
+            }
+            if n > 0 {
+                let head = work.consumers[r].head();
+                work.consumers[r].set_processed(head);
+                counters.dequeued += n as u64;
+                total += n;
+            }
+        }
+        total
+    }
+
+    /// Packets waiting in this worker's queues.
+    pub fn pending(&self) -> usize {
+        self.work.consumers.iter().map(|c| c.len()).sum()
+    }
+
+    /// Periodic work: flow expiry (bounded), counters published.
+    pub fn housekeeping(&mut self, now: u64) {
+        let expired = self.work.flows.expire(now, 256, |_, _| {});
+        self.counters.flows_expired += expired as u64;
+        self.counters.flows = self.work.flows.len() as u64;
+        self.counters.flow_max_probe = u64::from(self.work.flows.stats().max_probe);
+        let st = self.rx.steerer.stats();
+        self.counters.steer_moves = st.moves;
+        self.counters.held_for_drain = st.held_for_drain;
+        if let Ok(mut p) = self.published.lock() {
+            p.clone_from(&self.counters);
+        }
+    }
+
+    /// The flow table (for tests and reports).
+    pub fn flow_count(&self) -> usize {
+        self.work.flows.len()
+    }
+
+    pub fn flow_packets(&mut self, key: &FlowKey) -> Option<u64> {
+        self.work.flows.get(key).map(|s| s.packets)
+    }
+}
+
+impl PacketDesc {
+    fn default_desc() -> PacketDesc {
+        PacketDesc {
+            key: FlowKey {
+                src: std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                dst: std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                proto: 0,
+                sport: 0,
+                dport: 0,
+            },
+            hash: 0,
+            seq: 0,
+            flow_id: NO_FLOW_ID,
+            len: 0,
+            rxq: 0,
+            fragment: false,
+        }
+    }
+}
+
+impl RxSide {
+    #[inline]
+    fn on_frame(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: u16, now: u64) {
+        c.received += 1;
+        c.rx_bytes += bytes.len() as u64;
+        let parsed = match parse_frame(bytes, LinkType::Ethernet, &self.opts) {
+            Ok(p) => p,
+            Err(e) => {
+                *c.parse_drops.entry(e.reason()).or_insert(0) += 1;
+                return;
+            }
+        };
+        let Some(l3) = parsed.outer else {
+            *c.parse_drops.entry("not_ip").or_insert(0) += 1;
+            return;
+        };
+        let fragment = l3.frag.is_some();
+        let input = self.rss.input_for(&l3.tuple, fragment);
+        let hash = match input.fields() {
+            Fields::None => 0,
+            _ => self.rss.hasher().hash(input.as_bytes()),
+        };
+        let (seq, flow_id) = stamp(bytes, &l3).unwrap_or((0, NO_FLOW_ID));
+        let desc = PacketDesc {
+            key: FlowKey::from(l3.tuple),
+            hash,
+            seq,
+            flow_id,
+            len: bytes.len().min(usize::from(u16::MAX)) as u16,
+            rxq: q,
+            fragment,
+        };
+        let b = self.shared.buckets.bucket_for(hash);
+        if let Some(slot) = c.bucket_packets.get_mut(b) {
+            *slot += 1;
+        }
+        if self.dispatch == Dispatch::Direct {
+            c.dispatched += 1;
+            work.process(c, &desc, now);
+            return;
+        }
+        let (target, slot) = self.steerer.target(hash, &Rings(&self.stats));
+        match decide(self.dispatch, work.id, target) {
+            Action::Inline => {
+                c.hdispatched += 1;
+                work.process(c, &desc, now);
+            }
+            Action::Queue(w) => {
+                let wi = w.index();
+                if wi >= self.producers.len() {
+                    // A steering table named a worker that does not exist.
+                    *c.parse_drops.entry("no_such_worker").or_insert(0) += 1;
+                    return;
+                }
+                if self.stage[wi].is_empty() {
+                    self.stage_tail[wi] = self.producers[wi].tail();
+                }
+                self.stage[wi].push(desc);
+                // Projected tail: the drain rule must see this packet even
+                // before the staged burst is pushed.
+                self.steerer.enqueued(slot, self.stage_tail[wi] + self.stage[wi].len() as u64);
+                if self.stage[wi].len() >= self.stage[wi].capacity() {
+                    self.flush(c, wi);
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self, c: &mut LcoreCounters, w: usize) {
+        let staged = self.stage[w].len();
+        if staged == 0 {
+            return;
+        }
+        let n = self.producers[w].push_burst(&self.stage[w]);
+        c.queued_to[w] += n as u64;
+        c.qdrops_to[w] += (staged - n) as u64;
+        self.stage[w].clear();
+    }
+
+    fn flush_all(&mut self, c: &mut LcoreCounters) {
+        for w in 0..self.stage.len() {
+            self.flush(c, w);
+        }
+    }
+}
+
+impl WorkSide {
+    #[inline]
+    fn process(&mut self, c: &mut LcoreCounters, d: &PacketDesc, now: u64) {
+        match self.flows.lookup_or_insert(&d.key, now, FlowState::default) {
+            Ok((_, st)) => {
+                st.packets += 1;
+                st.bytes += u64::from(d.len);
+            }
+            Err(_) => {
+                c.drop_flow_full += 1;
+                return;
+            }
+        }
+        c.handled_bytes += u64::from(d.len);
+        let consumer = if d.flow_id == NO_FLOW_ID {
+            self.id
+        } else {
+            if !self.order.deliver(d.flow_id, d.seq) {
+                c.order_violations += 1;
+            }
+            self.consumer_map.consumer(d.flow_id)
+        };
+        if consumer == self.id {
+            c.consumer_local += 1;
+        } else {
+            c.consumer_remote += 1;
+        }
+        if let Some(sock) = &self.sock {
+            sock.record(d.hash, consumer);
+        }
+    }
+}
+
+/// The generator's (seq, flow id) stamp at the start of the L4 payload.
+#[inline]
+fn stamp(bytes: &[u8], l3: &flowsteer_wire::L3Info) -> Option<(u64, u32)> {
+    let l4 = l3.l4_offset?;
+    let payload = match l3.tuple.proto {
+        proto::UDP => l4 + 8,
+        proto::TCP => l4 + usize::from(bytes.get(l4 + 12)? >> 4) * 4,
+        _ => return None,
+    };
+    flowsteer_gen::read_seq(bytes.get(payload..)?)
+}

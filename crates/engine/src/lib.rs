@@ -1,0 +1,23 @@
+//! flowsteer-engine: the steering runtime.
+//!
+//! Stages 4-6 of the packet's path (hand-off -> worker -> sink). One
+//! [`lcore::Lcore`] per worker core: it polls its receive queues (receive
+//! side: parse, hash, steer, hand off in bursts over bounded SPSC queues)
+//! and drains the queues addressed to it (worker side: flow table, the
+//! built-in application, order check). [`runtime`] runs one pinned thread
+//! per lcore; [`sim`] drives the same lcores from one thread with a fake
+//! clock and a seeded schedule, so steering, RFS moves and rebalancing are
+//! tested exactly.
+#![forbid(unsafe_code)]
+
+pub mod counters;
+pub mod desc;
+pub mod engine;
+pub mod lcore;
+pub mod order;
+pub mod runtime;
+pub mod sim;
+pub mod source;
+
+pub use counters::Snapshot;
+pub use engine::{Engine, EngineConfig, EngineError};

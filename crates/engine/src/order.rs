@@ -1,0 +1,78 @@
+//! Instruments shared by all cores: the per-flow order book (detects a
+//! packet delivered after a later packet of the same flow) and the consumer
+//! map (which core each flow's application thread runs on, for RFS).
+
+use flowsteer_steer::WorkerId;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+
+/// Most flows tracked by the order book and the consumer map; flow ids are
+/// folded modulo this (a fold can only hide a violation, never invent one...
+/// except between two folded flows, so tests stay below it).
+pub const MAX_TRACKED_FLOWS: usize = 1 << 20;
+
+/// Highest sequence number delivered so far, per flow.
+///
+/// Only the worker that currently owns a flow writes its entry (the drain
+/// rule makes ownership exclusive and hands it over through the queues'
+/// Release/Acquire counters), so a plain load + store suffices; entries for
+/// small flow counts are padded to a cache line to avoid false sharing.
+#[derive(Debug)]
+pub struct OrderBook {
+    next: Box<[AtomicU64]>,
+    stride: usize,
+    flows: usize,
+}
+
+impl OrderBook {
+    pub fn new(flows: usize) -> OrderBook {
+        let flows = flows.clamp(1, MAX_TRACKED_FLOWS);
+        let stride = if flows <= 1 << 16 { 8 } else { 1 };
+        OrderBook { next: (0..flows * stride).map(|_| AtomicU64::new(0)).collect(), stride, flows }
+    }
+
+    /// Record delivery of `seq` for `flow`; `false` when it arrived after a
+    /// later sequence number of the same flow (an order violation).
+    #[inline]
+    pub fn deliver(&self, flow: u32, seq: u64) -> bool {
+        let e = &self.next[(flow as usize % self.flows) * self.stride];
+        let next = e.load(Ordering::Relaxed);
+        if seq < next {
+            return false;
+        }
+        e.store(seq + 1, Ordering::Relaxed);
+        true
+    }
+}
+
+/// Which worker each flow's consumer (application thread) runs on.
+#[derive(Debug)]
+pub struct ConsumerMap {
+    map: Box<[AtomicU16]>,
+    workers: usize,
+}
+
+impl ConsumerMap {
+    /// Flow `f`'s consumer starts on worker `f % workers`.
+    pub fn new(flows: usize, workers: usize) -> ConsumerMap {
+        let flows = flows.clamp(1, MAX_TRACKED_FLOWS);
+        let workers = workers.max(1);
+        ConsumerMap { map: (0..flows).map(|f| AtomicU16::new((f % workers) as u16)).collect(), workers }
+    }
+
+    #[inline]
+    pub fn consumer(&self, flow: u32) -> WorkerId {
+        WorkerId(self.map[flow as usize % self.map.len()].load(Ordering::Relaxed))
+    }
+
+    pub fn set(&self, flow: u32, w: WorkerId) {
+        self.map[flow as usize % self.map.len()].store(w.0, Ordering::Relaxed);
+    }
+
+    /// Move every consumer to the next worker (a migration wave).
+    pub fn rotate(&self) {
+        for e in self.map.iter() {
+            let w = e.load(Ordering::Relaxed);
+            e.store(((usize::from(w) + 1) % self.workers) as u16, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The threaded runtime: one thread per worker core, pinned to its CPU,
+//! polling its receive queues and its input queues in a loop; the calling
+//! thread is the control thread (interval reports, rebalancing, consumer
+//! migration, stop).
+//!
+//! Stop protocol: the control thread raises `stop_rx`; each core stops
+//! receiving, flushes its staged bursts and counts itself in `rx_done`
+//! (Release). A core exits when every core is done receiving (Acquire) and
+//! its own input queues are empty, so every packet that was queued is
+//! processed before the final counters are read: in flight is zero at the
+//! end and conservation is exact.
+
+use crate::counters::{LcoreCounters, Snapshot};
+use crate::engine::Engine;
+use flowsteer_steer::rebalance::{plan_moves, Move, RebalanceConfig};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long and how to run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub duration: Option<Duration>,
+    /// Stop after this many received packets (all queues together).
+    pub packets: Option<u64>,
+    /// Report every interval.
+    pub interval: Option<Duration>,
+    pub rebalance: Option<RebalanceConfig>,
+    pub rebalance_interval: Option<Duration>,
+    /// Move every flow's consumer to the next core this often (RFS demo).
+    pub migrate_every: Option<Duration>,
+    /// Pin worker threads to their CPUs.
+    pub pin: bool,
+}
+
+/// One bucket move, as logged.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MoveLog {
+    pub at_s: f64,
+    pub bucket: usize,
+    pub from: u16,
+    pub to: u16,
+    pub load: u64,
+}
+
+/// What a run returns.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    #[serde(flatten)]
+    pub snapshot: Snapshot,
+    pub rebalance_log: Vec<MoveLog>,
+    pub migrations: u64,
+    pub warnings: Vec<String>,
+}
+
+/// Run until the duration passes, the packet budget is spent, or every
+/// source is exhausted. `on_interval` sees a snapshot every interval.
+pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snapshot)) -> RunReport {
+    let Engine { cfg, lcores, shared, consumers, ring_stats, published } = engine;
+    let n = lcores.len();
+    let stop_rx = Arc::new(AtomicBool::new(false));
+    let rx_done = Arc::new(AtomicUsize::new(0));
+    let budget = Arc::new(AtomicU64::new(opts.packets.unwrap_or(u64::MAX)));
+    let pin_failed = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let burst = cfg.burst.max(1);
+    let mut handles = Vec::with_capacity(n);
+    for (i, mut lc) in lcores.into_iter().enumerate() {
+        let (t_stop, t_done, t_budget, t_pin) = (stop_rx.clone(), rx_done.clone(), budget.clone(), pin_failed.clone());
+        let cpu = cfg.cpus[i];
+        let pin = opts.pin;
+        let h = std::thread::Builder::new()
+            .name(format!("fs-worker-{i}"))
+            .spawn(move || {
+                if pin && !core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
+                    t_pin.fetch_add(1, Ordering::Relaxed);
+                }
+                worker_loop(&mut lc, n, burst, start, &t_stop, &t_done, &t_budget);
+                lc
+            });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(_) => {
+                // Could not start a thread: stop the others and report.
+                stop_rx.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    // Control loop.
+    let mut next_report = opts.interval.map(|i| start + i);
+    let mut next_rebalance = opts.rebalance.map(|_| start + opts.rebalance_interval.unwrap_or(Duration::from_millis(100)));
+    let mut next_migrate = opts.migrate_every.map(|m| start + m);
+    let mut last_buckets: Vec<u64> = vec![0; shared.buckets.len()];
+    let mut log = Vec::new();
+    let mut migrations = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(2));
+        let now = Instant::now();
+        let finished = rx_done.load(Ordering::Acquire) >= n || handles.iter().all(|h| h.is_finished());
+        if opts.duration.is_some_and(|d| now >= start + d) || finished {
+            break;
+        }
+        if let Some(t) = next_report.filter(|t| now >= *t) {
+            let snap = Engine::snapshot(&ring_stats, &published, &cfg.cpus, start.elapsed().as_secs_f64(), log.len() as u64);
+            on_interval(&snap);
+            next_report = opts.interval.map(|i| t + i);
+        }
+        if let (Some(t), Some(rcfg)) = (next_rebalance.filter(|t| now >= *t), &opts.rebalance) {
+            let totals = bucket_totals(&published, last_buckets.len());
+            let delta: Vec<u64> = totals.iter().zip(&last_buckets).map(|(a, b)| a.saturating_sub(*b)).collect();
+            last_buckets = totals;
+            let map = shared.buckets.snapshot();
+            for Move { bucket, from, to, load } in plan_moves(&delta, &map, n, rcfg) {
+                shared.buckets.set(bucket, to);
+                log.push(MoveLog { at_s: start.elapsed().as_secs_f64(), bucket, from: from.0, to: to.0, load });
+            }
+            next_rebalance = Some(t + opts.rebalance_interval.unwrap_or(Duration::from_millis(100)));
+        }
+        if let Some(t) = next_migrate.filter(|t| now >= *t) {
+            consumers.rotate();
+            migrations += 1;
+            next_migrate = opts.migrate_every.map(|m| t + m);
+        }
+    }
+    stop_rx.store(true, Ordering::Relaxed);
+    let mut warnings = Vec::new();
+    for h in handles {
+        if h.join().is_err() {
+            warnings.push("a worker thread panicked".to_string());
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    if pin_failed.load(Ordering::Relaxed) > 0 {
+        warnings.push(format!("{} worker thread(s) could not be pinned to their CPU", pin_failed.load(Ordering::Relaxed)));
+    }
+    let snapshot = Engine::snapshot(&ring_stats, &published, &cfg.cpus, elapsed, log.len() as u64);
+    RunReport { snapshot, rebalance_log: log, migrations, warnings }
+}
+
+fn bucket_totals(published: &[Arc<std::sync::Mutex<LcoreCounters>>], buckets: usize) -> Vec<u64> {
+    let mut t = vec![0u64; buckets];
+    for p in published {
+        if let Ok(c) = p.lock() {
+            for (a, b) in t.iter_mut().zip(&c.bucket_packets) {
+                *a += b;
+            }
+        }
+    }
+    t
+}
+
+/// Claim up to `want` packets from the shared budget.
+fn claim(budget: &AtomicU64, want: u64) -> u64 {
+    let mut cur = budget.load(Ordering::Relaxed);
+    loop {
+        if cur == 0 {
+            return 0;
+        }
+        let take = cur.min(want);
+        match budget.compare_exchange_weak(cur, cur - take, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return take,
+            Err(c) => cur = c,
+        }
+    }
+}
+
+fn worker_loop(
+    lc: &mut crate::lcore::Lcore,
+    workers: usize,
+    burst: usize,
+    start: Instant,
+    stop_rx: &AtomicBool,
+    rx_done: &AtomicUsize,
+    budget: &AtomicU64,
+) {
+    let mut rx_active = true;
+    let mut iter: u64 = 0;
+    let mut now = 0u64;
+    let mut idle = 0u32;
+    loop {
+        if iter % 16 == 0 {
+            now = start.elapsed().as_nanos() as u64;
+        }
+        let mut did = 0;
+        if rx_active {
+            let stop = stop_rx.load(Ordering::Relaxed) || lc.sources_exhausted();
+            let want = if stop { 0 } else { claim(budget, burst as u64) };
+            if want == 0 {
+                rx_active = false;
+                // Release: our last pushes happen-before others' Acquire of rx_done.
+                rx_done.fetch_add(1, Ordering::Release);
+            } else {
+                let got = lc.poll_rx(want as usize, now) as u64;
+                if got < want {
+                    budget.fetch_add(want - got, Ordering::Relaxed);
+                }
+                did += got as usize;
+            }
+        }
+        did += lc.poll_rings(burst, now);
+        iter += 1;
+        if iter % 64 == 0 {
+            lc.housekeeping(now);
+        }
+        if !rx_active && did == 0 && rx_done.load(Ordering::Acquire) >= workers && lc.pending() == 0 {
+            break;
+        }
+        if did == 0 {
+            idle += 1;
+            if idle > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        } else {
+            idle = 0;
+        }
+    }
+    lc.housekeeping(start.elapsed().as_nanos() as u64);
+}

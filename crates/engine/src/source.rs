@@ -1,0 +1,93 @@
+//! Packet sources for the receive queues: the built-in generator and a
+//! capture replayed from memory. Sources are sans-IO (the capture is read
+//! into memory before the run) so the simulation can use them too.
+
+use flowsteer_gen::{Frame, GenConfig, Generator, Spread};
+use std::sync::Arc;
+
+/// A source of frames for some receive queues. Each core owns one and
+/// polls only its own queues.
+pub trait RxSource: Send {
+    /// Hand up to `max` frames of queue `q` to `sink`; returns how many.
+    fn poll(&mut self, q: u16, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize;
+    /// True when queue `q` will never produce again (a replay that ended).
+    fn exhausted(&self, q: u16) -> bool;
+}
+
+/// The built-in generator.
+pub struct GenSource {
+    gen: Generator,
+    frames: Vec<Frame>,
+}
+
+impl GenSource {
+    pub fn new(cfg: &GenConfig, spread: Spread, burst: usize) -> Result<GenSource, String> {
+        let gen = Generator::new(cfg, spread).map_err(|e| e.to_string())?;
+        Ok(GenSource { gen, frames: (0..burst.max(1)).map(|_| Frame::new()).collect() })
+    }
+
+    pub fn generator(&self) -> &Generator {
+        &self.gen
+    }
+}
+
+impl RxSource for GenSource {
+    fn poll(&mut self, q: u16, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
+        let max = max.min(self.frames.len());
+        let n = self.gen.next_burst(q, &mut self.frames[..max]);
+        for f in &self.frames[..n] {
+            sink(f.bytes());
+        }
+        n
+    }
+
+    fn exhausted(&self, q: u16) -> bool {
+        self.gen.flows_on_queue(q) == 0
+    }
+}
+
+/// Frames of a capture, already split by receive queue.
+#[derive(Debug, Default)]
+pub struct Replay {
+    pub queues: Vec<Vec<Vec<u8>>>,
+}
+
+/// Replays a capture from memory `loops` times per queue.
+pub struct ReplaySource {
+    replay: Arc<Replay>,
+    pos: Vec<usize>,
+    loops_left: Vec<u64>,
+}
+
+impl ReplaySource {
+    pub fn new(replay: Arc<Replay>, loops: u64) -> ReplaySource {
+        let n = replay.queues.len();
+        ReplaySource { replay, pos: vec![0; n], loops_left: vec![loops; n] }
+    }
+}
+
+impl RxSource for ReplaySource {
+    fn poll(&mut self, q: u16, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
+        let qi = usize::from(q);
+        let Some(frames) = self.replay.queues.get(qi) else { return 0 };
+        if frames.is_empty() {
+            return 0;
+        }
+        let mut n = 0;
+        while n < max && self.loops_left[qi] > 0 {
+            sink(&frames[self.pos[qi]]);
+            n += 1;
+            self.pos[qi] += 1;
+            if self.pos[qi] == frames.len() {
+                self.pos[qi] = 0;
+                self.loops_left[qi] -= 1;
+            }
+        }
+        n
+    }
+
+    fn exhausted(&self, q: u16) -> bool {
+        let qi = usize::from(q);
+        self.replay.queues.get(qi).is_none_or(|f| f.is_empty()) || self.loops_left.get(qi).is_none_or(|&l| l == 0)
+    }
+}

@@ -1,0 +1,25 @@
+//! flowsteer-rss: receive side scaling in software.
+//!
+//! Stage 2 of the packet's path (source -> parse -> **hash** -> steer -> ...):
+//! the Toeplitz hash ([`toeplitz`]), the keys ([`key`]), which fields are
+//! hashed for which protocol ([`hashtype`]), the indirection table and the
+//! queue -> CPU map ([`reta`]), the whole configuration ([`config`]), key
+//! quality checks ([`quality`]), the GF(2) tuple planner ([`plan`]) and the
+//! `ethtool -x` reader ([`ethtool`]). Pure: no threads, clocks or sockets.
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod ethtool;
+pub mod hashtype;
+pub mod key;
+pub mod plan;
+pub mod quality;
+pub mod reta;
+pub mod simd;
+pub mod toeplitz;
+
+pub use key::{KeyKind, RssKey};
+pub use config::{Placement, RssConfig};
+pub use hashtype::{Fields, HashInput, HashTypes};
+pub use reta::{CoreId, Mapping, QueueId, Reta};
+pub use toeplitz::{reference, Impl, Toeplitz};

@@ -1,0 +1,283 @@
+//! Command-line arguments, parsed once (clap derive) into these structs.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "flowsteer", version, about = "Multi-core packet steering and software RSS toolkit")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Toeplitz-hash tuples and show RETA index, queue and CPU.
+    Hash(HashArgs),
+    /// Find addresses/ports that land on chosen queues (GF(2) solver).
+    Plan(PlanArgs),
+    /// Predict per-queue load and ordering hazards of a capture under an RSS configuration.
+    Analyze(AnalyzeArgs),
+    /// Run the steering pipeline on the built-in workload.
+    Run(RunArgs),
+    /// Benchmarks.
+    Bench(BenchArgs),
+}
+
+/// RSS configuration flags shared by `hash`, `plan` and `analyze`.
+#[derive(Args, Debug, Clone)]
+pub struct RssArgs {
+    /// Key: default (Microsoft), symmetric, random, or hex (with or without ':').
+    #[arg(long, default_value = "default")]
+    pub key: String,
+    /// Key length for --key symmetric|random (bytes, >= 40).
+    #[arg(long, default_value_t = 52)]
+    pub key_len: usize,
+    /// Indirection table size (power of two).
+    #[arg(long, default_value_t = 128)]
+    pub reta_size: usize,
+    /// Number of receive queues the RETA is filled with (round robin) [default: 4].
+    #[arg(long)]
+    pub queues: Option<usize>,
+    /// Queue -> CPU map as a comma list (queue i -> list[i % len]); default identity.
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Vec<u32>,
+    /// Hash types: comma list of ipv4,tcp4,udp4,ipv6,tcp6,udp6 or default|all|l3.
+    #[arg(long, default_value = "default")]
+    pub hash_types: String,
+    /// Hash the first fragment on its 4-tuple when its ports are present (NICs do not).
+    #[arg(long)]
+    pub frag_4tuple: bool,
+    /// Read the key and the indirection table from `ethtool -x IFACE` output (text or --json).
+    #[arg(long, value_name = "FILE")]
+    pub ethtool_x: Option<PathBuf>,
+    /// Queue selection: reta (NIC RSS) or rps (Linux (hash * n) >> 32 over the queues).
+    #[arg(long, default_value = "reta")]
+    pub mapping: String,
+    /// Hash implementation: auto, reference, table, gfni.
+    #[arg(long = "impl", default_value = "auto")]
+    pub imp: String,
+}
+
+#[derive(Args, Debug)]
+pub struct HashArgs {
+    #[command(flatten)]
+    pub rss: RssArgs,
+    /// Source address.
+    #[arg(long)]
+    pub src: Option<String>,
+    /// Destination address.
+    #[arg(long)]
+    pub dst: Option<String>,
+    /// Source port (with --dport: 4-tuple input).
+    #[arg(long)]
+    pub sport: Option<u16>,
+    /// Destination port.
+    #[arg(long)]
+    pub dport: Option<u16>,
+    /// Read tuples, one per line `src,dst[,sport,dport]`, from FILE (`-` for stdin).
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// One JSON object per result line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub rss: RssArgs,
+    /// Source prefix to pick addresses from (e.g. 10.11.2.0/24) or one address.
+    #[arg(long)]
+    pub src_net: String,
+    /// Destination address or prefix.
+    #[arg(long)]
+    pub dst: String,
+    /// Fixed source port.
+    #[arg(long, conflicts_with = "sport_range")]
+    pub sport: Option<u16>,
+    /// Source port range to pick from, e.g. 1024-65535.
+    #[arg(long)]
+    pub sport_range: Option<String>,
+    /// Destination port (or range).
+    #[arg(long)]
+    pub dport: Option<String>,
+    /// Protocol: udp or tcp (decides 2- or 4-tuple under the hash types).
+    #[arg(long, default_value = "udp")]
+    pub proto: String,
+    /// Plan for queues 0..N-1 (also sets --queues when that is not given).
+    #[arg(long)]
+    pub buckets: Option<u16>,
+    /// Tuples per bucket.
+    #[arg(long, default_value_t = 1)]
+    pub per_bucket: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    #[command(flatten)]
+    pub rss: RssArgs,
+    /// Capture file (pcap or pcapng).
+    pub capture: PathBuf,
+    /// Also hash the inner headers of VXLAN, GRE, IP-in-IP and PPPoE traffic and show the spread.
+    #[arg(long)]
+    pub inner: bool,
+    /// VXLAN UDP port.
+    #[arg(long, default_value_t = 4789)]
+    pub vxlan_port: u16,
+    /// Most flows tracked (memory bound); further new flows are counted, not tracked.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub max_flows: usize,
+    /// Heaviest flows to list.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Write a per-queue load chart (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub rss: RssArgs,
+    /// Worker CPUs, one pinned worker each (e.g. 0,1) [default: every CPU].
+    #[arg(long, value_delimiter = ',')]
+    pub cores: Vec<u32>,
+    /// Receive queues (each polled by one core's thread) [default: one per core].
+    #[arg(long)]
+    pub rx_queues: Option<u16>,
+    /// Receive queue -> CPU of the thread that polls it, comma list [default: queue i on core i % cores].
+    #[arg(long, value_delimiter = ',')]
+    pub queue_cpus: Vec<u32>,
+    /// Steering policy: rss, rps or rfs.
+    #[arg(long, default_value = "rss")]
+    pub steer: String,
+    /// Dispatch policy (netisr): direct, deferred or hybrid.
+    #[arg(long, default_value = "hybrid")]
+    pub dispatch: String,
+    /// RPS CPU mask in the sysfs format (e.g. 3 or ff,ffffffff); once for all queues or once per queue.
+    #[arg(long)]
+    pub rps_cpus: Vec<String>,
+    /// RFS desired-CPU table entries (rounded up to a power of two).
+    #[arg(long, default_value_t = 32768)]
+    pub rfs_entries: usize,
+    /// RFS flow slots per receive queue (rounded up to a power of two).
+    #[arg(long, default_value_t = 4096)]
+    pub rfs_flow_cnt: usize,
+    /// Software RSS buckets (bucket -> worker map), power of two.
+    #[arg(long, default_value_t = 128)]
+    pub buckets: usize,
+    /// Hand-off queue capacity (descriptors, rounded up to a power of two).
+    #[arg(long, default_value_t = 1024)]
+    pub ring_size: usize,
+    /// Packets per receive poll and per queue pop.
+    #[arg(long, default_value_t = 32)]
+    pub burst: usize,
+    /// Flow table capacity per worker.
+    #[arg(long, default_value_t = 65536)]
+    pub flow_capacity: usize,
+    /// Idle flow timeout in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub flow_timeout: f64,
+    /// Packet source: gen (built-in generator) or pcap:FILE (replayed from memory).
+    #[arg(long, default_value = "gen")]
+    pub source: String,
+    /// Times to replay a capture.
+    #[arg(long, default_value_t = 1)]
+    pub loops: u64,
+    /// Largest capture loaded into memory, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub max_capture_mib: u64,
+    /// Generator: number of flows.
+    #[arg(long, default_value_t = 1024)]
+    pub flows: u32,
+    /// Generator: share of IPv6 flows.
+    #[arg(long, default_value_t = 0.25)]
+    pub ipv6_share: f64,
+    /// Generator: share of TCP flows.
+    #[arg(long, default_value_t = 0.5)]
+    pub tcp_share: f64,
+    /// Generator: frame size in bytes, or imix.
+    #[arg(long, default_value = "64")]
+    pub size: String,
+    /// Generator: Zipf exponent of flow popularity (heavy hitters), e.g. 1.1.
+    #[arg(long)]
+    pub zipf: Option<f64>,
+    /// Generator: share of UDP flows sent as IP fragments.
+    #[arg(long, default_value_t = 0.0)]
+    pub frag_share: f64,
+    /// Generator: seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Present all traffic on one receive queue (the case RPS exists for).
+    #[arg(long)]
+    pub single_queue: bool,
+    /// Run time in seconds.
+    #[arg(long, default_value_t = 3.0)]
+    pub duration: f64,
+    /// Stop after this many packets.
+    #[arg(long)]
+    pub packets: Option<u64>,
+    /// Print the table every N seconds.
+    #[arg(long)]
+    pub interval: Option<f64>,
+    /// Move buckets from overloaded workers to lighter ones while running.
+    #[arg(long)]
+    pub rebalance: bool,
+    /// Move every flow's consumer to the next core every N seconds (shows RFS at work).
+    #[arg(long)]
+    pub migrate: Option<f64>,
+    /// Do not pin worker threads.
+    #[arg(long)]
+    pub no_pin: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchWhat,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchWhat {
+    /// ns per Toeplitz hash: every implementation, single and batch.
+    Hash(BenchHashArgs),
+    /// Generate a capture and time `analyze` on it (packets/s on one core).
+    Analyze(BenchAnalyzeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchAnalyzeArgs {
+    /// Packets in the generated capture.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub packets: u64,
+    /// Distinct flows in the generated capture.
+    #[arg(long, default_value_t = 100_000)]
+    pub flows: u64,
+    /// Keep the generated capture at this path (default: a temporary file, removed after).
+    #[arg(long, value_name = "FILE")]
+    pub keep: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchHashArgs {
+    /// Seconds per measurement (median of repetitions is reported).
+    #[arg(long, default_value_t = 0.2)]
+    pub seconds: f64,
+    /// Repetitions per measurement.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,274 @@
+//! `flowsteer run`: the steering engine on the built-in workload or a
+//! replayed capture, with the `netstat -Q`-style table.
+
+use crate::cli::RunArgs;
+use crate::rssopts::{resolve, Resolved};
+use anyhow::{bail, Context, Result};
+use flowsteer_capture::CaptureReader;
+use flowsteer_engine::counters::Snapshot;
+use flowsteer_engine::engine::{Engine, EngineConfig};
+use flowsteer_engine::runtime::{run as run_engine, RunOptions, RunReport};
+use flowsteer_engine::source::{GenSource, Replay, ReplaySource, RxSource};
+use flowsteer_flow::FlowTableConfig;
+use flowsteer_gen::{GenConfig, SizeDist, Spread};
+use flowsteer_rss::RssConfig;
+use flowsteer_steer::cpuset::CpuSet;
+use flowsteer_steer::dispatch::Dispatch;
+use flowsteer_steer::rebalance::RebalanceConfig;
+use flowsteer_steer::steer::Policy;
+use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn run(args: &RunArgs) -> Result<i32> {
+    let (engine, opts, warnings) = build(args)?;
+    crate::cmd::warn_all(&warnings);
+    let header = describe(&engine.cfg, args);
+    if !args.json {
+        println!("{header}");
+    }
+    let json = args.json;
+    let report = run_engine(engine, &opts, |snap| {
+        if !json {
+            print_table(snap);
+            println!();
+        }
+    });
+    crate::cmd::warn_all(&report.warnings);
+    if args.json {
+        print_json(&report, args)?;
+    } else {
+        print_table(&report.snapshot);
+        print_summary(&report);
+    }
+    if !report.snapshot.conservation_ok {
+        eprintln!("error: counters do not add up (received != delivered + dropped + in flight): this is a bug");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// Build the engine and options from the flags (shared with `bench steer`).
+pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
+    let available = available_cpus();
+    let cpus: Vec<u32> = if args.cores.is_empty() { available.clone() } else { args.cores.clone() };
+    if cpus.is_empty() {
+        bail!("no CPUs to run workers on");
+    }
+    for c in &cpus {
+        if !available.contains(c) {
+            bail!("--cores: CPU {c} is not available to this process (available: {available:?})");
+        }
+    }
+    let mut sorted = cpus.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != cpus.len() {
+        bail!("--cores lists a CPU twice");
+    }
+    let single = args.single_queue;
+    let rx_queues = if single { 1 } else { args.rx_queues.unwrap_or(cpus.len() as u16) };
+    if rx_queues == 0 {
+        bail!("--rx-queues must be at least 1");
+    }
+    if args.rss.queues.is_some() {
+        bail!("`run` takes the receive queue count from --rx-queues, not --queues");
+    }
+    let Resolved { config: rss, mut warnings } = resolve(&args.rss, Some(usize::from(rx_queues)))?;
+    let policy = Policy::parse(&args.steer).map_err(anyhow::Error::msg).context("--steer")?;
+    let dispatch = Dispatch::parse(&args.dispatch).map_err(anyhow::Error::msg).context("--dispatch")?;
+    let rps_cpus = args
+        .rps_cpus
+        .iter()
+        .map(|m| CpuSet::parse(m).map_err(|e| anyhow::anyhow!("--rps-cpus '{m}': {e}")))
+        .collect::<Result<Vec<_>>>()?;
+    if rps_cpus.len() > 1 && rps_cpus.len() != usize::from(rx_queues) {
+        bail!("--rps-cpus given {} times for {rx_queues} receive queues (give it once, or once per queue)", rps_cpus.len());
+    }
+    if policy == Policy::Rps && rps_cpus.is_empty() {
+        warnings.push("--steer rps without --rps-cpus: RPS is off, packets stay on the polling core".into());
+    }
+    if !(args.duration > 0.0 && args.duration.is_finite()) {
+        bail!("--duration must be a positive number of seconds");
+    }
+    if !(args.flow_timeout > 0.0 && args.flow_timeout.is_finite()) {
+        bail!("--flow-timeout must be positive");
+    }
+    let rxq_worker = if args.queue_cpus.is_empty() {
+        None
+    } else {
+        if args.queue_cpus.len() != usize::from(rx_queues) {
+            bail!("--queue-cpus has {} entries for {rx_queues} receive queues", args.queue_cpus.len());
+        }
+        Some(
+            args.queue_cpus
+                .iter()
+                .map(|c| {
+                    cpus.iter().position(|x| x == c).map(|p| p as u16).ok_or_else(|| anyhow::anyhow!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})"))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        )
+    };
+    let n = cpus.len();
+    let (sources, tracked): (Vec<Box<dyn RxSource>>, usize) = if args.source == "gen" {
+        let size = match args.size.as_str() {
+            "imix" => SizeDist::Imix,
+            s => SizeDist::Fixed(s.parse().map_err(|_| anyhow::anyhow!("--size '{s}': a frame length in bytes or imix"))?),
+        };
+        let gen_cfg = GenConfig {
+            flows: args.flows,
+            ipv6_share: args.ipv6_share,
+            tcp_share: args.tcp_share,
+            size,
+            zipf: args.zipf,
+            frag_share: args.frag_share,
+            seed: args.seed,
+        };
+        gen_cfg.validate().map_err(|e| anyhow::anyhow!("generator: {e}"))?;
+        let spread = |rss: &RssConfig| if rx_queues == 1 { Spread::Single } else { Spread::Rss { queues: rx_queues, config: rss.clone() } };
+        let sources = (0..n)
+            .map(|_| GenSource::new(&gen_cfg, spread(&rss), args.burst).map(|s| Box::new(s) as Box<dyn RxSource>))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("generator: {e}"))?;
+        (sources, args.flows as usize)
+    } else if let Some(path) = args.source.strip_prefix("pcap:") {
+        let replay = Arc::new(load_capture(path, &rss, rx_queues, args.max_capture_mib)?);
+        let sources = (0..n).map(|_| Box::new(ReplaySource::new(replay.clone(), args.loops)) as Box<dyn RxSource>).collect();
+        (sources, 1)
+    } else {
+        bail!("--source '{}': expected gen or pcap:FILE", args.source);
+    };
+    let mut cfg = EngineConfig::new(cpus, rss);
+    cfg.rx_queues = rx_queues;
+    cfg.rxq_worker = rxq_worker;
+    cfg.policy = policy;
+    cfg.dispatch = dispatch;
+    cfg.rps_cpus = rps_cpus;
+    cfg.ring_capacity = args.ring_size;
+    cfg.burst = args.burst.clamp(1, 1024);
+    cfg.buckets = args.buckets;
+    cfg.sock_flow_entries = args.rfs_entries;
+    cfg.flow_cnt = args.rfs_flow_cnt;
+    cfg.flow_table = FlowTableConfig { capacity: args.flow_capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
+    cfg.tracked_flows = tracked;
+    let engine = Engine::build(cfg, sources).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let opts = RunOptions {
+        duration: Some(Duration::from_secs_f64(args.duration)),
+        packets: args.packets,
+        interval: args.interval.filter(|i| *i > 0.0).map(Duration::from_secs_f64),
+        rebalance: args.rebalance.then(RebalanceConfig::default),
+        rebalance_interval: Some(Duration::from_millis(100)),
+        migrate_every: args.migrate.filter(|m| *m > 0.0).map(Duration::from_secs_f64),
+        pin: !args.no_pin,
+    };
+    Ok((engine, opts, warnings))
+}
+
+fn available_cpus() -> Vec<u32> {
+    core_affinity::get_core_ids().map(|ids| ids.into_iter().map(|c| c.id as u32).collect()).unwrap_or_else(|| vec![0])
+}
+
+/// Read a capture into memory and split it over receive queues by RSS, as a
+/// NIC would. Frames that do not parse go to queue 0 (where the engine
+/// counts them as parse drops).
+fn load_capture(path: &str, rss: &RssConfig, queues: u16, max_mib: u64) -> Result<Replay> {
+    let mut reader = CaptureReader::open(std::path::Path::new(path)).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    let mut replay = Replay { queues: vec![Vec::new(); usize::from(queues)] };
+    let limit = max_mib.saturating_mul(1 << 20);
+    let mut bytes = 0u64;
+    let opts = ParseOptions::default();
+    loop {
+        match reader.next_packet() {
+            Ok(Some(p)) => {
+                if LinkType::from_pcap(p.linktype) != Some(LinkType::Ethernet) {
+                    bail!("{path}: link type {} is not Ethernet; `run` replays Ethernet captures", p.linktype);
+                }
+                bytes += p.data.len() as u64;
+                if bytes > limit {
+                    bail!("{path}: larger than --max-capture-mib {max_mib}");
+                }
+                let q = match parse_frame(p.data, LinkType::Ethernet, &opts) {
+                    Ok(parsed) => parsed.outer.map_or(0, |l3| rss.place(&l3.tuple, l3.frag.is_some()).queue.0 % queues),
+                    Err(_) => 0,
+                };
+                replay.queues[usize::from(q)].push(p.data.to_vec());
+            }
+            Ok(None) => break,
+            Err(flowsteer_capture::CaptureError::Truncated { packets_read }) => {
+                eprintln!("warning: {path}: capture truncated after {packets_read} packets; replaying those");
+            }
+            Err(e) => bail!("{path}: {e}"),
+        }
+    }
+    if replay.queues.iter().all(|q| q.is_empty()) {
+        bail!("{path}: no packets");
+    }
+    Ok(replay)
+}
+
+fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
+    format!(
+        "flowsteer run: {} worker(s) on CPUs {:?}, {} receive queue(s), steer {}, dispatch {}, source {}, {} s",
+        cfg.workers(),
+        cfg.cpus,
+        cfg.rx_queues,
+        cfg.policy.name(),
+        cfg.dispatch.name(),
+        args.source,
+        args.duration
+    )
+}
+
+/// The per-worker table, netstat -Q columns first, then ours.
+pub fn print_table(s: &Snapshot) {
+    println!(
+        "{:>4} {:>4} {:>6} {:>6} {:>11} {:>11} {:>9} {:>11} {:>11} {:>8} {:>7} {:>9} {:>9}",
+        "WSID", "CPU", "Len", "WMark", "Disp'd", "HDisp'd", "QDrops", "Queued", "Handled", "Mpps", "Flows", "OrderViol", "Drops"
+    );
+    for w in &s.workers {
+        let drops: u64 = w.drops.values().sum::<u64>() + w.qdrops;
+        println!(
+            "{:>4} {:>4} {:>6} {:>6} {:>11} {:>11} {:>9} {:>11} {:>11} {:>8.3} {:>7} {:>9} {:>9}",
+            w.worker, w.cpu, w.len, w.wmark, w.dispatched, w.hdispatched, w.qdrops, w.queued, w.handled, w.pps / 1e6, w.flows, w.order_violations, drops
+        );
+    }
+}
+
+fn print_summary(r: &RunReport) {
+    let t = &r.snapshot.totals;
+    let drops: Vec<String> = t.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!(
+        "total: received {}, delivered {}, dropped {}{}, in flight {}; {:.3} Mpps over {:.2} s",
+        t.received,
+        t.delivered,
+        t.dropped,
+        if drops.is_empty() { String::new() } else { format!(" ({})", drops.join(", ")) },
+        t.in_flight,
+        t.pps / 1e6,
+        r.snapshot.elapsed_s
+    );
+    println!(
+        "order violations {}; steering moves {} (packets held for drain {}); rebalance moves {}; consumer migrations {}",
+        t.order_violations, t.steer_moves, t.held_for_drain, t.rebalance_moves, r.migrations
+    );
+    for m in &r.rebalance_log {
+        println!("  rebalance at {:.3}s: bucket {} worker {} -> {} ({} packets in the interval)", m.at_s, m.bucket, m.from, m.to, m.load);
+    }
+    println!(
+        "conservation: received = delivered + dropped + in flight: {}",
+        if r.snapshot.conservation_ok { "OK" } else { "FAILED" }
+    );
+}
+
+fn print_json(r: &RunReport, args: &RunArgs) -> Result<()> {
+    let mut v = serde_json::to_value(r)?;
+    v["config"] = serde_json::json!({
+        "steer": args.steer,
+        "dispatch": args.dispatch,
+        "source": args.source,
+        "duration_s": args.duration,
+        "flows": args.flows,
+    });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}

@@ -1,0 +1,35 @@
+//! flowsteer: the command-line front end. Thin: parse arguments once, call
+//! the library crates, print, choose the exit code.
+//!
+//! Exit codes: 0 success; 1 error (bad input file, bad value, I/O); 2 usage
+//! error (unknown flag, missing argument: clap's code); 3 `plan` could not
+//! serve every bucket (the plan printed says which and why).
+
+mod cli;
+mod cmd;
+mod plot;
+mod rssopts;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    let result = match &cli.command {
+        cli::Command::Hash(a) => cmd::hash::run(a),
+        cli::Command::Plan(a) => cmd::plan::run(a),
+        cli::Command::Analyze(a) => cmd::analyze::run(a),
+        cli::Command::Run(a) => cmd::run::run(a),
+        cli::Command::Bench(b) => match &b.what {
+            cli::BenchWhat::Hash(a) => cmd::bench::hash(a),
+            cli::BenchWhat::Analyze(a) => cmd::analyze::bench(a),
+        },
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            // One line: the chain of causes joined by ": ".
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

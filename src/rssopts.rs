@@ -1,0 +1,96 @@
+//! Turn the shared RSS flags into an [`RssConfig`], plus the warnings the
+//! user must see.
+
+use crate::cli::RssArgs;
+use anyhow::{bail, Context, Result};
+use flowsteer_rss::ethtool::parse_ethtool_x;
+use flowsteer_rss::{CoreId, HashTypes, Impl, Mapping, Reta, RssConfig, RssKey};
+
+/// Queues when neither --queues nor a command-specific count is given.
+pub const DEFAULT_QUEUES: usize = 4;
+
+/// A resolved configuration and the warnings to print once.
+pub struct Resolved {
+    pub config: RssConfig,
+    pub warnings: Vec<String>,
+}
+
+pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolved> {
+    let mut warnings = Vec::new();
+    let mut types = HashTypes::parse(&args.hash_types).map_err(anyhow::Error::msg)?;
+    types.fragments_on_2tuple = !args.frag_4tuple;
+    let queues = args.queues.or(queues_override).unwrap_or(DEFAULT_QUEUES);
+
+    let (key, reta) = match &args.ethtool_x {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --ethtool-x file {}", path.display()))?;
+            let parsed = parse_ethtool_x(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            if let Some(f) = &parsed.hash_function {
+                if f != "toeplitz" {
+                    warnings.push(format!("the NIC uses hash function '{f}', not toeplitz: predictions do not apply"));
+                }
+            }
+            if parsed.symmetric_xor == Some(true) || parsed.symmetric_or_xor == Some(true) {
+                warnings.push("the NIC applies a symmetric input transformation that flowsteer does not model".into());
+            }
+            let key = match parsed.key {
+                Some(k) => RssKey::from_bytes(&k).map_err(anyhow::Error::msg)?,
+                None => {
+                    warnings.push(format!("{}: no RSS key in the file (Operation not supported); using --key", path.display()));
+                    key_from_flag(args)?
+                }
+            };
+            let reta = match parsed.indirection {
+                Some(t) => Reta::from_entries(&t).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+                None => {
+                    warnings.push(format!(
+                        "{}: no indirection table in the file; using --reta-size {} over {queues} queues",
+                        path.display(),
+                        args.reta_size
+                    ));
+                    Reta::round_robin(args.reta_size, queues)?
+                }
+            };
+            (key, reta)
+        }
+        None => (key_from_flag(args)?, Reta::round_robin(args.reta_size, queues)?),
+    };
+
+    if key.is_public() {
+        warnings.push("the Microsoft default key is public: anyone can aim traffic at one queue with it (use --key random in production)".into());
+    }
+    if key.is_symmetric() {
+        warnings.push("symmetric key: both directions land together, but only 16 bits of the hash carry entropy".into());
+    }
+    let mapping = match args.mapping.as_str() {
+        "reta" => Mapping::Reta,
+        "rps" => Mapping::RpsScale,
+        other => bail!("unknown --mapping '{other}' (expected reta or rps)"),
+    };
+    let imp = match args.imp.as_str() {
+        "auto" => Impl::best(),
+        "reference" => Impl::Reference,
+        "table" => Impl::Table,
+        "gfni" => {
+            if !Impl::Gfni.is_available() {
+                bail!("--impl gfni: this CPU lacks AVX-512 VBMI/GFNI");
+            }
+            Impl::Gfni
+        }
+        other => bail!("unknown --impl '{other}' (expected auto, reference, table or gfni)"),
+    };
+    let cpus = args.cpus.iter().copied().map(CoreId).collect();
+    let config = RssConfig::new(key, types, reta).with_mapping(mapping).with_impl(imp).with_queue_cpus(cpus);
+    Ok(Resolved { config, warnings })
+}
+
+fn key_from_flag(args: &RssArgs) -> Result<RssKey> {
+    Ok(match args.key.as_str() {
+        "default" | "microsoft" => RssKey::microsoft(),
+        "symmetric" => RssKey::symmetric(args.key_len)?,
+        "random" => RssKey::random(args.key_len)?,
+        hex => RssKey::parse_hex(hex).context("--key")?,
+    })
+}
