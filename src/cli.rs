@@ -11,6 +11,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Toeplitz-hash tuples and show RETA index, queue and CPU.
     Hash(HashArgs),
@@ -253,6 +254,23 @@ pub enum BenchWhat {
     Hash(BenchHashArgs),
     /// Generate a capture and time `analyze` on it (packets/s on one core).
     Analyze(BenchAnalyzeArgs),
+    /// Steering engine: packets/s by flows, workers and dispatch, the shared-queue baseline, the ring alone, per-stage cost.
+    Steer(BenchSteerArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchSteerArgs {
+    /// Seconds per engine measurement.
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// Flow counts to measure (comma list).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1u32, 1000, 1_000_000])]
+    pub flows: Vec<u32>,
+    /// Items moved through the ring in the ring-alone measurement.
+    #[arg(long, default_value_t = 50_000_000)]
+    pub ring_items: u64,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

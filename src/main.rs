@@ -22,6 +22,7 @@ fn main() {
         cli::Command::Bench(b) => match &b.what {
             cli::BenchWhat::Hash(a) => cmd::bench::hash(a),
             cli::BenchWhat::Analyze(a) => cmd::analyze::bench(a),
+            cli::BenchWhat::Steer(a) => cmd::bench_steer::run(a),
         },
     };
     match result {

@@ -25,8 +25,7 @@ pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolve
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read --ethtool-x file {}", path.display()))?;
-            let parsed = parse_ethtool_x(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let parsed = parse_ethtool_x(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             if let Some(f) = &parsed.hash_function {
                 if f != "toeplitz" {
                     warnings.push(format!("the NIC uses hash function '{f}', not toeplitz: predictions do not apply"));
@@ -38,7 +37,10 @@ pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolve
             let key = match parsed.key {
                 Some(k) => RssKey::from_bytes(&k).map_err(anyhow::Error::msg)?,
                 None => {
-                    warnings.push(format!("{}: no RSS key in the file (Operation not supported); using --key", path.display()));
+                    warnings.push(format!(
+                        "{}: no RSS key in the file (Operation not supported); using --key",
+                        path.display()
+                    ));
                     key_from_flag(args)?
                 }
             };
@@ -62,7 +64,8 @@ pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolve
         warnings.push("the Microsoft default key is public: anyone can aim traffic at one queue with it (use --key random in production)".into());
     }
     if key.is_symmetric() {
-        warnings.push("symmetric key: both directions land together, but only 16 bits of the hash carry entropy".into());
+        warnings
+            .push("symmetric key: both directions land together, but only 16 bits of the hash carry entropy".into());
     }
     let mapping = match args.mapping.as_str() {
         "reta" => Mapping::Reta,

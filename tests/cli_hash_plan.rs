@@ -29,7 +29,18 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn hash_single_tuple_matches_microsoft_vector() {
-    let o = flowsteer(&["hash", "--src", "66.9.149.187", "--dst", "161.142.100.80", "--sport", "2794", "--dport", "1766", "--json"]);
+    let o = flowsteer(&[
+        "hash",
+        "--src",
+        "66.9.149.187",
+        "--dst",
+        "161.142.100.80",
+        "--sport",
+        "2794",
+        "--dport",
+        "1766",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(v["hash"], "0x51ccc178");
@@ -55,7 +66,10 @@ fn hash_input_file_one_result_per_line_in_order() {
 
 #[test]
 fn hash_bad_lines_are_reported_in_place() {
-    let o = flowsteer_stdin(&["hash", "--input", "-", "--json"], "1.2.3.4,5.6.7.8\nnot,an,address\n1.2.3.4,::1\n5.6.7.8,1.2.3.4\n");
+    let o = flowsteer_stdin(
+        &["hash", "--input", "-", "--json"],
+        "1.2.3.4,5.6.7.8\nnot,an,address\n1.2.3.4,::1\n5.6.7.8,1.2.3.4\n",
+    );
     assert_eq!(o.status.code(), Some(1));
     let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 4);
@@ -73,7 +87,8 @@ fn hash_with_ethtool_x_uses_its_table_and_key() {
     // 8-entry table that sends everything to queue 3, and the Microsoft key.
     let text = "RX flow hash indirection table for eth9 with 4 RX ring(s):\n    0:      3     3     3     3     3     3     3     3\nRSS hash key:\n6d:5a:56:da:25:5b:0e:c2:41:67:25:3d:43:a3:8f:b0:d0:ca:2b:cb:ae:7b:30:b4:77:cb:2d:a3:80:30:f2:0c:6a:42:b7:3b:be:ac:01:fa\nRSS hash function:\n    toeplitz: on\n    xor: off\n    crc32: off\n";
     std::fs::write(&path, text).unwrap();
-    let o = flowsteer(&["hash", "--src", "1.1.1.1", "--dst", "2.2.2.2", "--ethtool-x", path.to_str().unwrap(), "--json"]);
+    let o =
+        flowsteer(&["hash", "--src", "1.1.1.1", "--dst", "2.2.2.2", "--ethtool-x", path.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(v["queue"], 3);
@@ -114,7 +129,18 @@ fn bad_flags_and_keys_give_one_line_errors() {
 
 #[test]
 fn plan_seeds_case_each_bucket_confirmed_by_hash() {
-    let o = flowsteer(&["plan", "--src-net", "10.11.2.0/24", "--dst", "10.11.2.1", "--dport", "8080", "--buckets", "8", "--json"]);
+    let o = flowsteer(&[
+        "plan",
+        "--src-net",
+        "10.11.2.0/24",
+        "--dst",
+        "10.11.2.1",
+        "--dport",
+        "8080",
+        "--buckets",
+        "8",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let a = v["assignments"].as_array().unwrap();
@@ -129,7 +155,8 @@ fn plan_seeds_case_each_bucket_confirmed_by_hash() {
         assert_eq!(x["dst"], "10.11.2.1");
         assert_eq!(x["dport"], 8080);
         // Confirm with `hash` under the same configuration (8 queues).
-        let h = flowsteer(&["hash", "--src", x["src"].as_str().unwrap(), "--dst", "10.11.2.1", "--queues", "8", "--json"]);
+        let h =
+            flowsteer(&["hash", "--src", x["src"].as_str().unwrap(), "--dst", "10.11.2.1", "--queues", "8", "--json"]);
         let hv: serde_json::Value = serde_json::from_str(stdout(&h).trim()).unwrap();
         assert_eq!(hv["hash"], x["hash"]);
         assert_eq!(hv["queue"], x["bucket"]);
@@ -139,8 +166,24 @@ fn plan_seeds_case_each_bucket_confirmed_by_hash() {
 #[test]
 fn plan_sport_range_four_tuple_ipv6() {
     let o = flowsteer(&[
-        "plan", "--src-net", "2001:db8::2", "--dst", "2001:db8::1", "--sport-range", "1024-65535", "--dport", "443", "--proto", "tcp",
-        "--buckets", "4", "--per-bucket", "2", "--key", "random", "--json",
+        "plan",
+        "--src-net",
+        "2001:db8::2",
+        "--dst",
+        "2001:db8::1",
+        "--sport-range",
+        "1024-65535",
+        "--dport",
+        "443",
+        "--proto",
+        "tcp",
+        "--buckets",
+        "4",
+        "--per-bucket",
+        "2",
+        "--key",
+        "random",
+        "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -153,7 +196,19 @@ fn plan_without_enough_free_bits_says_why() {
     let o = flowsteer(&["plan", "--src-net", "10.0.0.0/30", "--dst", "10.0.1.1", "--buckets", "8"]);
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("free bits"), "{}", stderr(&o));
-    let o = flowsteer(&["plan", "--src-net", "10.0.0.0/24", "--dst", "10.0.1.1", "--dport", "80", "--proto", "tcp", "--buckets", "8"]);
+    let o = flowsteer(&[
+        "plan",
+        "--src-net",
+        "10.0.0.0/24",
+        "--dst",
+        "10.0.1.1",
+        "--dport",
+        "80",
+        "--proto",
+        "tcp",
+        "--buckets",
+        "8",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--sport"), "{}", stderr(&o));
 }

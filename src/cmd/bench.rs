@@ -57,10 +57,8 @@ pub fn hash(args: &BenchHashArgs) -> Result<i32> {
     }
     let reference: Vec<Measurement> = results.iter().filter(|m| m.imp == "reference").cloned().collect();
     for m in results.iter_mut() {
-        m.ratio_to_reference = reference
-            .iter()
-            .find(|r| r.input == m.input && r.mode == m.mode)
-            .map(|r| r.ns_per_hash / m.ns_per_hash);
+        m.ratio_to_reference =
+            reference.iter().find(|r| r.input == m.input && r.mode == m.mode).map(|r| r.ns_per_hash / m.ns_per_hash);
     }
     if args.json {
         let doc = serde_json::json!({
@@ -71,8 +69,16 @@ pub fn hash(args: &BenchHashArgs) -> Result<i32> {
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!("Toeplitz hash, Microsoft key, {INPUTS} random inputs, median of {} x {:.2}s; cpu: {}", args.reps, args.seconds, cpu_model());
-        println!("{:<12} {:<12} {:<12} {:>9} {:>9} {:>9} {:>10}", "impl", "input", "mode", "ns/hash", "min", "max", "x faster");
+        println!(
+            "Toeplitz hash, Microsoft key, {INPUTS} random inputs, median of {} x {:.2}s; cpu: {}",
+            args.reps,
+            args.seconds,
+            cpu_model()
+        );
+        println!(
+            "{:<12} {:<12} {:<12} {:>9} {:>9} {:>9} {:>10}",
+            "impl", "input", "mode", "ns/hash", "min", "max", "x faster"
+        );
         for m in &results {
             println!(
                 "{:<12} {:<12} {:<12} {:>9.2} {:>9.2} {:>9.2} {:>10.1}",
@@ -113,7 +119,14 @@ fn pass<const N: usize>(t: &Toeplitz, mode: &str, inputs: &[[u8; N]], out: &mut 
     black_box(out.iter().fold(0, |a, &h| a ^ h))
 }
 
-fn measure<const N: usize>(t: &Toeplitz, input: &'static str, mode: &'static str, inputs: &[[u8; N]], secs: f64, reps: usize) -> Measurement {
+fn measure<const N: usize>(
+    t: &Toeplitz,
+    input: &'static str,
+    mode: &'static str,
+    inputs: &[[u8; N]],
+    secs: f64,
+    reps: usize,
+) -> Measurement {
     let mut out = vec![0u32; inputs.len()];
     // Calibrate: passes per repetition.
     let start = Instant::now();
@@ -148,6 +161,11 @@ fn measure<const N: usize>(t: &Toeplitz, input: &'static str, mode: &'static str
 pub fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into())
 }

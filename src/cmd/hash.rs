@@ -27,7 +27,11 @@ pub fn run(args: &HashArgs) -> Result<i32> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if !args.json {
-        writeln!(out, "{:<40} {:<40} {:>5} {:>5} {:<7} {:<10} {:>6} {:>5} {:>4}", "src", "dst", "sport", "dport", "input", "hash", "reta", "queue", "cpu")?;
+        writeln!(
+            out,
+            "{:<40} {:<40} {:>5} {:>5} {:<7} {:<10} {:>6} {:>5} {:>4}",
+            "src", "dst", "sport", "dport", "input", "hash", "reta", "queue", "cpu"
+        )?;
     }
     let mut errors = 0;
     if single {
@@ -96,7 +100,14 @@ fn parse_line(text: &str) -> Result<Tuple, String> {
     Ok((src, dst, ports))
 }
 
-fn emit(out: &mut impl Write, config: &RssConfig, src: IpAddr, dst: IpAddr, ports: Option<(u16, u16)>, json: bool) -> Result<()> {
+fn emit(
+    out: &mut impl Write,
+    config: &RssConfig,
+    src: IpAddr,
+    dst: IpAddr,
+    ports: Option<(u16, u16)>,
+    json: bool,
+) -> Result<()> {
     let input = HashInput::build(src, dst, ports);
     debug_assert_ne!(input.fields(), Fields::None);
     let p = config.place_input(&input);

@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_steer;
 pub mod hash;
 pub mod plan;
 pub mod run;

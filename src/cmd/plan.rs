@@ -63,11 +63,8 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
                 })
             })
             .collect();
-        let unreachable: Vec<_> = p
-            .unreachable
-            .iter()
-            .map(|(b, why)| serde_json::json!({"bucket": b.0, "reason": why}))
-            .collect();
+        let unreachable: Vec<_> =
+            p.unreachable.iter().map(|(b, why)| serde_json::json!({"bucket": b.0, "reason": why})).collect();
         let doc = serde_json::json!({
             "schema": "flowsteer.plan.v1",
             "hash_input": p.fields.name(),
@@ -97,7 +94,10 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             "free input bits: {}; hash bits that pick the queue: {}; rank {} (2^{} of 2^{} entries reachable)",
             p.free_bits, p.bucket_bits, p.rank, p.rank, p.bucket_bits
         );
-        println!("{:>6} {:>5} {:>4} {:<40} {:<40} {:>5} {:>5} {:<10}", "bucket", "reta", "cpu", "src", "dst", "sport", "dport", "hash");
+        println!(
+            "{:>6} {:>5} {:>4} {:<40} {:<40} {:>5} {:>5} {:<10}",
+            "bucket", "reta", "cpu", "src", "dst", "sport", "dport", "hash"
+        );
         for a in &p.assignments {
             let reta = a.reta_index.map_or("-".into(), |i| i.to_string());
             let port = |given: bool, p: u16| if given { p.to_string() } else { "-".into() };

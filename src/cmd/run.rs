@@ -83,7 +83,10 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
         .map(|m| CpuSet::parse(m).map_err(|e| anyhow::anyhow!("--rps-cpus '{m}': {e}")))
         .collect::<Result<Vec<_>>>()?;
     if rps_cpus.len() > 1 && rps_cpus.len() != usize::from(rx_queues) {
-        bail!("--rps-cpus given {} times for {rx_queues} receive queues (give it once, or once per queue)", rps_cpus.len());
+        bail!(
+            "--rps-cpus given {} times for {rx_queues} receive queues (give it once, or once per queue)",
+            rps_cpus.len()
+        );
     }
     if policy == Policy::Rps && rps_cpus.is_empty() {
         warnings.push("--steer rps without --rps-cpus: RPS is off, packets stay on the polling core".into());
@@ -104,7 +107,10 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
             args.queue_cpus
                 .iter()
                 .map(|c| {
-                    cpus.iter().position(|x| x == c).map(|p| p as u16).ok_or_else(|| anyhow::anyhow!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})"))
+                    cpus.iter()
+                        .position(|x| x == c)
+                        .map(|p| p as u16)
+                        .ok_or_else(|| anyhow::anyhow!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})"))
                 })
                 .collect::<Result<Vec<_>>>()?,
         )
@@ -113,7 +119,9 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
     let (sources, tracked): (Vec<Box<dyn RxSource>>, usize) = if args.source == "gen" {
         let size = match args.size.as_str() {
             "imix" => SizeDist::Imix,
-            s => SizeDist::Fixed(s.parse().map_err(|_| anyhow::anyhow!("--size '{s}': a frame length in bytes or imix"))?),
+            s => SizeDist::Fixed(
+                s.parse().map_err(|_| anyhow::anyhow!("--size '{s}': a frame length in bytes or imix"))?,
+            ),
         };
         let gen_cfg = GenConfig {
             flows: args.flows,
@@ -125,7 +133,13 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
             seed: args.seed,
         };
         gen_cfg.validate().map_err(|e| anyhow::anyhow!("generator: {e}"))?;
-        let spread = |rss: &RssConfig| if rx_queues == 1 { Spread::Single } else { Spread::Rss { queues: rx_queues, config: rss.clone() } };
+        let spread = |rss: &RssConfig| {
+            if rx_queues == 1 {
+                Spread::Single
+            } else {
+                Spread::Rss { queues: rx_queues, config: rss.clone() }
+            }
+        };
         let sources = (0..n)
             .map(|_| GenSource::new(&gen_cfg, spread(&rss), args.burst).map(|s| Box::new(s) as Box<dyn RxSource>))
             .collect::<Result<Vec<_>, _>>()
@@ -133,7 +147,8 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
         (sources, args.flows as usize)
     } else if let Some(path) = args.source.strip_prefix("pcap:") {
         let replay = Arc::new(load_capture(path, &rss, rx_queues, args.max_capture_mib)?);
-        let sources = (0..n).map(|_| Box::new(ReplaySource::new(replay.clone(), args.loops)) as Box<dyn RxSource>).collect();
+        let sources =
+            (0..n).map(|_| Box::new(ReplaySource::new(replay.clone(), args.loops)) as Box<dyn RxSource>).collect();
         (sources, 1)
     } else {
         bail!("--source '{}': expected gen or pcap:FILE", args.source);
@@ -149,7 +164,8 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
     cfg.buckets = args.buckets;
     cfg.sock_flow_entries = args.rfs_entries;
     cfg.flow_cnt = args.rfs_flow_cnt;
-    cfg.flow_table = FlowTableConfig { capacity: args.flow_capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
+    cfg.flow_table =
+        FlowTableConfig { capacity: args.flow_capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
     cfg.tracked_flows = tracked;
     let engine = Engine::build(cfg, sources).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = RunOptions {
@@ -223,13 +239,37 @@ fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
 pub fn print_table(s: &Snapshot) {
     println!(
         "{:>4} {:>4} {:>6} {:>6} {:>11} {:>11} {:>9} {:>11} {:>11} {:>8} {:>7} {:>9} {:>9}",
-        "WSID", "CPU", "Len", "WMark", "Disp'd", "HDisp'd", "QDrops", "Queued", "Handled", "Mpps", "Flows", "OrderViol", "Drops"
+        "WSID",
+        "CPU",
+        "Len",
+        "WMark",
+        "Disp'd",
+        "HDisp'd",
+        "QDrops",
+        "Queued",
+        "Handled",
+        "Mpps",
+        "Flows",
+        "OrderViol",
+        "Drops"
     );
     for w in &s.workers {
         let drops: u64 = w.drops.values().sum::<u64>() + w.qdrops;
         println!(
             "{:>4} {:>4} {:>6} {:>6} {:>11} {:>11} {:>9} {:>11} {:>11} {:>8.3} {:>7} {:>9} {:>9}",
-            w.worker, w.cpu, w.len, w.wmark, w.dispatched, w.hdispatched, w.qdrops, w.queued, w.handled, w.pps / 1e6, w.flows, w.order_violations, drops
+            w.worker,
+            w.cpu,
+            w.len,
+            w.wmark,
+            w.dispatched,
+            w.hdispatched,
+            w.qdrops,
+            w.queued,
+            w.handled,
+            w.pps / 1e6,
+            w.flows,
+            w.order_violations,
+            drops
         );
     }
 }
@@ -252,7 +292,10 @@ fn print_summary(r: &RunReport) {
         t.order_violations, t.steer_moves, t.held_for_drain, t.rebalance_moves, r.migrations
     );
     for m in &r.rebalance_log {
-        println!("  rebalance at {:.3}s: bucket {} worker {} -> {} ({} packets in the interval)", m.at_s, m.bucket, m.from, m.to, m.load);
+        println!(
+            "  rebalance at {:.3}s: bucket {} worker {} -> {} ({} packets in the interval)",
+            m.at_s, m.bucket, m.from, m.to, m.load
+        );
     }
     println!(
         "conservation: received = delivered + dropped + in flight: {}",

@@ -132,10 +132,9 @@ impl fmt::Display for CaptureError {
         match self {
             CaptureError::Io(e) => write!(f, "capture I/O error: {e}"),
             CaptureError::NotACapture => f.write_str("not a pcap or pcapng capture file"),
-            CaptureError::Truncated { packets_read } => write!(
-                f,
-                "capture file is truncated (ends inside a record after {packets_read} complete packets)"
-            ),
+            CaptureError::Truncated { packets_read } => {
+                write!(f, "capture file is truncated (ends inside a record after {packets_read} complete packets)")
+            }
             CaptureError::Malformed(msg) => write!(f, "malformed capture file: {msg}"),
             CaptureError::UnknownInterface(id) => {
                 write!(f, "pcapng packet refers to undescribed interface {id}")
@@ -338,9 +337,7 @@ fn parse_idb(body: &[u8], big: bool) -> Result<Interface, String> {
         if code == 0 {
             break;
         }
-        let value = opts
-            .get(4..4 + olen)
-            .ok_or_else(|| format!("interface option {code} overruns its block"))?;
+        let value = opts.get(4..4 + olen).ok_or_else(|| format!("interface option {code} overruns its block"))?;
         match (code, olen) {
             (9, 1) => iface.res = TsRes::from_option(value.first().copied().unwrap_or(6)),
             (14, 8) => iface.offset_secs = rd64(value, 0, big) as i64,
@@ -420,9 +417,7 @@ impl<R: Read> CaptureReader<R> {
                 match r.next_block()? {
                     Block::Consumed => {}
                     Block::Eof | Block::Packet(_) => {
-                        return Err(CaptureError::Malformed(
-                            "pcapng file does not start with a section header".into(),
-                        ))
+                        return Err(CaptureError::Malformed("pcapng file does not start with a section header".into()))
                     }
                 }
             }
@@ -462,10 +457,7 @@ impl<R: Read> CaptureReader<R> {
                 Ok(None)
             }
             Err(e) => {
-                if matches!(
-                    e,
-                    CaptureError::Truncated { .. } | CaptureError::Malformed(_)
-                ) {
+                if matches!(e, CaptureError::Truncated { .. } | CaptureError::Malformed(_)) {
                     self.done = true;
                 }
                 Err(e)
@@ -482,9 +474,7 @@ impl<R: Read> CaptureReader<R> {
     }
 
     fn truncated(&self) -> CaptureError {
-        CaptureError::Truncated {
-            packets_read: self.packets,
-        }
+        CaptureError::Truncated { packets_read: self.packets }
     }
 
     fn malformed(&self, msg: impl fmt::Display) -> CaptureError {
@@ -498,10 +488,7 @@ impl<R: Read> CaptureReader<R> {
             return Ok(true);
         }
         if n > MAX_BUFFER_LEN {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "record larger than the capture buffer",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "record larger than the capture buffer"));
         }
         if self.buf.len() - self.pos < n {
             self.buf.copy_within(self.pos..self.len, 0);
@@ -550,11 +537,7 @@ impl<R: Read> CaptureReader<R> {
     fn next_pcap(&mut self) -> Result<Option<Meta>, CaptureError> {
         let h = self.pcap_rec_hdr;
         if !self.fill_to(h)? {
-            return if self.avail() == 0 {
-                Ok(None)
-            } else {
-                Err(self.truncated())
-            };
+            return if self.avail() == 0 { Ok(None) } else { Err(self.truncated()) };
         }
         let incl = rd32(&self.buf, self.pos + 8, self.big) as usize;
         if incl > MAX_PACKET_LEN {
@@ -596,11 +579,7 @@ impl<R: Read> CaptureReader<R> {
             return Err(self.truncated());
         }
         if !self.fill_to(8)? {
-            return if self.avail() == 0 {
-                Ok(Block::Eof)
-            } else {
-                Err(self.truncated())
-            };
+            return if self.avail() == 0 { Ok(Block::Eof) } else { Err(self.truncated()) };
         }
         let btype = rd32(&self.buf, self.pos, self.big);
         if btype == SHB {
@@ -608,12 +587,7 @@ impl<R: Read> CaptureReader<R> {
                 return Err(self.truncated());
             }
             let p = self.pos;
-            self.big = match [
-                self.buf[p + 8],
-                self.buf[p + 9],
-                self.buf[p + 10],
-                self.buf[p + 11],
-            ] {
+            self.big = match [self.buf[p + 8], self.buf[p + 9], self.buf[p + 10], self.buf[p + 11]] {
                 [0x1a, 0x2b, 0x3c, 0x4d] => true,
                 [0x4d, 0x3c, 0x2b, 0x1a] => false,
                 _ => return Err(self.malformed("section header block with a bad byte-order magic")),
@@ -621,9 +595,7 @@ impl<R: Read> CaptureReader<R> {
         }
         let blen = rd32(&self.buf, self.pos + 4, self.big) as usize;
         if blen < 12 || blen & 3 != 0 {
-            return Err(self.malformed(format_args!(
-                "block of type {btype:#x} has invalid length {blen}"
-            )));
+            return Err(self.malformed(format_args!("block of type {btype:#x} has invalid length {blen}")));
         }
         if !matches!(btype, SHB | IDB | PB | SPB | EPB) {
             self.pending_skip = blen as u64;
@@ -633,9 +605,9 @@ impl<R: Read> CaptureReader<R> {
             return Ok(Block::Consumed);
         }
         if blen > MAX_BLOCK_LEN {
-            return Err(self.malformed(format_args!(
-                "block of type {btype:#x} is {blen} bytes long (limit {MAX_BLOCK_LEN})"
-            )));
+            return Err(
+                self.malformed(format_args!("block of type {btype:#x} is {blen} bytes long (limit {MAX_BLOCK_LEN})"))
+            );
         }
         if !self.fill_to(blen)? {
             return Err(self.truncated());
@@ -660,12 +632,9 @@ impl<R: Read> CaptureReader<R> {
             }
             IDB => {
                 if self.ifaces.len() >= MAX_INTERFACES {
-                    return Err(self.malformed(format_args!(
-                        "more than {MAX_INTERFACES} interfaces in one section"
-                    )));
+                    return Err(self.malformed(format_args!("more than {MAX_INTERFACES} interfaces in one section")));
                 }
-                let iface = parse_idb(&self.buf[body_start..body_end], big)
-                    .map_err(|m| self.malformed(m))?;
+                let iface = parse_idb(&self.buf[body_start..body_end], big).map_err(|m| self.malformed(m))?;
                 self.ifaces.push(iface);
                 Block::Consumed
             }
@@ -697,18 +666,12 @@ impl<R: Read> CaptureReader<R> {
                     return Err(self.malformed("packet block too short"));
                 }
                 let b = &self.buf[body_start..body_end];
-                let id = if btype == EPB {
-                    rd32(b, 0, big)
-                } else {
-                    u32::from(rd16(b, 0, big))
-                };
+                let id = if btype == EPB { rd32(b, 0, big) } else { u32::from(rd16(b, 0, big)) };
                 let ticks = (u64::from(rd32(b, 4, big)) << 32) | u64::from(rd32(b, 8, big));
                 let cap = rd32(b, 12, big) as usize;
                 let orig_len = rd32(b, 16, big);
                 if cap > body_len - 20 {
-                    return Err(self.malformed(format_args!(
-                        "packet block captured length {cap} exceeds its block"
-                    )));
+                    return Err(self.malformed(format_args!("packet block captured length {cap} exceeds its block")));
                 }
                 let Some(iface) = self.ifaces.get(id as usize).copied() else {
                     self.pos += blen;
@@ -780,12 +743,7 @@ impl<W: Write> CaptureWriter<W> {
     /// Appends one packet. Errors with [`CaptureError::InvalidPacket`] if
     /// `data` is longer than [`MAX_PACKET_LEN`] or than `orig_len`, or if the
     /// timestamp's seconds do not fit the format's 32 bits (after 2106).
-    pub fn write_packet(
-        &mut self,
-        ts_nanos: u64,
-        data: &[u8],
-        orig_len: u32,
-    ) -> Result<(), CaptureError> {
+    pub fn write_packet(&mut self, ts_nanos: u64, data: &[u8], orig_len: u32) -> Result<(), CaptureError> {
         if data.len() > MAX_PACKET_LEN {
             return Err(CaptureError::InvalidPacket(format!(
                 "captured length {} exceeds the limit of {MAX_PACKET_LEN} bytes",
@@ -799,9 +757,7 @@ impl<W: Write> CaptureWriter<W> {
             )));
         }
         if ts_nanos / 1_000_000_000 > u64::from(u32::MAX) {
-            return Err(CaptureError::InvalidPacket(format!(
-                "timestamp {ts_nanos} ns does not fit 32-bit seconds"
-            )));
+            return Err(CaptureError::InvalidPacket(format!("timestamp {ts_nanos} ns does not fit 32-bit seconds")));
         }
         let pkt = PcapPacket::new(Duration::from_nanos(ts_nanos), orig_len, data);
         self.inner.write_packet(&pkt).map_err(map_pcap_err)?;

@@ -11,12 +11,7 @@ struct Owned {
 }
 
 fn own(p: &CapturedPacket<'_>) -> Owned {
-    Owned {
-        ts_nanos: p.ts_nanos,
-        linktype: p.linktype,
-        orig_len: p.orig_len,
-        data: p.data.to_vec(),
-    }
+    Owned { ts_nanos: p.ts_nanos, linktype: p.linktype, orig_len: p.orig_len, data: p.data.to_vec() }
 }
 
 /// Reads everything; returns the packets and the terminating error, if any.
@@ -29,10 +24,7 @@ fn read_all(bytes: &[u8]) -> Result<(Vec<Owned>, Option<CaptureError>), CaptureE
             Ok(None) => return Ok((out, None)),
             Err(e) => {
                 // After Truncated/Malformed the reader is finished.
-                if matches!(
-                    e,
-                    CaptureError::Truncated { .. } | CaptureError::Malformed(_)
-                ) {
+                if matches!(e, CaptureError::Truncated { .. } | CaptureError::Malformed(_)) {
                     assert!(matches!(r.next_packet(), Ok(None)));
                     assert!(matches!(r.next_packet(), Ok(None)));
                     return Ok((out, Some(e)));
@@ -47,24 +39,9 @@ fn read_all(bytes: &[u8]) -> Result<(Vec<Owned>, Option<CaptureError>), CaptureE
 
 fn sample_packets() -> Vec<Owned> {
     vec![
-        Owned {
-            ts_nanos: 1_700_000_000_123_456_789,
-            linktype: 1,
-            orig_len: 60,
-            data: (0..60).collect(),
-        },
-        Owned {
-            ts_nanos: 0,
-            linktype: 1,
-            orig_len: 1514,
-            data: vec![0xab; 96],
-        },
-        Owned {
-            ts_nanos: 4_294_967_295_999_999_999,
-            linktype: 1,
-            orig_len: 0,
-            data: vec![],
-        },
+        Owned { ts_nanos: 1_700_000_000_123_456_789, linktype: 1, orig_len: 60, data: (0..60).collect() },
+        Owned { ts_nanos: 0, linktype: 1, orig_len: 1514, data: vec![0xab; 96] },
+        Owned { ts_nanos: 4_294_967_295_999_999_999, linktype: 1, orig_len: 0, data: vec![] },
     ]
 }
 
@@ -104,10 +81,7 @@ fn pcap_round_trip_linktypes_and_files() {
         assert_eq!(got, pkts, "linktype {lt}");
     }
     // Through the file-system constructors.
-    let path = std::env::temp_dir().join(format!(
-        "flowsteer-capture-test-{}.pcap",
-        std::process::id()
-    ));
+    let path = std::env::temp_dir().join(format!("flowsteer-capture-test-{}.pcap", std::process::id()));
     let pkts = sample_packets();
     let mut w = CaptureWriter::create(&path, 1).unwrap();
     for p in &pkts {
@@ -144,18 +118,9 @@ fn pcap_large_packets_round_trip() {
 #[test]
 fn writer_rejects_invalid_packets() {
     let mut w = CaptureWriter::new(Vec::new(), 1).unwrap();
-    assert!(matches!(
-        w.write_packet(0, &vec![0; MAX_PACKET_LEN + 1], u32::MAX),
-        Err(CaptureError::InvalidPacket(_))
-    ));
-    assert!(matches!(
-        w.write_packet(0, &[1, 2, 3], 2),
-        Err(CaptureError::InvalidPacket(_))
-    ));
-    assert!(matches!(
-        w.write_packet(u64::MAX, &[], 0),
-        Err(CaptureError::InvalidPacket(_))
-    ));
+    assert!(matches!(w.write_packet(0, &vec![0; MAX_PACKET_LEN + 1], u32::MAX), Err(CaptureError::InvalidPacket(_))));
+    assert!(matches!(w.write_packet(0, &[1, 2, 3], 2), Err(CaptureError::InvalidPacket(_))));
+    assert!(matches!(w.write_packet(u64::MAX, &[], 0), Err(CaptureError::InvalidPacket(_))));
     w.write_packet(5, &[1], 1).unwrap();
     let bytes = w.finish().unwrap();
     assert_eq!(bytes.len(), 24 + 16 + 1);
@@ -163,20 +128,8 @@ fn writer_rejects_invalid_packets() {
 
 /// Hand-built classic pcap, any magic variant.
 fn pcap_bytes(big: bool, nanos: bool, modified: bool, recs: &[(u32, u32, &[u8], u32)]) -> Vec<u8> {
-    let w32 = |v: &mut Vec<u8>, x: u32| {
-        v.extend_from_slice(&if big {
-            x.to_be_bytes()
-        } else {
-            x.to_le_bytes()
-        })
-    };
-    let w16 = |v: &mut Vec<u8>, x: u16| {
-        v.extend_from_slice(&if big {
-            x.to_be_bytes()
-        } else {
-            x.to_le_bytes()
-        })
-    };
+    let w32 = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&if big { x.to_be_bytes() } else { x.to_le_bytes() });
+    let w16 = |v: &mut Vec<u8>, x: u16| v.extend_from_slice(&if big { x.to_be_bytes() } else { x.to_le_bytes() });
     let mut v = Vec::new();
     let magic = match (nanos, modified) {
         (true, _) => 0xa1b2_3c4d,
@@ -215,18 +168,8 @@ fn pcap_all_magics() {
             assert_eq!(
                 got,
                 vec![
-                    Owned {
-                        ts_nanos: 10_000_000_000 + 20 * mul,
-                        linktype: 1,
-                        orig_len: 1500,
-                        data: b"abc".to_vec()
-                    },
-                    Owned {
-                        ts_nanos: 11_000_000_000 + 999_999 * mul,
-                        linktype: 1,
-                        orig_len: 0,
-                        data: vec![]
-                    },
+                    Owned { ts_nanos: 10_000_000_000 + 20 * mul, linktype: 1, orig_len: 1500, data: b"abc".to_vec() },
+                    Owned { ts_nanos: 11_000_000_000 + 999_999 * mul, linktype: 1, orig_len: 0, data: vec![] },
                 ],
                 "big={big} nanos={nanos} modified={modified}"
             );
@@ -259,40 +202,19 @@ fn pcap_huge_length_is_malformed() {
 
 #[test]
 fn not_a_capture() {
-    for bytes in [
-        &b""[..],
-        b"\xd4",
-        b"\xd4\xc3\xb2",
-        b"hello world, this is a text file\n",
-        b"GIF89a....",
-    ] {
-        assert!(
-            matches!(
-                CaptureReader::new(Cursor::new(bytes)),
-                Err(CaptureError::NotACapture)
-            ),
-            "{bytes:?}"
-        );
+    for bytes in [&b""[..], b"\xd4", b"\xd4\xc3\xb2", b"hello world, this is a text file\n", b"GIF89a...."] {
+        assert!(matches!(CaptureReader::new(Cursor::new(bytes)), Err(CaptureError::NotACapture)), "{bytes:?}");
     }
     // pcapng magic with a bad byte-order magic.
     let bytes = b"\x0a\x0d\x0d\x0a\x1c\x00\x00\x00\x01\x02\x03\x04rest of it.....";
-    assert!(matches!(
-        CaptureReader::new(Cursor::new(&bytes[..])),
-        Err(CaptureError::NotACapture)
-    ));
+    assert!(matches!(CaptureReader::new(Cursor::new(&bytes[..])), Err(CaptureError::NotACapture)));
     // Empty file on disk.
-    let path = std::env::temp_dir().join(format!(
-        "flowsteer-capture-empty-{}.pcap",
-        std::process::id()
-    ));
+    let path = std::env::temp_dir().join(format!("flowsteer-capture-empty-{}.pcap", std::process::id()));
     std::fs::write(&path, b"").unwrap();
     let r = CaptureReader::open(&path);
     std::fs::remove_file(&path).unwrap();
     assert!(matches!(r, Err(CaptureError::NotACapture)));
-    assert!(matches!(
-        CaptureReader::open(Path::new("/nonexistent/flowsteer/x.pcap")),
-        Err(CaptureError::Io(_))
-    ));
+    assert!(matches!(CaptureReader::open(Path::new("/nonexistent/flowsteer/x.pcap")), Err(CaptureError::Io(_))));
 }
 
 #[test]
@@ -325,11 +247,7 @@ struct Ng {
 
 impl Ng {
     fn new(big: bool) -> Ng {
-        let mut ng = Ng {
-            big,
-            out: Vec::new(),
-            ends: Vec::new(),
-        };
+        let mut ng = Ng { big, out: Vec::new(), ends: Vec::new() };
         ng.shb();
         ng
     }
@@ -422,12 +340,7 @@ impl Ng {
 }
 
 fn pkt(ts_nanos: u64, linktype: u32, orig_len: u32, data: &[u8]) -> Owned {
-    Owned {
-        ts_nanos,
-        linktype,
-        orig_len,
-        data: data.to_vec(),
-    }
+    Owned { ts_nanos, linktype, orig_len, data: data.to_vec() }
 }
 
 fn ng_sample(big: bool) -> (Vec<u8>, Vec<Owned>) {
@@ -442,11 +355,7 @@ fn ng_sample(big: bool) -> (Vec<u8>, Vec<Owned>) {
     ng.epb(2, 5, b"", 0);
     ng.spb(3, b"xyz\0");
     ng.pb(1, 7, b"old", 3);
-    let off = if big {
-        100u64.to_be_bytes()
-    } else {
-        100u64.to_le_bytes()
-    };
+    let off = if big { 100u64.to_be_bytes() } else { 100u64.to_le_bytes() };
     ng.idb(147, 2, &[(9, &[0x80 | 10]), (14, &off)]); // iface 3: 2^-10 s, +100 s
     ng.epb(3, 1024 * 3, b"binary", 6);
     ng.spb(10, b"truncated-by-snaplen");
@@ -483,11 +392,7 @@ fn pcapng_tsoffset_encoding() {
     // with a direct builder instead.
     for big in [false, true] {
         let mut ng = Ng::new(big);
-        let off: Vec<u8> = if big {
-            100u64.to_be_bytes().to_vec()
-        } else {
-            100u64.to_le_bytes().to_vec()
-        };
+        let off: Vec<u8> = if big { 100u64.to_be_bytes().to_vec() } else { 100u64.to_le_bytes().to_vec() };
         ng.idb(1, 0, &[(14, &off), (9, &[3])]);
         ng.epb(0, 2, b"a", 1);
         let (got, _) = read_all(&ng.out).unwrap();
@@ -509,22 +414,10 @@ fn pcapng_multiple_sections_switch_endianness() {
     let mut bytes = a.out.clone();
     bytes.extend_from_slice(&b.out);
     let mut r = CaptureReader::new(Cursor::new(&bytes)).unwrap();
-    assert_eq!(
-        own(&r.next_packet().unwrap().unwrap()),
-        pkt(1000, 1, 2, b"le")
-    );
-    assert_eq!(
-        own(&r.next_packet().unwrap().unwrap()),
-        pkt(2, 113, 2, b"be")
-    );
-    assert!(matches!(
-        r.next_packet(),
-        Err(CaptureError::UnknownInterface(1))
-    ));
-    assert_eq!(
-        own(&r.next_packet().unwrap().unwrap()),
-        pkt(4, 113, 2, b"ok")
-    );
+    assert_eq!(own(&r.next_packet().unwrap().unwrap()), pkt(1000, 1, 2, b"le"));
+    assert_eq!(own(&r.next_packet().unwrap().unwrap()), pkt(2, 113, 2, b"be"));
+    assert!(matches!(r.next_packet(), Err(CaptureError::UnknownInterface(1))));
+    assert_eq!(own(&r.next_packet().unwrap().unwrap()), pkt(4, 113, 2, b"ok"));
     assert!(r.next_packet().unwrap().is_none());
 }
 
@@ -594,10 +487,7 @@ fn pcapng_malformed_blocks() {
     ng.out.extend_from_slice(&0xffff_fff0u32.to_le_bytes());
     ng.out.extend_from_slice(&vec![0; 3 * MAX_BUFFER_LEN]);
     let mut r = CaptureReader::new(Cursor::new(&ng.out)).unwrap();
-    assert!(matches!(
-        r.next_packet(),
-        Err(CaptureError::Truncated { packets_read: 0 })
-    ));
+    assert!(matches!(r.next_packet(), Err(CaptureError::Truncated { packets_read: 0 })));
     assert!(r.buffer_len() <= MAX_BUFFER_LEN);
     // Packet before any IDB, then recovery.
     let mut ng = Ng::new(false);
@@ -606,14 +496,8 @@ fn pcapng_malformed_blocks() {
     ng.idb(1, 0, &[]);
     ng.epb(0, 0, b"c", 1);
     let mut r = CaptureReader::new(Cursor::new(&ng.out)).unwrap();
-    assert!(matches!(
-        r.next_packet(),
-        Err(CaptureError::UnknownInterface(0))
-    ));
-    assert!(matches!(
-        r.next_packet(),
-        Err(CaptureError::UnknownInterface(0))
-    ));
+    assert!(matches!(r.next_packet(), Err(CaptureError::UnknownInterface(0))));
+    assert!(matches!(r.next_packet(), Err(CaptureError::UnknownInterface(0))));
     assert_eq!(r.next_packet().unwrap().unwrap().data, b"c");
     assert!(r.next_packet().unwrap().is_none());
 }
@@ -634,13 +518,7 @@ fn pcapng_large_unknown_block_is_skipped() {
 /// Cuts `bytes` at every offset. `header_end` is where the file header / first
 /// SHB ends and `ends` the end offsets of the following records, `packet_ends`
 /// those records that are packets.
-fn check_truncations(
-    bytes: &[u8],
-    header_end: usize,
-    ends: &[usize],
-    packet_ends: &[usize],
-    want: &[Owned],
-) {
+fn check_truncations(bytes: &[u8], header_end: usize, ends: &[usize], packet_ends: &[usize], want: &[Owned]) {
     for cut in 0..=bytes.len() {
         let res = read_all(&bytes[..cut]);
         if cut < 4 {
@@ -648,10 +526,7 @@ fn check_truncations(
             continue;
         }
         if cut < header_end {
-            assert!(
-                matches!(res, Err(CaptureError::Truncated { packets_read: 0 })),
-                "cut {cut}: {res:?}"
-            );
+            assert!(matches!(res, Err(CaptureError::Truncated { packets_read: 0 })), "cut {cut}: {res:?}");
             continue;
         }
         let (got, err) = res.unwrap_or_else(|e| panic!("cut {cut}: {e}"));
@@ -673,32 +548,15 @@ fn check_truncations(
 #[test]
 fn pcap_truncated_at_every_offset() {
     let pkts = sample_packets();
-    for (big, nanos, modified) in [
-        (false, true, false),
-        (true, false, false),
-        (false, false, true),
-    ] {
+    for (big, nanos, modified) in [(false, true, false), (true, false, false), (false, false, true)] {
         let bytes = if !big && nanos {
             write_pcap(1, &pkts)
         } else {
-            let recs: Vec<(u32, u32, &[u8], u32)> = pkts
-                .iter()
-                .map(|p| {
-                    (
-                        (p.ts_nanos / 1_000_000_000) as u32,
-                        7,
-                        &p.data[..],
-                        p.orig_len,
-                    )
-                })
-                .collect();
+            let recs: Vec<(u32, u32, &[u8], u32)> =
+                pkts.iter().map(|p| ((p.ts_nanos / 1_000_000_000) as u32, 7, &p.data[..], p.orig_len)).collect();
             pcap_bytes(big, nanos, modified, &recs)
         };
-        let want: Vec<Owned> = if !big && nanos {
-            pkts.clone()
-        } else {
-            read_all(&bytes).unwrap().0
-        };
+        let want: Vec<Owned> = if !big && nanos { pkts.clone() } else { read_all(&bytes).unwrap().0 };
         assert_eq!(want.len(), 3);
         let hdr = if modified { 24 } else { 16 };
         let mut ends = Vec::new();
@@ -721,11 +579,7 @@ fn pcapng_truncated_at_every_offset() {
         ng.block(0x0bad, &[1, 2, 3]);
         ng.spb(5, b"spb!!");
         ng.epb(0, 13, b"3rd", 100);
-        let want = vec![
-            pkt(11, 1, 12, b"first packet"),
-            pkt(0, 1, 5, b"spb!!"),
-            pkt(13, 1, 100, b"3rd"),
-        ];
+        let want = vec![pkt(11, 1, 12, b"first packet"), pkt(0, 1, 5, b"spb!!"), pkt(13, 1, 100, b"3rd")];
         let header_end = ng.ends[0];
         let ends = ng.ends[1..].to_vec();
         let packet_ends = [ends[1], ends[3], ends[4]];
@@ -769,16 +623,11 @@ fn drain<R: Read>(r: R) {
 }
 
 fn prefixes() -> Vec<Vec<u8>> {
-    let mut v: Vec<Vec<u8>> = [
-        (false, false, false),
-        (true, false, false),
-        (false, true, false),
-        (true, true, false),
-        (false, false, true),
-    ]
-    .iter()
-    .map(|&(b, n, m)| pcap_bytes(b, n, m, &[]))
-    .collect();
+    let mut v: Vec<Vec<u8>> =
+        [(false, false, false), (true, false, false), (false, true, false), (true, true, false), (false, false, true)]
+            .iter()
+            .map(|&(b, n, m)| pcap_bytes(b, n, m, &[]))
+            .collect();
     v.push(Ng::new(false).out);
     v.push(Ng::new(true).out);
     let mut ng = Ng::new(false);
@@ -790,23 +639,14 @@ fn prefixes() -> Vec<Vec<u8>> {
 
 fn block_strategy() -> impl Strategy<Value = Vec<u8>> {
     (
-        prop_oneof![
-            Just(1u32),
-            Just(2),
-            Just(3),
-            Just(6),
-            Just(SHB),
-            any::<u32>()
-        ],
+        prop_oneof![Just(1u32), Just(2), Just(3), Just(6), Just(SHB), any::<u32>()],
         prop_oneof![0u32..64, Just(u32::MAX), any::<u32>()],
         proptest::collection::vec(any::<u8>(), 0..64),
         any::<bool>(),
     )
         .prop_map(|(t, len, body, be)| {
             let mut v = Vec::new();
-            let w = |v: &mut Vec<u8>, x: u32| {
-                v.extend_from_slice(&if be { x.to_be_bytes() } else { x.to_le_bytes() })
-            };
+            let w = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&if be { x.to_be_bytes() } else { x.to_le_bytes() });
             w(&mut v, t);
             w(&mut v, len.wrapping_mul(4));
             v.extend_from_slice(&body);
@@ -904,13 +744,7 @@ fn throughput() {
     const N: u64 = 10_000_000;
     let file = write_pcap(1, &[pkt(1, 1, 64, &[0x5a; 64])]);
     let (header, rec) = file.split_at(24);
-    let src = Repeat {
-        header: header.to_vec(),
-        rec: rec.to_vec(),
-        hpos: 0,
-        rpos: 0,
-        count: N,
-    };
+    let src = Repeat { header: header.to_vec(), rec: rec.to_vec(), hpos: 0, rpos: 0, count: N };
     let t = std::time::Instant::now();
     let mut r = CaptureReader::new(src).unwrap();
     let mut n = 0u64;
@@ -928,13 +762,7 @@ fn throughput() {
     let header = ng.out.clone();
     ng.epb(0, 1, &[0x5a; 64], 64);
     let rec = ng.out[header.len()..].to_vec();
-    let src = Repeat {
-        header,
-        rec,
-        hpos: 0,
-        rpos: 0,
-        count: N,
-    };
+    let src = Repeat { header, rec, hpos: 0, rpos: 0, count: N };
     let t = std::time::Instant::now();
     let mut r = CaptureReader::new(src).unwrap();
     let mut n = 0u64;

@@ -51,7 +51,12 @@ pub struct LcoreCounters {
 
 impl LcoreCounters {
     pub fn new(workers: usize, buckets: usize) -> LcoreCounters {
-        LcoreCounters { queued_to: vec![0; workers], qdrops_to: vec![0; workers], bucket_packets: vec![0; buckets], ..Default::default() }
+        LcoreCounters {
+            queued_to: vec![0; workers],
+            qdrops_to: vec![0; workers],
+            bucket_packets: vec![0; buckets],
+            ..Default::default()
+        }
     }
 
     pub fn handled(&self) -> u64 {

@@ -227,10 +227,18 @@ impl Engine {
     }
 
     /// Sum the published counters.
-    pub fn snapshot(ring_stats: &[Vec<RingStats>], published: &[Arc<Mutex<LcoreCounters>>], cpus: &[u32], elapsed_s: f64, rebalance_moves: u64) -> Snapshot {
-        let counters: Vec<LcoreCounters> = published.iter().map(|p| p.lock().map(|c| c.clone()).unwrap_or_default()).collect();
+    pub fn snapshot(
+        ring_stats: &[Vec<RingStats>],
+        published: &[Arc<Mutex<LcoreCounters>>],
+        cpus: &[u32],
+        elapsed_s: f64,
+        rebalance_moves: u64,
+    ) -> Snapshot {
+        let counters: Vec<LcoreCounters> =
+            published.iter().map(|p| p.lock().map(|c| c.clone()).unwrap_or_default()).collect();
         let len: Vec<Vec<u64>> = ring_stats.iter().map(|r| r.iter().map(|s| s.len() as u64).collect()).collect();
-        let wm: Vec<Vec<u64>> = ring_stats.iter().map(|r| r.iter().map(|s| s.high_watermark() as u64).collect()).collect();
+        let wm: Vec<Vec<u64>> =
+            ring_stats.iter().map(|r| r.iter().map(|s| s.high_watermark() as u64).collect()).collect();
         snapshot(&counters, cpus, &len, &wm, elapsed_s, rebalance_moves)
     }
 }

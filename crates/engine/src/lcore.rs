@@ -13,7 +13,7 @@ use flowsteer_rss::{Fields, RssConfig};
 use flowsteer_steer::dispatch::{decide, Action, Dispatch};
 use flowsteer_steer::steer::{QueueView, SharedTables, SockFlowTable, Steerer};
 use flowsteer_steer::WorkerId;
-use flowsteer_wire::{parse_frame, proto, LinkType, ParseOptions};
+use flowsteer_wire::{parse_frame_into, proto, LinkType, ParseOptions, Parsed};
 use std::sync::{Arc, Mutex};
 
 /// Per-flow state the built-in application keeps in the flow table.
@@ -50,6 +50,8 @@ struct RxSide {
     dispatch: Dispatch,
     rss: RssConfig,
     opts: ParseOptions,
+    /// Reused parse result (no per-packet copy of the summary).
+    parsed: Parsed,
     steerer: Steerer,
     shared: SharedTables,
     /// Producers to every worker (index = worker), incl. this core's own.
@@ -100,6 +102,7 @@ impl Lcore {
                 dispatch: p.dispatch,
                 rss: p.rss,
                 opts: ParseOptions::default(),
+                parsed: Parsed::default(),
                 steerer: p.steerer,
                 shared: p.shared.clone(),
                 producers: p.producers,
@@ -182,7 +185,7 @@ impl Lcore {
         let expired = self.work.flows.expire(now, 256, |_, _| {});
         self.counters.flows_expired += expired as u64;
         self.counters.flows = self.work.flows.len() as u64;
-        self.counters.flow_max_probe = u64::from(self.work.flows.stats().max_probe);
+        self.counters.flow_max_probe = self.work.flows.stats().max_probe;
         let st = self.rx.steerer.stats();
         self.counters.steer_moves = st.moves;
         self.counters.held_for_drain = st.held_for_drain;
@@ -226,14 +229,11 @@ impl RxSide {
     fn on_frame(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: u16, now: u64) {
         c.received += 1;
         c.rx_bytes += bytes.len() as u64;
-        let parsed = match parse_frame(bytes, LinkType::Ethernet, &self.opts) {
-            Ok(p) => p,
-            Err(e) => {
-                *c.parse_drops.entry(e.reason()).or_insert(0) += 1;
-                return;
-            }
-        };
-        let Some(l3) = parsed.outer else {
+        if let Err(e) = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.parsed) {
+            *c.parse_drops.entry(e.reason()).or_insert(0) += 1;
+            return;
+        }
+        let Some(l3) = self.parsed.outer.as_ref() else {
             *c.parse_drops.entry("not_ip").or_insert(0) += 1;
             return;
         };
@@ -243,7 +243,7 @@ impl RxSide {
             Fields::None => 0,
             _ => self.rss.hasher().hash(input.as_bytes()),
         };
-        let (seq, flow_id) = stamp(bytes, &l3).unwrap_or((0, NO_FLOW_ID));
+        let (seq, flow_id) = stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID));
         let desc = PacketDesc {
             key: FlowKey::from(l3.tuple),
             hash,

@@ -70,15 +70,13 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
         let (t_stop, t_done, t_budget, t_pin) = (stop_rx.clone(), rx_done.clone(), budget.clone(), pin_failed.clone());
         let cpu = cfg.cpus[i];
         let pin = opts.pin;
-        let h = std::thread::Builder::new()
-            .name(format!("fs-worker-{i}"))
-            .spawn(move || {
-                if pin && !core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
-                    t_pin.fetch_add(1, Ordering::Relaxed);
-                }
-                worker_loop(&mut lc, n, burst, start, &t_stop, &t_done, &t_budget);
-                lc
-            });
+        let h = std::thread::Builder::new().name(format!("fs-worker-{i}")).spawn(move || {
+            if pin && !core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
+                t_pin.fetch_add(1, Ordering::Relaxed);
+            }
+            worker_loop(&mut lc, n, burst, start, &t_stop, &t_done, &t_budget);
+            lc
+        });
         match h {
             Ok(h) => handles.push(h),
             Err(_) => {
@@ -90,7 +88,8 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
 
     // Control loop.
     let mut next_report = opts.interval.map(|i| start + i);
-    let mut next_rebalance = opts.rebalance.map(|_| start + opts.rebalance_interval.unwrap_or(Duration::from_millis(100)));
+    let mut next_rebalance =
+        opts.rebalance.map(|_| start + opts.rebalance_interval.unwrap_or(Duration::from_millis(100)));
     let mut next_migrate = opts.migrate_every.map(|m| start + m);
     let mut last_buckets: Vec<u64> = vec![0; shared.buckets.len()];
     let mut log = Vec::new();
@@ -103,7 +102,8 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
             break;
         }
         if let Some(t) = next_report.filter(|t| now >= *t) {
-            let snap = Engine::snapshot(&ring_stats, &published, &cfg.cpus, start.elapsed().as_secs_f64(), log.len() as u64);
+            let snap =
+                Engine::snapshot(&ring_stats, &published, &cfg.cpus, start.elapsed().as_secs_f64(), log.len() as u64);
             on_interval(&snap);
             next_report = opts.interval.map(|i| t + i);
         }
@@ -133,7 +133,8 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
     }
     let elapsed = start.elapsed().as_secs_f64();
     if pin_failed.load(Ordering::Relaxed) > 0 {
-        warnings.push(format!("{} worker thread(s) could not be pinned to their CPU", pin_failed.load(Ordering::Relaxed)));
+        warnings
+            .push(format!("{} worker thread(s) could not be pinned to their CPU", pin_failed.load(Ordering::Relaxed)));
     }
     let snapshot = Engine::snapshot(&ring_stats, &published, &cfg.cpus, elapsed, log.len() as u64);
     RunReport { snapshot, rebalance_log: log, migrations, warnings }
@@ -180,7 +181,7 @@ fn worker_loop(
     let mut now = 0u64;
     let mut idle = 0u32;
     loop {
-        if iter % 16 == 0 {
+        if iter.is_multiple_of(16) {
             now = start.elapsed().as_nanos() as u64;
         }
         let mut did = 0;
@@ -201,7 +202,7 @@ fn worker_loop(
         }
         did += lc.poll_rings(burst, now);
         iter += 1;
-        if iter % 64 == 0 {
+        if iter.is_multiple_of(64) {
             lc.housekeeping(now);
         }
         if !rx_active && did == 0 && rx_done.load(Ordering::Acquire) >= workers && lc.pending() == 0 {

@@ -58,14 +58,14 @@ impl Sim {
         let i = (self.rng.next_u64() % n as u64) as usize;
         let burst = self.engine.cfg.burst.max(1);
         let k = 1 + (self.rng.next_u64() % burst as u64) as usize;
-        let do_rx = rx && self.rng.next_u64() % 2 == 0;
+        let do_rx = rx && self.rng.next_u64().is_multiple_of(2);
         let now = self.now;
         let lc = &mut self.engine.lcores[i];
         let did = if do_rx {
             lc.poll_rx(k, now)
         } else {
             self.turns[i] += 1;
-            if self.turns[i] % self.slowdown[i] == 0 {
+            if self.turns[i].is_multiple_of(self.slowdown[i]) {
                 lc.poll_rings(k, now)
             } else {
                 0
@@ -73,7 +73,7 @@ impl Sim {
         };
         self.now += TICK_NS;
         self.steps += 1;
-        if self.steps % 64 == 0 {
+        if self.steps.is_multiple_of(64) {
             self.housekeeping();
         }
         did

@@ -141,7 +141,10 @@ fn rfs_moves_flows_to_their_consumers_without_reordering() {
         assert!(snap.totals.held_for_drain > 0, "the drain rule held packets back");
         let local: u64 = snap.workers.iter().map(|w| w.consumer_local).sum();
         let remote: u64 = snap.workers.iter().map(|w| w.consumer_remote).sum();
-        assert!(local > 4 * remote, "RFS delivers mostly on the consumer's core: {local} local, {remote} remote {snap:#?}");
+        assert!(
+            local > 4 * remote,
+            "RFS delivers mostly on the consumer's core: {local} local, {remote} remote {snap:#?}"
+        );
     }
 }
 
@@ -212,7 +215,10 @@ fn full_queues_drop_and_count_never_block() {
     let snap = sim.snapshot();
     assert_conserved(&snap);
     assert!(snap.workers[2].qdrops > 0, "{:?}", snap.workers[2]);
-    assert_eq!(snap.totals.drops.get("queue_full").copied().unwrap_or(0), snap.workers.iter().map(|w| w.qdrops).sum::<u64>());
+    assert_eq!(
+        snap.totals.drops.get("queue_full").copied().unwrap_or(0),
+        snap.workers.iter().map(|w| w.qdrops).sum::<u64>()
+    );
     assert!(snap.workers[2].wmark <= 8);
     assert_eq!(snap.totals.order_violations, 0);
 }

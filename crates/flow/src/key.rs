@@ -40,8 +40,27 @@ impl From<&FlowTuple> for FlowKey {
 /// hashes. Words 0-1: source address, 2-3: destination address (an IPv4
 /// address sits in the low 32 bits of word 1 / 3), word 4: ports, protocol
 /// and the two address families, so `10.0.0.1` and `::a00:1` stay distinct.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Eq)]
 pub(crate) struct Packed(pub(crate) [u64; 5]);
+
+impl PartialEq for Packed {
+    /// Branch-free compare of the five words (the derived `==` on a 40-byte
+    /// array becomes a `bcmp` call on the hot path).
+    #[inline]
+    fn eq(&self, o: &Packed) -> bool {
+        let (a, b) = (&self.0, &o.0);
+        ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4])) == 0
+    }
+}
+
+impl Packed {
+    /// True when both addresses are IPv4 (words 0 and 2 are then zero and
+    /// the key is hashed as three words).
+    #[inline]
+    pub(crate) fn is_v4(&self) -> bool {
+        self.0[4] & (SRC_V6 | DST_V6) == 0
+    }
+}
 
 const SRC_V6: u64 = 1 << 1;
 const DST_V6: u64 = 1;

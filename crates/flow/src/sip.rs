@@ -74,6 +74,19 @@ impl State {
     }
 }
 
+/// SipHash-1-3 of the 24-byte message `w[0] ‖ w[1] ‖ w[2]` (little endian):
+/// an IPv4 key without its two all-zero address-high words. The length
+/// byte (24 vs 40) keeps the two shapes in separate domains.
+#[inline]
+pub(crate) fn hash_words3(k: SipKey, words: [u64; 3]) -> u64 {
+    let mut s = State::new(k);
+    for w in words {
+        s.block(w, 1);
+    }
+    s.block(24u64 << 56, 1);
+    s.finish(3)
+}
+
 /// SipHash-1-3 of the 40-byte message `words[0].to_le_bytes() ‖ ... ‖ words[4].to_le_bytes()`.
 #[inline]
 pub(crate) fn hash_words(k: SipKey, words: &[u64; 5]) -> u64 {

@@ -262,7 +262,11 @@ impl<V> FlowTable<V> {
 
     #[inline]
     fn hash(&self, p: &Packed) -> u32 {
-        sip::hash_words(self.key, &p.0) as u32
+        if p.is_v4() {
+            sip::hash_words3(self.key, [p.0[1], p.0[3], p.0[4]]) as u32
+        } else {
+            sip::hash_words(self.key, &p.0) as u32
+        }
     }
 
     /// Probe for `p`: `Ok(bucket)` if present, `Err(first empty bucket)` if

@@ -18,7 +18,8 @@ pub(crate) struct AliasTable {
 impl AliasTable {
     /// The table for `weights` (finite, `>= 0`). A table whose weights sum to
     /// zero (or are not finite) draws uniformly.
-    pub(crate) fn new(weights: &[f64]) -> AliasTable {
+    /// Takes the weights by value to scale them in place (2^24 flows: 128 MiB).
+    pub(crate) fn new(mut weights: Vec<f64>) -> AliasTable {
         let n = weights.len();
         let total: f64 = weights.iter().sum();
         if n == 0 {
@@ -26,8 +27,10 @@ impl AliasTable {
         }
         let uniform = !(total.is_finite() && total > 0.0);
         // Scaled so that the mean is 1.
-        let mut p: Vec<f64> =
-            if uniform { vec![1.0; n] } else { weights.iter().map(|w| w * n as f64 / total).collect() };
+        for w in &mut weights {
+            *w = if uniform { 1.0 } else { *w * n as f64 / total };
+        }
+        let mut p = weights;
         let mut slots: Vec<Slot> = (0..n).map(|i| Slot { threshold: u32::MAX, alias: i as u32 }).collect();
         let (mut small, mut large): (Vec<u32>, Vec<u32>) =
             (0..n as u32).partition(|&i| p.get(i as usize).is_some_and(|&v| v < 1.0));
@@ -56,8 +59,11 @@ impl AliasTable {
         let n = self.slots.len() as u64;
         let i = (((r >> 32) * n) >> 32) as usize;
         match self.slots.get(i) {
-            Some(s) if (r as u32) < s.threshold => i,
-            Some(s) => s.alias as usize,
+            // Branch-free select: the coin is a coin, a branch on it mispredicts.
+            Some(s) => {
+                let keep = 0usize.wrapping_sub(usize::from((r as u32) < s.threshold));
+                (i & keep) | (s.alias as usize & !keep)
+            }
             None => 0,
         }
     }
@@ -73,7 +79,7 @@ mod tests {
     use crate::flow::SplitMix64;
 
     fn freqs(w: &[f64], draws: usize) -> Vec<f64> {
-        let t = AliasTable::new(w);
+        let t = AliasTable::new(w.to_vec());
         let mut r = SplitMix64(7);
         let mut c = vec![0usize; w.len()];
         for _ in 0..draws {
@@ -93,8 +99,8 @@ mod tests {
 
     #[test]
     fn degenerate_inputs() {
-        assert!(AliasTable::new(&[]).is_empty());
-        assert_eq!(AliasTable::new(&[]).draw(u64::MAX), 0);
+        assert!(AliasTable::new(vec![]).is_empty());
+        assert_eq!(AliasTable::new(vec![]).draw(u64::MAX), 0);
         let f = freqs(&[0.0, 0.0], 10_000);
         assert!((f[0] - 0.5).abs() < 0.03);
         let f = freqs(&[f64::INFINITY, 1.0], 10_000);

@@ -373,6 +373,28 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
 }
 
 #[test]
+fn stream_does_not_depend_on_burst_sizes() {
+    let cfg = GenConfig { zipf: Some(1.2), ..mixed() };
+    let run = |burst: usize| {
+        let mut g = Generator::new(&cfg, rss(2)).unwrap();
+        let mut out = frames(burst);
+        let mut bytes = Vec::new();
+        for _ in 0..(2 * 3 * 5 * 7 * 4 / burst) {
+            assert_eq!(g.next_burst(1, &mut out), burst);
+            for f in &out {
+                bytes.extend_from_slice(f.bytes());
+                bytes.extend_from_slice(&f.seq().to_be_bytes());
+            }
+        }
+        bytes
+    };
+    let one = run(1);
+    for burst in [2, 3, 5, 7, 40, 105] {
+        assert_eq!(one, run(burst), "burst {burst}");
+    }
+}
+
+#[test]
 fn bad_configs_are_errors() {
     let ok = GenConfig::default();
     let cases: Vec<(GenConfig, GenError)> = vec![

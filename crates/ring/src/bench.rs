@@ -22,8 +22,8 @@
 //!
 //! This module spawns and pins threads, and reads
 //! `/sys/devices/system/cpu/cpuN/cache` to describe the placement; the ring
-//! itself does neither. Measured numbers are recorded in the crate's report
-//! and in `ARCHITECTURE.md`, not asserted by any test.
+//! itself does neither. Measured numbers are in the crate doc's design note
+//! ("Measured cost"); no test asserts any of them.
 
 use std::sync::Barrier;
 use std::time::Instant;
@@ -106,7 +106,13 @@ impl Backoff {
 /// Runs `produce` and `consume` on two (optionally pinned) threads, starts
 /// them together and returns the consumer's elapsed seconds. `consume`
 /// returns the wrapping sum of what it received, checked here.
-fn two_threads<P, C>(items: u64, producer_cpu: Option<usize>, consumer_cpu: Option<usize>, produce: P, consume: C) -> f64
+fn two_threads<P, C>(
+    items: u64,
+    producer_cpu: Option<usize>,
+    consumer_cpu: Option<usize>,
+    produce: P,
+    consume: C,
+) -> f64
 where
     P: FnOnce() + Send,
     C: FnOnce() -> u64 + Send,

@@ -170,6 +170,9 @@ unsafe fn read_one<T: Copy>(slot: &Slot<T>) -> T {
 /// wait-free: it finishes in a bounded number of steps whatever the
 /// consumer does (at most two atomic loads and two atomic stores per call,
 /// plus the copy).
+// Aligned so that the private indices never share a line with the other
+// handle, wherever the two are stored.
+#[repr(align(128))]
 pub struct Producer<T: Copy + Send> {
     counters: Arc<Counters>,
     slots: Arc<[Slot<T>]>,
@@ -220,7 +223,6 @@ impl<T: Copy + Send> Producer<T> {
         // The watermark costs nothing while our stale view of the length is
         // not above it; only then do we read the real head. A stale head can
         // only overstate the length, so no new maximum is ever missed.
-        #[cfg(not(ring_nowmark))]
         if self.used_upper_bound() > self.wmark {
             self.raise_watermark();
         }
@@ -336,6 +338,9 @@ impl<T: Copy + Send> std::fmt::Debug for Producer<T> {
 /// Thread safety: `Send`, not `Sync`, not `Clone`. Every method is
 /// wait-free (at most two atomic loads and two atomic stores per call, plus
 /// the copy).
+// Aligned so that the private indices never share a line with the other
+// handle, wherever the two are stored.
+#[repr(align(128))]
 pub struct Consumer<T: Copy + Send> {
     counters: Arc<Counters>,
     slots: Arc<[Slot<T>]>,
@@ -522,7 +527,9 @@ mod tests {
 
     #[test]
     fn capacity_rounds_up_to_power_of_two() {
-        for (asked, got) in [(1, 1), (2, 2), (3, 4), (5, 8), (1000, 1024), (1024, 1024), (MAX_CAPACITY - 1, MAX_CAPACITY)] {
+        for (asked, got) in
+            [(1, 1), (2, 2), (3, 4), (5, 8), (1000, 1024), (1024, 1024), (MAX_CAPACITY - 1, MAX_CAPACITY)]
+        {
             let (p, c) = channel::<u8>(asked).unwrap();
             assert_eq!((p.capacity(), c.capacity(), p.stats().capacity()), (got, got, got), "asked {asked}");
         }

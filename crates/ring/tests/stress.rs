@@ -45,11 +45,7 @@ fn stress(total: u64, capacity: usize, max_burst: usize) {
                 *d = desc(next + i as u64);
             }
             // Mix single pushes in so both paths are exercised.
-            let n = if want == 1 {
-                usize::from(p.push(buf[0]).is_ok())
-            } else {
-                p.push_burst(&buf[..want])
-            };
+            let n = if want == 1 { usize::from(p.push(buf[0]).is_ok()) } else { p.push_burst(&buf[..want]) };
             if n == 0 {
                 std::hint::spin_loop();
                 std::thread::yield_now();

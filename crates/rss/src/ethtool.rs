@@ -78,10 +78,7 @@ impl fmt::Display for EthtoolParseError {
 impl std::error::Error for EthtoolParseError {}
 
 fn err<T>(line: usize, message: impl Into<String>) -> Result<T, EthtoolParseError> {
-    Err(EthtoolParseError {
-        line,
-        message: message.into(),
-    })
+    Err(EthtoolParseError { line, message: message.into() })
 }
 
 /// Parses the output of `ethtool -x IFACE` or `ethtool --json -x IFACE`.
@@ -138,10 +135,7 @@ fn dec_u32(s: &str) -> Option<u32> {
 
 /// Parses `<ifname> with <N> RX ring(s)[, context <M>]:` (after the fixed
 /// prefix). Returns (ifname, rings, context).
-fn parse_indir_header(
-    rest: &str,
-    line: usize,
-) -> Result<(String, u32, Option<u32>), EthtoolParseError> {
+fn parse_indir_header(rest: &str, line: usize) -> Result<(String, u32, Option<u32>), EthtoolParseError> {
     let Some(rest) = rest.strip_suffix(':') else {
         return err(line, "indirection table header does not end with ':'");
     };
@@ -161,20 +155,13 @@ fn parse_indir_header(
     let tail = tail.trim();
     let context = if tail.is_empty() {
         None
-    } else if let Some(c) = tail
-        .strip_prefix(',')
-        .map(str::trim)
-        .and_then(|t| t.strip_prefix("context"))
-    {
+    } else if let Some(c) = tail.strip_prefix(',').map(str::trim).and_then(|t| t.strip_prefix("context")) {
         match dec_u32(c.trim()) {
             Some(c) => Some(c),
             None => return err(line, format!("bad context number '{}'", c.trim())),
         }
     } else {
-        return err(
-            line,
-            format!("unexpected '{tail}' in indirection table header"),
-        );
+        return err(line, format!("unexpected '{tail}' in indirection table header"));
     };
     Ok((ifname.to_string(), rings, context))
 }
@@ -191,10 +178,7 @@ fn on_off(line_text: &str, line: usize) -> Result<Option<(&str, bool)>, EthtoolP
     match value.trim() {
         "on" => Ok(Some((name, true))),
         "off" => Ok(Some((name, false))),
-        other => err(
-            line,
-            format!("expected 'on' or 'off' for '{name}', found '{other}'"),
-        ),
+        other => err(line, format!("expected 'on' or 'off' for '{name}', found '{other}'")),
     }
 }
 
@@ -214,10 +198,7 @@ impl TextParser {
             Some(Section::Indir) => {
                 if !self.unsupported {
                     if self.indir.is_empty() {
-                        return err(
-                            self.section_line,
-                            "indirection table header without any entries",
-                        );
+                        return err(self.section_line, "indirection table header without any entries");
                     }
                     self.out.indirection = Some(std::mem::take(&mut self.indir));
                 }
@@ -270,18 +251,12 @@ impl TextParser {
             return self.start_section(s, line);
         }
         let Some(section) = self.section else {
-            return err(
-                line,
-                "not ethtool -x output: expected \"RX flow hash indirection table for ...\"",
-            );
+            return err(line, "not ethtool -x output: expected \"RX flow hash indirection table for ...\"");
         };
         if self.unsupported {
             return err(
                 line,
-                format!(
-                    "unexpected line after 'Operation not supported' in the {} section",
-                    section.name()
-                ),
+                format!("unexpected line after 'Operation not supported' in the {} section", section.name()),
             );
         }
         match section {
@@ -295,34 +270,19 @@ impl TextParser {
     fn indir_line(&mut self, t: &str, line: usize) -> Result<(), EthtoolParseError> {
         if t == UNSUPPORTED {
             if !self.indir.is_empty() {
-                return err(
-                    line,
-                    "'Operation not supported' after indirection table entries",
-                );
+                return err(line, "'Operation not supported' after indirection table entries");
             }
             self.unsupported = true;
             return Ok(());
         }
         let Some((idx, entries)) = t.split_once(':') else {
-            return err(
-                line,
-                format!("expected an indirection table row 'N: ...', found '{t}'"),
-            );
+            return err(line, format!("expected an indirection table row 'N: ...', found '{t}'"));
         };
         let Some(idx) = dec_u32(idx.trim()) else {
-            return err(
-                line,
-                format!("bad indirection table row index '{}'", idx.trim()),
-            );
+            return err(line, format!("bad indirection table row index '{}'", idx.trim()));
         };
         if idx as usize != self.indir.len() {
-            return err(
-                line,
-                format!(
-                    "indirection table row starts at index {idx}, expected {}",
-                    self.indir.len()
-                ),
-            );
+            return err(line, format!("indirection table row starts at index {idx}, expected {}", self.indir.len()));
         }
         let before = self.indir.len();
         for e in entries.split_whitespace() {
@@ -375,10 +335,7 @@ impl TextParser {
                 }
                 Ok(())
             }
-            None => err(
-                line,
-                format!("expected 'NAME: on|off' in the hash function section, found '{t}'"),
-            ),
+            None => err(line, format!("expected 'NAME: on|off' in the hash function section, found '{t}'")),
         }
     }
 
@@ -391,12 +348,7 @@ impl TextParser {
             Some(("symmetric-or-xor", on)) => self.out.symmetric_or_xor = Some(on),
             Some(_) => {}
             None => {
-                return err(
-                    line,
-                    format!(
-                        "expected 'NAME: on|off' in the input transformation section, found '{t}'"
-                    ),
-                )
+                return err(line, format!("expected 'NAME: on|off' in the input transformation section, found '{t}'"))
             }
         }
         Ok(())
@@ -518,25 +470,11 @@ impl JsonParser<'_> {
     }
 
     fn unexpected<T>(&self, wanted: &str) -> Result<T, EthtoolParseError> {
-        match self
-            .s
-            .get(self.i..)
-            .and_then(|r| std::str::from_utf8(r).ok())
-            .and_then(|r| r.chars().next())
-        {
-            Some(c) => err(
-                self.line,
-                format!("JSON: expected {wanted}, found '{}'", c.escape_default()),
-            ),
+        match self.s.get(self.i..).and_then(|r| std::str::from_utf8(r).ok()).and_then(|r| r.chars().next()) {
+            Some(c) => err(self.line, format!("JSON: expected {wanted}, found '{}'", c.escape_default())),
             None => match self.s.get(self.i) {
-                Some(b) => err(
-                    self.line,
-                    format!("JSON: expected {wanted}, found byte {b:#04x}"),
-                ),
-                None => err(
-                    self.line,
-                    format!("JSON: expected {wanted}, found end of input"),
-                ),
+                Some(b) => err(self.line, format!("JSON: expected {wanted}, found byte {b:#04x}")),
+                None => err(self.line, format!("JSON: expected {wanted}, found end of input")),
             },
         }
     }
@@ -693,9 +631,7 @@ impl JsonParser<'_> {
                         b'u' => {
                             let hi = self.hex4()?;
                             let mut cp = hi;
-                            if (0xd800..0xdc00).contains(&hi)
-                                && self.s.get(self.i..self.i + 2) == Some(b"\\u")
-                            {
+                            if (0xd800..0xdc00).contains(&hi) && self.s.get(self.i..self.i + 2) == Some(b"\\u") {
                                 let save = self.i;
                                 self.i += 2;
                                 let lo = self.hex4()?;
@@ -707,12 +643,7 @@ impl JsonParser<'_> {
                             }
                             char::from_u32(cp).unwrap_or('\u{fffd}')
                         }
-                        _ => {
-                            return err(
-                                self.line,
-                                format!("JSON: bad escape '\\{}'", (e as char).escape_default()),
-                            )
-                        }
+                        _ => return err(self.line, format!("JSON: bad escape '\\{}'", (e as char).escape_default())),
                     };
                     let mut buf = [0u8; 4];
                     out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
@@ -731,10 +662,7 @@ impl JsonParser<'_> {
 /// An array of unsigned integers, each at most `max`.
 fn json_uint_array(node: &Node, what: &str, max: u32) -> Result<Vec<u32>, EthtoolParseError> {
     let Json::Arr(items) = &node.val else {
-        return err(
-            node.line,
-            format!("JSON: {what} must be an array, found {}", node.kind()),
-        );
+        return err(node.line, format!("JSON: {what} must be an array, found {}", node.kind()));
     };
     if items.is_empty() {
         return err(node.line, format!("JSON: {what} is empty"));
@@ -743,10 +671,7 @@ fn json_uint_array(node: &Node, what: &str, max: u32) -> Result<Vec<u32>, Ethtoo
         .iter()
         .map(|it| match it.as_u32() {
             Some(v) if v <= max => Ok(v),
-            _ => err(
-                it.line,
-                format!("JSON: {what} entries must be integers in 0..={max}"),
-            ),
+            _ => err(it.line, format!("JSON: {what} entries must be integers in 0..={max}")),
         })
         .collect()
 }
@@ -754,19 +679,12 @@ fn json_uint_array(node: &Node, what: &str, max: u32) -> Result<Vec<u32>, Ethtoo
 fn json_bool(node: &Node, what: &str) -> Result<bool, EthtoolParseError> {
     match node.val {
         Json::Bool(b) => Ok(b),
-        _ => err(
-            node.line,
-            format!("JSON: {what} must be true or false, found {}", node.kind()),
-        ),
+        _ => err(node.line, format!("JSON: {what} must be true or false, found {}", node.kind())),
     }
 }
 
 fn parse_json(text: &str) -> Result<EthtoolRss, EthtoolParseError> {
-    let mut p = JsonParser {
-        s: text.as_bytes(),
-        i: 0,
-        line: 1,
-    };
+    let mut p = JsonParser { s: text.as_bytes(), i: 0, line: 1 };
     // Skip a byte-order mark.
     if text.starts_with('\u{feff}') {
         p.i = '\u{feff}'.len_utf8();
@@ -785,10 +703,7 @@ fn parse_json(text: &str) -> Result<EthtoolRss, EthtoolParseError> {
         _ => return err(root.line, "JSON: expected an array or object"),
     };
     if !matches!(obj.val, Json::Obj(_)) {
-        return err(
-            obj.line,
-            format!("JSON: expected an object, found {}", obj.kind()),
-        );
+        return err(obj.line, format!("JSON: expected an object, found {}", obj.kind()));
     }
     let mut out = EthtoolRss {
         ifname: None,
@@ -803,12 +718,7 @@ fn parse_json(text: &str) -> Result<EthtoolRss, EthtoolParseError> {
     if let Some(n) = obj.get("ifname") {
         match &n.val {
             Json::Str(s) => out.ifname = Some(s.clone()),
-            _ => {
-                return err(
-                    n.line,
-                    format!("JSON: ifname must be a string, found {}", n.kind()),
-                )
-            }
+            _ => return err(n.line, format!("JSON: ifname must be a string, found {}", n.kind())),
         }
     }
     for key in ["context", "rss-context"] {
@@ -830,26 +740,12 @@ fn parse_json(text: &str) -> Result<EthtoolRss, EthtoolParseError> {
     if let Some(n) = obj.get("rss-hash-function") {
         match &n.val {
             Json::Str(s) => out.hash_function = Some(s.clone()),
-            _ => {
-                return err(
-                    n.line,
-                    format!(
-                        "JSON: rss-hash-function must be a string, found {}",
-                        n.kind()
-                    ),
-                )
-            }
+            _ => return err(n.line, format!("JSON: rss-hash-function must be a string, found {}", n.kind())),
         }
     }
     if let Some(x) = obj.get("rss-input-transformation") {
         if !matches!(x.val, Json::Obj(_)) {
-            return err(
-                x.line,
-                format!(
-                    "JSON: rss-input-transformation must be an object, found {}",
-                    x.kind()
-                ),
-            );
+            return err(x.line, format!("JSON: rss-input-transformation must be an object, found {}", x.kind()));
         }
         if let Some(n) = x.get("symmetric-xor") {
             out.symmetric_xor = Some(json_bool(n, "symmetric-xor")?);
@@ -874,15 +770,12 @@ mod tests {
     const JSON: &str = include_str!("../tests/data/ethtool/json.json");
     const ALL: [&str; 6] = [VIRTIO, IXGBE, I40E, CONTEXT, CRLF, JSON];
 
-    const MS_KEY: &str =
-        "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa";
+    const MS_KEY: &str = "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa";
     const KEY52: &str =
         "4439796bb54c5023b675ea5b124f9f30b8a2c03ddfdc4d02a08c9b334af64a4c05c6fa343958d8557d99583ae138c92e81150366";
 
     fn hex(s: &str) -> Vec<u8> {
-        (0..s.len() / 2)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
+        (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
     }
 
     /// ethtool's printf formats (common.c print_indir_table / print_rss_hkey,
@@ -918,11 +811,7 @@ mod tests {
             s += "Operation not supported\n";
         }
         for (i, b) in key.iter().enumerate() {
-            s += &if i == key.len() - 1 {
-                format!("{b:02x}\n")
-            } else {
-                format!("{b:02x}:")
-            };
+            s += &if i == key.len() - 1 { format!("{b:02x}\n") } else { format!("{b:02x}:") };
         }
         s += "RSS hash function:\n";
         match hfunc {
@@ -956,57 +845,16 @@ mod tests {
         let i40e: Vec<u32> = (0..512).map(|i| i % 16).collect();
         let ctx: Vec<u32> = (0..64).map(|i| 2 + i % 6).collect();
         let small: Vec<u32> = (0..12).map(|i| i % 2).collect();
-        assert_eq!(
-            VIRTIO,
-            render("eth0", 1, None, &[], &[], Some("toeplitz"), None)
-        );
-        assert_eq!(
-            IXGBE,
-            render(
-                "enp3s0f0",
-                4,
-                None,
-                &ixgbe,
-                &hex(MS_KEY),
-                Some("toeplitz"),
-                None
-            )
-        );
+        assert_eq!(VIRTIO, render("eth0", 1, None, &[], &[], Some("toeplitz"), None));
+        assert_eq!(IXGBE, render("enp3s0f0", 4, None, &ixgbe, &hex(MS_KEY), Some("toeplitz"), None));
         assert_eq!(
             I40E,
-            render(
-                "ens1f0",
-                16,
-                None,
-                &i40e,
-                &hex(KEY52),
-                Some("toeplitz"),
-                Some((false, Some(false), 0))
-            )
+            render("ens1f0", 16, None, &i40e, &hex(KEY52), Some("toeplitz"), Some((false, Some(false), 0)))
         );
-        assert_eq!(
-            CONTEXT,
-            render(
-                "eth1",
-                8,
-                Some(1),
-                &ctx,
-                &ctx_key(),
-                Some("xor"),
-                Some((true, Some(false), 4))
-            )
-        );
+        assert_eq!(CONTEXT, render("eth1", 8, Some(1), &ctx, &ctx_key(), Some("xor"), Some((true, Some(false), 4))));
         let crlf = format!(
             "\n\n{}\n\n",
-            render(
-                "eth2",
-                2,
-                None,
-                &small,
-                &hex(MS_KEY),
-                Some("toeplitz"),
-                Some((false, None, 0))
-            )
+            render("eth2", 2, None, &small, &hex(MS_KEY), Some("toeplitz"), Some((false, None, 0)))
         )
         .replace('\n', "\r\n");
         assert_eq!(CRLF, crlf);
@@ -1134,8 +982,7 @@ mod tests {
         // Errors carry the line.
         let e = parse_ethtool_x("[ {\n \"rss-hash-key\": [ 1,\n 256 ]\n} ]").unwrap_err();
         assert_eq!(e.line, 3, "{e}");
-        let e =
-            parse_ethtool_x("[ {\n \"rss-indirection-table\": [ 1,\n \"a\" ]\n} ]").unwrap_err();
+        let e = parse_ethtool_x("[ {\n \"rss-indirection-table\": [ 1,\n \"a\" ]\n} ]").unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         let e = parse_ethtool_x("[ {\n \"ifname\": \"x\",\n\n ]").unwrap_err();
         assert_eq!(e.line, 4, "{e}");
@@ -1158,12 +1005,7 @@ mod tests {
     fn key_wrapped_and_uppercase() {
         let text = "RX flow hash indirection table for eth0 with 2 RX ring(s):\n    0:      0     1\nRSS hash key:\n6D:5A:56:DA:\n25:5b:0e:c2\n41:67\nRSS hash function:\n    toeplitz: on\n";
         let r = parse_ethtool_x(text).unwrap();
-        assert_eq!(
-            r.key,
-            Some(vec![
-                0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67
-            ])
-        );
+        assert_eq!(r.key, Some(vec![0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67]));
         assert_eq!(r.indirection, Some(vec![0, 1]));
     }
 
@@ -1201,9 +1043,7 @@ mod tests {
         assert_eq!(err_line("Settings for eth0:\n\tSpeed: 1000Mb/s\n"), 1);
         // Mis-numbered rows.
         assert_eq!(
-            err_line(&format!(
-                "{h}    0:      0     1     2     3     4     5     6     7\n    9:      0\n"
-            )),
+            err_line(&format!("{h}    0:      0     1     2     3     4     5     6     7\n    9:      0\n")),
             3
         );
         assert_eq!(err_line(&format!("{h}    8:      0\n")), 2);
@@ -1217,61 +1057,19 @@ mod tests {
         assert_eq!(err_line(h), 1);
         assert_eq!(err_line(&format!("\n{h}RSS hash key:\n00:01\n")), 2);
         // Bad hex.
-        assert_eq!(
-            err_line(&format!("{h}    0:      0\nRSS hash key:\n6d:5a:zz:01\n")),
-            4
-        );
-        assert_eq!(
-            err_line(&format!("{h}    0:      0\nRSS hash key:\n6d:5a\n6d::01\n")),
-            5
-        );
-        assert_eq!(
-            err_line(&format!("{h}    0:      0\nRSS hash key:\n6d:5a:+1\n")),
-            4
-        );
-        assert_eq!(
-            err_line(&format!("{h}    0:      0\nRSS hash key:\n6d5a\n")),
-            4
-        );
-        assert_eq!(
-            err_line(&format!(
-                "{h}    0:      0\nRSS hash key:\nRSS hash function:\n"
-            )),
-            3
-        );
+        assert_eq!(err_line(&format!("{h}    0:      0\nRSS hash key:\n6d:5a:zz:01\n")), 4);
+        assert_eq!(err_line(&format!("{h}    0:      0\nRSS hash key:\n6d:5a\n6d::01\n")), 5);
+        assert_eq!(err_line(&format!("{h}    0:      0\nRSS hash key:\n6d:5a:+1\n")), 4);
+        assert_eq!(err_line(&format!("{h}    0:      0\nRSS hash key:\n6d5a\n")), 4);
+        assert_eq!(err_line(&format!("{h}    0:      0\nRSS hash key:\nRSS hash function:\n")), 3);
         // Bad header / hash function lines / duplicates / trailing junk.
-        assert_eq!(
-            err_line("RX flow hash indirection table for eth0 with x RX ring(s):\n"),
-            1
-        );
-        assert_eq!(
-            err_line("RX flow hash indirection table for eth0 with 8 RX ring(s), context:\n"),
-            1
-        );
-        assert_eq!(
-            err_line("RX flow hash indirection table for eth0 with 8 RX ring(s)\n"),
-            1
-        );
-        assert_eq!(
-            err_line(&format!(
-                "{h}    0:      0\nRSS hash function:\n    toeplitz: maybe\n"
-            )),
-            4
-        );
-        assert_eq!(
-            err_line(&format!(
-                "{h}    0:      0\nRSS hash function:\n    what is this\n"
-            )),
-            4
-        );
-        assert_eq!(
-            err_line(&format!("{h}    0:      0\n{h}    0:      0\n")),
-            3
-        );
-        assert_eq!(
-            err_line(&format!("{h}Operation not supported\n    0:      0\n")),
-            3
-        );
+        assert_eq!(err_line("RX flow hash indirection table for eth0 with x RX ring(s):\n"), 1);
+        assert_eq!(err_line("RX flow hash indirection table for eth0 with 8 RX ring(s), context:\n"), 1);
+        assert_eq!(err_line("RX flow hash indirection table for eth0 with 8 RX ring(s)\n"), 1);
+        assert_eq!(err_line(&format!("{h}    0:      0\nRSS hash function:\n    toeplitz: maybe\n")), 4);
+        assert_eq!(err_line(&format!("{h}    0:      0\nRSS hash function:\n    what is this\n")), 4);
+        assert_eq!(err_line(&format!("{h}    0:      0\n{h}    0:      0\n")), 3);
+        assert_eq!(err_line(&format!("{h}Operation not supported\n    0:      0\n")), 3);
         assert_eq!(err_line(&format!("{h}    0:      0\nsome junk\n")), 3);
     }
 
@@ -1283,10 +1081,7 @@ mod tests {
         assert_eq!(r.key, Some(vec![1, 2]));
         assert_eq!(r.hash_function, None);
         // Error display.
-        let e = EthtoolParseError {
-            line: 7,
-            message: "boom".into(),
-        };
+        let e = EthtoolParseError { line: 7, message: "boom".into() };
         assert_eq!(e.to_string(), "line 7: boom");
     }
 

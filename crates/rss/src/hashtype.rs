@@ -62,11 +62,9 @@ impl HashTypes {
                 "l3" | "2tuple" => Self::IPV4 | Self::IPV6,
                 w => match Self::NAMES.iter().find(|(_, n)| *n == w) {
                     Some((b, _)) => *b,
-                    None => {
-                        return Err(format!(
-                            "unknown hash type '{word}' (expected ipv4, tcp4, udp4, ipv6, tcp6, udp6, default, all or l3)"
-                        ))
-                    }
+                    None => return Err(format!(
+                        "unknown hash type '{word}' (expected ipv4, tcp4, udp4, ipv6, tcp6, udp6, default, all or l3)"
+                    )),
                 },
             };
         }
@@ -114,8 +112,7 @@ impl Default for HashTypes {
 
 impl fmt::Display for HashTypes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> =
-            Self::NAMES.iter().filter(|(b, _)| self.contains(*b)).map(|(_, n)| *n).collect();
+        let names: Vec<&str> = Self::NAMES.iter().filter(|(b, _)| self.contains(*b)).map(|(_, n)| *n).collect();
         write!(f, "{}", names.join(","))
     }
 }
@@ -246,7 +243,8 @@ mod tests {
 
     #[test]
     fn input_bytes_are_wire_order() {
-        let i = HashInput::build("66.9.149.187".parse().unwrap(), "161.142.100.80".parse().unwrap(), Some((2794, 1766)));
+        let i =
+            HashInput::build("66.9.149.187".parse().unwrap(), "161.142.100.80".parse().unwrap(), Some((2794, 1766)));
         assert_eq!(i.as_bytes(), &[0x42, 0x09, 0x95, 0xbb, 0xa1, 0x8e, 0x64, 0x50, 0x0a, 0xea, 0x06, 0xe6]);
         let mixed = HashInput::build("1.2.3.4".parse().unwrap(), "::1".parse().unwrap(), None);
         assert_eq!(mixed.fields(), Fields::None);

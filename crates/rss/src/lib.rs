@@ -18,8 +18,8 @@ pub mod reta;
 pub mod simd;
 pub mod toeplitz;
 
-pub use key::{KeyKind, RssKey};
 pub use config::{Placement, RssConfig};
 pub use hashtype::{Fields, HashInput, HashTypes};
+pub use key::{KeyKind, RssKey};
 pub use reta::{CoreId, Mapping, QueueId, Reta};
 pub use toeplitz::{reference, Impl, Toeplitz};

@@ -178,11 +178,12 @@ impl fmt::Display for PlanError {
                 write!(f, "bucket {bucket} does not exist: the indirection table names {queues} queues")
             }
             PlanError::PortsNeeded(why) => write!(f, "{why}"),
-            PlanError::NotHashed => write!(f, "no enabled hash type covers this protocol and family: every tuple gets hash 0"),
-            PlanError::RpsNeedsPowerOfTwo { queues } => write!(
-                f,
-                "planning under RPS scaling needs a power-of-two queue count ({queues} given)"
-            ),
+            PlanError::NotHashed => {
+                write!(f, "no enabled hash type covers this protocol and family: every tuple gets hash 0")
+            }
+            PlanError::RpsNeedsPowerOfTwo { queues } => {
+                write!(f, "planning under RPS scaling needs a power-of-two queue count ({queues} given)")
+            }
             PlanError::TooMany { requested } => {
                 write!(f, "{requested} tuples requested; at most {MAX_ASSIGNMENTS} per plan")
             }
@@ -308,7 +309,8 @@ pub fn plan(config: &RssConfig, req: &PlanRequest) -> Result<Plan, PlanError> {
             }
             let k = queues.trailing_zeros();
             let mask = if k == 0 { 0 } else { u32::MAX << (32 - k) };
-            let t = req.buckets.iter().map(|&b| (b, None, if k == 0 { 0 } else { u32::from(b.0) << (32 - k) })).collect();
+            let t =
+                req.buckets.iter().map(|&b| (b, None, if k == 0 { 0 } else { u32::from(b.0) << (32 - k) })).collect();
             (mask, t)
         }
     };
@@ -374,7 +376,8 @@ pub fn plan(config: &RssConfig, req: &PlanRequest) -> Result<Plan, PlanError> {
                 continue;
             }
             // Walk the solution space in Gray-code order.
-            let limit = if free.len() >= 64 { req.max_candidates } else { (1u64 << free.len()).min(req.max_candidates) };
+            let limit =
+                if free.len() >= 64 { req.max_candidates } else { (1u64 << free.len()).min(req.max_candidates) };
             let mut cur = sol;
             let mut from_entry = 0usize;
             for step in 0..limit {
@@ -382,7 +385,9 @@ pub fn plan(config: &RssConfig, req: &PlanRequest) -> Result<Plan, PlanError> {
                     let flip = step.trailing_zeros() as usize;
                     cur.xor(&free[flip]);
                 }
-                let Some(a) = decode(req, &vars, &cur, v6, (base_src, base_dst, base_sport, base_dport)) else { continue };
+                let Some(a) = decode(req, &vars, &cur, v6, (base_src, base_dst, base_sport, base_dport)) else {
+                    continue;
+                };
                 let tuple = FlowTuple { src: a.2, dst: a.3, proto: req.proto, ports: Some((a.0, a.1)) };
                 let placed = config.place(&tuple, false);
                 // Self-check against the configuration (and thus the hasher).

@@ -86,10 +86,7 @@ impl Reta {
         check_size(entries.len())?;
         let max = entries.iter().copied().max().unwrap_or(0) as usize;
         check_queues(max + 1)?;
-        Ok(Reta {
-            entries: entries.iter().map(|&q| QueueId(q as u16)).collect(),
-            mask: (entries.len() - 1) as u32,
-        })
+        Ok(Reta { entries: entries.iter().map(|&q| QueueId(q as u16)).collect(), mask: (entries.len() - 1) as u32 })
     }
 
     pub fn len(&self) -> usize {

@@ -4,8 +4,8 @@
 //! shared/toeplitz-vectors.md. Every implementation this CPU can run is
 //! checked, single and batch.
 
-use flowsteer_rss::{Impl, RssKey, Toeplitz};
 use flowsteer_rss::hashtype::HashInput;
+use flowsteer_rss::{Impl, RssKey, Toeplitz};
 use std::net::IpAddr;
 
 /// (src, sport, dst, dport, 2-tuple hash, 4-tuple hash)

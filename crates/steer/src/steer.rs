@@ -320,10 +320,8 @@ impl Steerer {
         if e.current == desired {
             return desired;
         }
-        let may_move = e.current.is_none()
-            || !drain_rule
-            || !queues.online(e.current)
-            || queues.done(e.current) >= e.last_qtail;
+        let may_move =
+            e.current.is_none() || !drain_rule || !queues.online(e.current) || queues.done(e.current) >= e.last_qtail;
         if may_move {
             if !e.current.is_none() {
                 self.stats.moves += 1;
@@ -354,11 +352,9 @@ pub fn rps_workers(set: &CpuSet, worker_cpus: &[u32]) -> Result<Vec<WorkerId>, S
     set.cpus()
         .iter()
         .map(|c| {
-            worker_cpus
-                .iter()
-                .position(|w| w == c)
-                .map(|i| WorkerId(i as u16))
-                .ok_or_else(|| format!("RPS mask {set} names CPU {c}, which runs no worker (workers on CPUs {worker_cpus:?})"))
+            worker_cpus.iter().position(|w| w == c).map(|i| WorkerId(i as u16)).ok_or_else(|| {
+                format!("RPS mask {set} names CPU {c}, which runs no worker (workers on CPUs {worker_cpus:?})")
+            })
         })
         .collect()
 }

@@ -1,0 +1,543 @@
+//! `flowsteer analyze CAPTURE`: predict per-queue load and ordering hazards
+//! of a pcap/pcapng capture under an RSS configuration; and
+//! `flowsteer bench analyze`: the same path timed on a generated capture.
+//!
+//! The capture is streamed record by record into a
+//! [`flowsteer_analyze::Analyzer`]; memory is bounded by `--max-flows`
+//! (default 1,000,000 flows, about 128 MB when full; flows first seen after
+//! that are counted as `untracked_flows` (an estimate) and
+//! `untracked_packets`, and still counted per queue).
+//!
+//! Output: an aligned text report on stdout (per-queue table, imbalance,
+//! unhashed packets, split flows, encapsulation, inner spread, top flows,
+//! drops, conservation), or with `--json` one JSON document (schema
+//! `flowsteer.analyze.v1`, see `flowsteer_analyze::report`). Warnings go to
+//! stderr prefixed `warning: ` (and into the JSON `warnings` array). A
+//! progress bar (by bytes of the file) is drawn on stderr only when stderr
+//! is a terminal and `--quiet` is not given.
+//!
+//! Exit codes: 0 the report was printed, including for a capture cut short
+//! (the warning `capture truncated after N packets` says where; the report
+//! covers the packets before the cut); 1 error: the file cannot be read,
+//! is not a pcap or pcapng capture, is malformed (a record or block that
+//! cannot be a real one), a flag is invalid, or the chart cannot be written.
+
+use crate::cli::{AnalyzeArgs, BenchAnalyzeArgs};
+use crate::plot::{self, ChartFormat, Series};
+use crate::rssopts::{resolve, Resolved};
+use anyhow::{bail, Context, Result};
+use flowsteer_analyze::{report, AnalyzeOptions, Analyzer, Report};
+use flowsteer_capture::{CaptureError, CaptureReader, CaptureWriter, Format};
+use flowsteer_rss::RssConfig;
+use flowsteer_wire::build;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{IsTerminal, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+pub fn run(args: &AnalyzeArgs) -> Result<i32> {
+    let Resolved { config, mut warnings } = resolve(&args.rss, None)?;
+    if let Some(path) = &args.plot {
+        ChartFormat::from_path(path)?;
+    }
+    crate::cmd::warn_all(&warnings);
+    let opts = AnalyzeOptions {
+        inner: args.inner,
+        vxlan_port: args.vxlan_port,
+        max_flows: args.max_flows,
+        top: args.top,
+        ..AnalyzeOptions::default()
+    };
+    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let analysis = analyze_file(&args.capture, &config, opts, progress)?;
+    crate::cmd::warn_all(&analysis.warnings);
+    warnings.extend(analysis.warnings.iter().cloned());
+
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        let doc = JsonReport { report: &analysis.report, capture: &analysis.capture, warnings: &warnings };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        write_text(&mut out, &analysis.report, &analysis.capture)?;
+    }
+    out.flush()?;
+
+    if let Some(path) = &args.plot {
+        write_chart(path, &analysis.report, &analysis.capture)?;
+    }
+    Ok(0)
+}
+
+/// The `--json` document: the report's fields, then the capture and warnings.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    capture: &'a CaptureSummary,
+    warnings: &'a [String],
+}
+
+/// What the file held, beside what the analyzer saw.
+#[derive(Clone, Debug, Serialize)]
+struct CaptureSummary {
+    path: String,
+    /// `pcap` or `pcapng` (null when the file ends inside its header).
+    format: Option<&'static str>,
+    file_bytes: u64,
+    /// The file ends inside a record; the report covers the records before.
+    truncated: bool,
+    /// pcapng packets naming an interface their section does not describe:
+    /// skipped, not fed to the analyzer (so not in `packets_read`).
+    skipped_unknown_interface: u64,
+}
+
+struct Analysis {
+    report: Report,
+    capture: CaptureSummary,
+    warnings: Vec<String>,
+}
+
+/// Counts the bytes read through it (for the progress bar).
+struct CountingReader<R> {
+    inner: R,
+    read: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// Streams the capture at `path` through an analyzer: read + parse + hash +
+/// flow table, single-threaded.
+fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress: bool) -> Result<Analysis> {
+    let file = File::open(path).with_context(|| path.display().to_string())?;
+    let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let read = Rc::new(Cell::new(0u64));
+    // No BufReader: the capture reader fills its own 128 KiB buffer.
+    let source = CountingReader { inner: file, read: Rc::clone(&read) };
+    let mut capture = CaptureSummary {
+        path: path.display().to_string(),
+        format: None,
+        file_bytes,
+        truncated: false,
+        skipped_unknown_interface: 0,
+    };
+    let mut warnings = Vec::new();
+    let mut analyzer = Analyzer::new(config, opts);
+    let mut reader = match CaptureReader::new(source) {
+        Ok(r) => r,
+        Err(CaptureError::NotACapture) => bail!("{}: not a pcap or pcapng capture", path.display()),
+        Err(CaptureError::Truncated { .. }) => {
+            capture.truncated = true;
+            warnings
+                .push(format!("capture truncated after 0 packets ({} ends inside its file header)", path.display()));
+            return Ok(Analysis { report: analyzer.finish(), capture, warnings });
+        }
+        Err(e) => bail!("{}: {e}", path.display()),
+    };
+    capture.format = Some(match reader.format() {
+        Format::Pcap => "pcap",
+        Format::PcapNg => "pcapng",
+    });
+    let bar = progress.then(|| progress_bar(file_bytes));
+    let mut records = 0u64;
+    loop {
+        match reader.next_packet() {
+            Ok(Some(p)) => {
+                analyzer.feed(p.linktype, p.data, p.orig_len);
+                records += 1;
+                if records.is_multiple_of(65_536) {
+                    if let Some(bar) = &bar {
+                        bar.set_position(read.get());
+                    }
+                }
+            }
+            Ok(None) => break,
+            Err(CaptureError::Truncated { packets_read }) => {
+                capture.truncated = true;
+                warnings.push(format!("capture truncated after {packets_read} packets"));
+            }
+            Err(CaptureError::UnknownInterface(_)) => capture.skipped_unknown_interface += 1,
+            Err(e) => {
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                bail!("{}: {e} (after {} packets)", path.display(), analyzer.packets_read());
+            }
+        }
+    }
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    if capture.skipped_unknown_interface > 0 {
+        warnings.push(format!(
+            "{} pcapng packets name an undescribed interface and were skipped",
+            capture.skipped_unknown_interface
+        ));
+    }
+    Ok(Analysis { report: analyzer.finish(), capture, warnings })
+}
+
+fn progress_bar(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+// ---------------------------------------------------------------- text output
+
+fn write_text(out: &mut impl Write, r: &Report, capture: &CaptureSummary) -> std::io::Result<()> {
+    let rss = &r.rss;
+    writeln!(
+        out,
+        "capture: {} ({}, {} bytes){}",
+        capture.path,
+        capture.format.unwrap_or("?"),
+        capture.file_bytes,
+        if capture.truncated { ", truncated" } else { "" }
+    )?;
+    writeln!(
+        out,
+        "rss: key {} ({} bytes), hash types {} (fragments on the {}), RETA {} entries over {} queues, mapping {}",
+        rss.key,
+        rss.key_len,
+        rss.hash_types,
+        if rss.fragments_on_2tuple { "2-tuple" } else { "4-tuple when ports are present" },
+        rss.reta_size,
+        rss.queues,
+        rss.mapping
+    )?;
+    writeln!(out, "packets: {} read, {} analysed, {} dropped\n", r.packets_read, r.analysed_packets, r.drops.total)?;
+
+    let rows: Vec<QueueRow> = r
+        .queues
+        .iter()
+        .map(|q| QueueRow { queue: q.queue, cpu: q.cpu, packets: q.packets, bytes: q.bytes, flows: Some(q.flows) })
+        .collect();
+    write_queue_table(out, &rows, Some(r.flows.tracked))?;
+    write_imbalance(out, &r.imbalance)?;
+
+    let u = &r.unhashed;
+    writeln!(
+        out,
+        "\nNot hashed (hash 0 -> RETA[0] -> queue {}): {} packets (non-IP {}, PPPoE {}, no matching hash type {})",
+        u.queue, u.packets, u.non_ip, u.pppoe, u.no_hash_type
+    )?;
+    let f = &r.flows;
+    writeln!(
+        out,
+        "Flows: {} tracked (cap {}); beyond the cap: ~{} flows, {} packets (counted per queue, not per flow)",
+        f.tracked, f.max_flows, f.untracked_flows, f.untracked_packets
+    )?;
+    let fr = &r.fragments;
+    writeln!(
+        out,
+        "Fragments: {} packets, {} first fragments, {} without a preceding first fragment",
+        fr.packets, fr.first, fr.unmatched
+    )?;
+
+    let s = &r.split_flows;
+    writeln!(out, "\nSplit flows (reordering hazards):")?;
+    writeln!(
+        out,
+        "  fragments:  {} flows ({} packets) land on more than one queue (fragments hashed on the 2-tuple, whole packets on the 4-tuple)",
+        s.fragments.flows, s.fragments.packets
+    )?;
+    writeln!(
+        out,
+        "  directions: {} of {} connections seen both ways have their directions on different queues ({} packets)",
+        s.directions.split, s.directions.connections, s.directions.packets
+    )?;
+
+    let seen: Vec<_> = r.encap.iter().filter(|(_, e)| e.packets > 0).collect();
+    writeln!(out, "\nEncapsulation:{}", if seen.is_empty() { " none" } else { "" })?;
+    if !seen.is_empty() {
+        writeln!(out, "  {:<6} {:>12} {:>15} {:>7} {:>7}  NIC", "Kind", "Packets", "Bytes", "Queues", "Inner")?;
+        for (kind, e) in seen {
+            let inner = e.inner_queues_hit.map_or_else(|| "-".to_string(), |n| n.to_string());
+            writeln!(
+                out,
+                "  {:<6} {:>12} {:>15} {:>7} {:>7}  {}",
+                kind, e.packets, e.bytes, e.queues_hit, inner, e.nic
+            )?;
+        }
+        if r.inner.is_none() {
+            writeln!(out, "  (--inner shows the spread these packets would get if hashed on their inner headers)")?;
+        }
+    }
+
+    if let Some(inner) = &r.inner {
+        writeln!(out, "\nInner-header spread (the same packets hashed on their innermost IP header):")?;
+        let rows: Vec<QueueRow> = inner
+            .queues
+            .iter()
+            .map(|q| QueueRow { queue: q.queue, cpu: q.cpu, packets: q.packets, bytes: q.bytes, flows: None })
+            .collect();
+        write_queue_table(out, &rows, None)?;
+        write_imbalance(out, &inner.imbalance)?;
+    }
+
+    if !r.top_flows.is_empty() {
+        let flows: Vec<(String, String)> =
+            r.top_flows.iter().map(|t| (endpoint(t.src, t.sport), endpoint(t.dst, t.dport))).collect();
+        let src_w = flows.iter().map(|f| f.0.len()).max().unwrap_or(0).max("Source".len());
+        let dst_w = flows.iter().map(|f| f.1.len()).max().unwrap_or(0).max("Destination".len());
+        writeln!(out, "\nTop {} flows by packets:", r.top_flows.len())?;
+        writeln!(
+            out,
+            "  {:<6} {:<src_w$} {:<dst_w$} {:>5} {:>5} {:>12} {:>15}  Split",
+            "Proto", "Source", "Destination", "Queue", "CPU", "Packets", "Bytes"
+        )?;
+        for (t, (src, dst)) in r.top_flows.iter().zip(&flows) {
+            writeln!(
+                out,
+                "  {:<6} {:<src_w$} {:<dst_w$} {:>5} {:>5} {:>12} {:>15}  {}",
+                proto_name(t.proto),
+                src,
+                dst,
+                t.queue,
+                t.cpu,
+                t.packets,
+                t.bytes,
+                if t.split { "yes" } else { "no" }
+            )?;
+        }
+    }
+
+    writeln!(out, "\nDrops: {} packets", r.drops.total)?;
+    for (reason, n) in &r.drops.parse_errors {
+        writeln!(out, "  parse error {reason}: {n}")?;
+    }
+    for (linktype, n) in &r.drops.unsupported_linktypes {
+        writeln!(out, "  unsupported linktype {linktype}: {n}")?;
+    }
+    writeln!(
+        out,
+        "Conservation: {} read = {} analysed + {} dropped: {}",
+        r.packets_read,
+        r.analysed_packets,
+        r.drops.total,
+        if r.conservation_ok { "ok" } else { "MISMATCH" }
+    )
+}
+
+struct QueueRow {
+    queue: u16,
+    cpu: u32,
+    packets: u64,
+    bytes: u64,
+    flows: Option<u64>,
+}
+
+/// `netstat -Q`-style table with a totals line.
+fn write_queue_table(out: &mut impl Write, rows: &[QueueRow], total_flows: Option<u64>) -> std::io::Result<()> {
+    let packets: u64 = rows.iter().map(|q| q.packets).sum();
+    let bytes: u64 = rows.iter().map(|q| q.bytes).sum();
+    let pct = |n: u64| if packets == 0 { 0.0 } else { 100.0 * n as f64 / packets as f64 };
+    let flows_head = if total_flows.is_some() { format!(" {:>9}", "Flows") } else { String::new() };
+    writeln!(out, "{:>5} {:>5} {:>12} {:>7} {:>15}{flows_head}", "Queue", "CPU", "Packets", "Pkt%", "Bytes")?;
+    for q in rows {
+        let flows = q.flows.map_or_else(String::new, |f| format!(" {f:>9}"));
+        writeln!(out, "{:>5} {:>5} {:>12} {:>6.1}% {:>15}{flows}", q.queue, q.cpu, q.packets, pct(q.packets), q.bytes)?;
+    }
+    let flows = total_flows.map_or_else(String::new, |f| format!(" {f:>9}"));
+    writeln!(out, "{:>5} {:>5} {:>12} {:>6.1}% {:>15}{flows}", "Total", "", packets, pct(packets), bytes)
+}
+
+fn write_imbalance(out: &mut impl Write, i: &report::Imbalance) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "Imbalance: packets max/mean {:.3}, cv {:.3}; bytes max/mean {:.3}, cv {:.3}",
+        i.max_mean, i.cv, i.bytes_max_mean, i.bytes_cv
+    )
+}
+
+fn proto_name(p: u8) -> String {
+    match p {
+        1 => "icmp".into(),
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        47 => "gre".into(),
+        50 => "esp".into(),
+        58 => "icmp6".into(),
+        132 => "sctp".into(),
+        other => other.to_string(),
+    }
+}
+
+fn endpoint(addr: IpAddr, port: Option<u16>) -> String {
+    match (addr, port) {
+        (IpAddr::V4(a), Some(p)) => format!("{a}:{p}"),
+        (IpAddr::V6(a), Some(p)) => format!("[{a}]:{p}"),
+        (a, None) => a.to_string(),
+    }
+}
+
+fn write_chart(path: &Path, r: &Report, capture: &CaptureSummary) -> Result<()> {
+    let outer: Vec<u64> = r.queues.iter().map(|q| q.packets).collect();
+    let inner: Vec<u64> = r.inner.as_ref().map(|i| i.queues.iter().map(|q| q.packets).collect()).unwrap_or_default();
+    let mut series = vec![Series { name: "NIC RSS (outer headers)", values: &outer }];
+    if r.inner.is_some() {
+        series.push(Series { name: "hashed on inner headers", values: &inner });
+    }
+    let name =
+        Path::new(&capture.path).file_name().map_or_else(|| capture.path.clone(), |n| n.to_string_lossy().into_owned());
+    let title = format!(
+        "{name}: packets per queue (key {}, {}, max/mean {:.2})",
+        r.rss.key, r.rss.hash_types, r.imbalance.max_mean
+    );
+    plot::queue_chart(path, &title, "packets", &series)
+}
+
+// ---------------------------------------------------------------- bench
+
+/// Removes the generated capture when dropped (unless it is to be kept).
+struct TempCapture {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for TempCapture {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// `flowsteer bench analyze`: generates a capture of `--packets` frames over
+/// `--flows` flows (64-byte frames; IPv4 and IPv6, UDP and TCP; one flow in
+/// 64 sends every datagram as two UDP fragments, each fragment counting as
+/// a packet), then times the whole analyze path on it: read, parse, hash,
+/// flow table and report, on one thread, with the Microsoft key, default
+/// hash types and 4 queues. Generation is not timed.
+pub fn bench(args: &BenchAnalyzeArgs) -> Result<i32> {
+    if args.packets == 0 || args.flows == 0 {
+        bail!("--packets and --flows must be at least 1");
+    }
+    if args.flows > u64::from(u32::MAX >> 8) {
+        bail!("--flows must be at most {}", u32::MAX >> 8);
+    }
+    let path = args.keep.clone().unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        std::env::temp_dir().join(format!("flowsteer-bench-analyze-{}-{nanos}.pcap", std::process::id()))
+    });
+    let capture = TempCapture { path, keep: args.keep.is_some() };
+    let generated = Instant::now();
+    generate_capture(&capture.path, args.packets, args.flows)?;
+    let generate_seconds = generated.elapsed().as_secs_f64();
+
+    let config = RssConfig::default_for_queues(4)?;
+    let start = Instant::now();
+    let analysis = analyze_file(&capture.path, &config, AnalyzeOptions::default(), false)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let r = &analysis.report;
+    if r.packets_read != args.packets || !r.conservation_ok || r.drops.total != 0 {
+        bail!(
+            "bench analyze: expected {} clean packets, got {} read, {} dropped, conservation {}",
+            args.packets,
+            r.packets_read,
+            r.drops.total,
+            r.conservation_ok
+        );
+    }
+    let mpps = r.packets_read as f64 / seconds / 1e6;
+    if args.json {
+        let doc = serde_json::json!({
+            "schema": "flowsteer.bench.analyze.v1",
+            "cpu": crate::cmd::bench::cpu_model(),
+            "results": [{
+                "bench": "analyze",
+                "packets": r.packets_read,
+                "flows": r.flows.tracked,
+                "file_bytes": analysis.capture.file_bytes,
+                "seconds": seconds,
+                "mpps": mpps,
+                "generate_seconds": generate_seconds,
+                "hash_impl": r.rss.hash_impl,
+            }],
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "analyze: {} packets, {} flows, {} bytes of pcap in {:.3} s = {:.2} Mpps (read + parse + hash + flow table, one thread, {} Toeplitz; generation {:.1} s not counted)",
+            r.packets_read,
+            r.flows.tracked,
+            analysis.capture.file_bytes,
+            seconds,
+            mpps,
+            r.rss.hash_impl,
+            generate_seconds
+        );
+        if args.keep.is_some() {
+            println!("capture kept at {}", capture.path.display());
+        }
+    }
+    Ok(0)
+}
+
+/// One generated flow: its frames for one "packet" (two for a fragmenting flow).
+fn flow_frames(i: u32) -> Vec<Vec<u8>> {
+    let v6 = i % 4 == 3;
+    let tcp = i.is_multiple_of(2);
+    let fragmenting = i % 64 == 1;
+    let client4 = Ipv4Addr::from(0x0a00_0000 | i);
+    let server4 = Ipv4Addr::new(192, 0, 2, 1 + (i % 8) as u8);
+    let client6 = Ipv6Addr::from((0x2001_0db8_u128 << 96) | u128::from(i));
+    let server6 = Ipv6Addr::from((0x2001_0db8_ffff_u128 << 80) | u128::from(1 + i % 8));
+    let (src, dst): (IpAddr, IpAddr) =
+        if v6 { (client6.into(), server6.into()) } else { (client4.into(), server4.into()) };
+    let sport = 1024 + (i % 60_000) as u16;
+    if fragmenting {
+        // A 32-byte UDP payload in two fragments of 24 + 16 bytes.
+        return if v6 {
+            build::ipv6_fragments(client6, server6, sport, 53, i, &[0x5a; 32], 24)
+        } else {
+            build::ipv4_fragments(client4, server4, sport, 53, i as u16, &[0x5a; 32], 24)
+        };
+    }
+    // 64-byte frames where the headers allow (IPv6 + TCP is 74).
+    let frame = match (v6, tcp) {
+        (false, false) => build::udp_frame(src, dst, sport, 53, &[0; 22]),
+        (false, true) => build::tcp_frame(src, dst, sport, 443, 1, 0x10, &[0; 10]),
+        (true, false) => build::udp_frame(src, dst, sport, 53, &[0; 2]),
+        (true, true) => build::tcp_frame(src, dst, sport, 443, 1, 0x10, &[]),
+    };
+    vec![frame]
+}
+
+/// Writes `packets` frames drawn uniformly from `flows` flows (xorshift,
+/// fixed seed: the same file every run).
+fn generate_capture(path: &Path, packets: u64, flows: u64) -> Result<()> {
+    let what = || format!("cannot write {}", path.display());
+    let templates: Vec<Vec<Vec<u8>>> = (0..flows as u32).map(flow_frames).collect();
+    let mut w = CaptureWriter::create(path, 1).with_context(what)?;
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut written = 0u64;
+    while written < packets {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let frames = &templates[(state % flows) as usize];
+        for f in frames.iter().take((packets - written) as usize) {
+            let ts = 1_700_000_000_000_000_000 + written * 1_000;
+            w.write_packet(ts, f, f.len() as u32).with_context(what)?;
+            written += 1;
+        }
+    }
+    w.finish().with_context(what)?;
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! `flowsteer analyze` and `flowsteer bench analyze`, run as the real binary
+//! on small captures written with `CaptureWriter`.
+
+use flowsteer_capture::CaptureWriter;
+use flowsteer_wire::build;
+use serde_json::Value;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh directory per test, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("flowsteer-cli-analyze-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn flowsteer(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(args).output().expect("run flowsteer")
+}
+
+fn analyze(capture: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["analyze", capture.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    flowsteer(&args)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn write_capture(path: &Path, frames: &[Vec<u8>]) {
+    let mut w = CaptureWriter::create(path, 1).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(1_000_000_000 + i as u64 * 1000, f, f.len() as u32).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// `n` TCP connections seen in both directions, 3 packets each, plus a few
+/// UDP flows.
+fn mixed_frames(n: u16) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    for i in 0..n {
+        let client = IpAddr::from([10, 1, (i >> 8) as u8, i as u8]);
+        let server = ip("192.0.2.1");
+        frames.push(build::tcp_frame(client, server, 40000 + i, 443, 1, 0x02, b""));
+        frames.push(build::tcp_frame(server, client, 443, 40000 + i, 1, 0x12, b""));
+        frames.push(build::tcp_frame(client, server, 40000 + i, 443, 2, 0x10, b"hello"));
+        frames.push(build::udp_frame(ip("2001:db8::1"), ip("2001:db8::2"), 1000 + i, 53, b"q"));
+    }
+    frames
+}
+
+fn json(out: &Output) -> Value {
+    assert!(out.status.success(), "exit {:?}, stderr: {}", out.status, text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", text(&out.stdout)))
+}
+
+fn queue_sum(doc: &Value, table: &str) -> u64 {
+    doc[table]["queues"]
+        .as_array()
+        .or_else(|| doc[table].as_array())
+        .unwrap()
+        .iter()
+        .map(|q| q["packets"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn text_report_has_the_table_and_sections() {
+    let dir = TempDir::new("text");
+    let cap = dir.path("mixed.pcap");
+    write_capture(&cap, &mixed_frames(50));
+    let out = analyze(&cap, &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let header = stdout.lines().find(|l| l.contains("Queue")).unwrap();
+    for col in ["Queue", "CPU", "Packets", "Pkt%", "Bytes", "Flows"] {
+        assert!(header.contains(col), "{header}");
+    }
+    for section in [
+        "Total",
+        "Imbalance:",
+        "Split flows",
+        "Encapsulation:",
+        "Top 10 flows",
+        "Drops: 0",
+        "Conservation: 200 read = 200 analysed + 0 dropped: ok",
+    ] {
+        assert!(stdout.contains(section), "missing {section:?} in:\n{stdout}");
+    }
+    // Warnings go to stderr with the prefix; no progress bar off a terminal.
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("warning: the Microsoft default key is public"), "{stderr}");
+    assert!(stderr.lines().all(|l| l.starts_with("warning: ")), "{stderr}");
+}
+
+#[test]
+fn json_report_adds_up() {
+    let dir = TempDir::new("json");
+    let cap = dir.path("mixed.pcap");
+    let frames = mixed_frames(50);
+    write_capture(&cap, &frames);
+    let doc = json(&analyze(&cap, &["--json", "--queues", "8", "--top", "3"]));
+    assert_eq!(doc["schema"], "flowsteer.analyze.v1");
+    let queues = doc["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 8);
+    for q in queues {
+        for field in ["queue", "cpu", "packets", "bytes", "flows"] {
+            assert!(q[field].is_u64(), "{field} in {q}");
+        }
+    }
+    assert_eq!(queue_sum(&doc, "queues"), frames.len() as u64);
+    assert_eq!(doc["packets_read"], frames.len() as u64);
+    assert_eq!(doc["conservation_ok"], true);
+    assert_eq!(doc["flows"]["tracked"], 150);
+    assert_eq!(doc["split_flows"]["directions"]["connections"], 50);
+    assert!(doc["imbalance"]["max_mean"].as_f64().unwrap() >= 1.0);
+    assert!(doc["imbalance"]["cv"].is_f64());
+    assert_eq!(doc["top_flows"].as_array().unwrap().len(), 3);
+    assert_eq!(doc["drops"]["total"], 0);
+    assert!(doc["encap"]["vxlan"]["packets"].is_u64());
+    assert!(doc.get("inner").is_none());
+    assert!(doc["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("Microsoft")));
+    assert_eq!(doc["capture"]["format"], "pcap");
+}
+
+#[test]
+fn symmetric_key_keeps_both_directions_together() {
+    let dir = TempDir::new("symmetric");
+    let cap = dir.path("mixed.pcap");
+    write_capture(&cap, &mixed_frames(64));
+    let doc = json(&analyze(&cap, &["--json", "--key", "default"]));
+    assert!(doc["split_flows"]["directions"]["split"].as_u64().unwrap() > 0);
+    let doc = json(&analyze(&cap, &["--json", "--key", "symmetric"]));
+    assert_eq!(doc["split_flows"]["directions"]["connections"], 64);
+    assert_eq!(doc["split_flows"]["directions"]["split"], 0);
+}
+
+#[test]
+fn inner_spread_of_a_vxlan_tunnel() {
+    let dir = TempDir::new("vxlan");
+    let cap = dir.path("vxlan.pcap");
+    let frames: Vec<Vec<u8>> = (0..64u16)
+        .map(|i| {
+            let inner = build::udp_frame(IpAddr::from([172, 16, 0, i as u8]), ip("172.16.1.1"), 5000 + i, 80, b"in");
+            build::vxlan_frame(ip("198.51.100.1"), ip("198.51.100.2"), 49152, 7, &inner)
+        })
+        .collect();
+    write_capture(&cap, &frames);
+    let doc = json(&analyze(&cap, &["--json", "--inner", "--hash-types", "all"]));
+    let busy = |v: &Value| v.as_array().unwrap().iter().filter(|q| q["packets"].as_u64().unwrap() > 0).count();
+    assert_eq!(busy(&doc["queues"]), 1);
+    assert!(busy(&doc["inner"]["queues"]) >= 3, "{}", doc["inner"]);
+    assert_eq!(queue_sum(&doc, "inner"), 64);
+    assert_eq!(doc["encap"]["vxlan"]["queues_hit"], 1);
+    let out = analyze(&cap, &["--inner"]);
+    assert!(text(&out.stdout).contains("Inner-header spread"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn plots_svg_and_png() {
+    let dir = TempDir::new("plot");
+    let cap = dir.path("mixed.pcap");
+    write_capture(&cap, &mixed_frames(20));
+    for name in ["chart.svg", "chart.png"] {
+        let chart = dir.path(name);
+        let out = analyze(&cap, &["--plot", chart.to_str().unwrap(), "--inner", "--quiet"]);
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        assert!(std::fs::metadata(&chart).unwrap().len() > 0, "{name}");
+    }
+    let bad = dir.path("chart.jpg");
+    let out = analyze(&cap, &["--plot", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains(".svg or .png"), "{}", text(&out.stderr));
+    assert!(!bad.exists());
+}
+
+#[test]
+fn a_text_file_is_not_a_capture() {
+    let dir = TempDir::new("notcap");
+    let file = dir.path("notes.txt");
+    std::fs::write(&file, "this is not a capture\n").unwrap();
+    let out = analyze(&file, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("warning: ")).collect();
+    assert_eq!(errors, [format!("error: {}: not a pcap or pcapng capture", file.display())], "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_missing_file_names_its_path() {
+    let dir = TempDir::new("missing");
+    let file = dir.path("nope.pcap");
+    let out = analyze(&file, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&format!("error: {}", file.display())), "{stderr}");
+}
+
+#[test]
+fn a_truncated_capture_is_reported_with_a_warning() {
+    let dir = TempDir::new("truncated");
+    let cap = dir.path("cut.pcap");
+    let frames = mixed_frames(10);
+    write_capture(&cap, &frames);
+    let bytes = std::fs::read(&cap).unwrap();
+    std::fs::write(&cap, &bytes[..bytes.len() - 10]).unwrap();
+    let out = analyze(&cap, &["--json"]);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&format!("warning: capture truncated after {} packets", frames.len() - 1)), "{stderr}");
+    let doc = json(&out);
+    assert_eq!(doc["packets_read"], frames.len() as u64 - 1);
+    assert_eq!(doc["capture"]["truncated"], true);
+    assert_eq!(doc["conservation_ok"], true);
+
+    // Cut inside the file header: still a (empty) report.
+    std::fs::write(&cap, &bytes[..10]).unwrap();
+    let out = analyze(&cap, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("capture truncated after 0 packets"));
+}
+
+#[test]
+fn garbage_after_a_valid_header_does_not_panic() {
+    let dir = TempDir::new("garbage");
+    let cap = dir.path("garbage.pcap");
+    write_capture(&cap, &[]);
+    let header = std::fs::read(&cap).unwrap();
+    let mut state = 0x1234_5678_9abc_def1u64;
+    for round in 0..8 {
+        let mut bytes = header.clone();
+        for _ in 0..(500 + round * 300) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            bytes.push(state as u8);
+        }
+        std::fs::write(&cap, &bytes).unwrap();
+        let out = analyze(&cap, &["--quiet"]);
+        let stderr = text(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0) | Some(1)), "{:?} {stderr}", out.status);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn garbage_frames_are_dropped_by_reason_and_conserved() {
+    let dir = TempDir::new("dropped");
+    let cap = dir.path("junk.pcap");
+    let mut frames = mixed_frames(5);
+    frames.push(vec![1, 2, 3]);
+    let mut bad = build::udp_frame(ip("10.0.0.1"), ip("10.0.0.2"), 1, 2, b"x");
+    bad[14] = 0x35;
+    frames.push(bad);
+    write_capture(&cap, &frames);
+    let doc = json(&analyze(&cap, &["--json"]));
+    assert_eq!(doc["drops"]["total"], 2);
+    assert_eq!(doc["drops"]["parse_errors"]["truncated_ethernet"], 1);
+    assert_eq!(doc["drops"]["parse_errors"]["bad_version"], 1);
+    assert_eq!(queue_sum(&doc, "queues"), 20);
+    assert_eq!(doc["conservation_ok"], true);
+}
+
+#[test]
+fn bench_analyze_runs_and_keeps_the_capture_on_request() {
+    let dir = TempDir::new("bench");
+    let keep = dir.path("bench.pcap");
+    let out = flowsteer(&[
+        "bench",
+        "analyze",
+        "--packets",
+        "20000",
+        "--flows",
+        "500",
+        "--json",
+        "--keep",
+        keep.to_str().unwrap(),
+    ]);
+    let doc = json(&out);
+    let r = &doc["results"][0];
+    assert_eq!(r["bench"], "analyze");
+    assert_eq!(r["packets"], 20000);
+    assert!(r["seconds"].as_f64().unwrap() > 0.0);
+    assert!(r["mpps"].as_f64().unwrap() > 0.0);
+    assert!(std::fs::metadata(&keep).unwrap().len() > 20000 * 60);
+}
