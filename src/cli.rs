@@ -181,9 +181,10 @@ pub struct RunArgs {
     /// Packets per receive poll and per queue pop.
     #[arg(long, default_value_t = 32)]
     pub burst: usize,
-    /// Flow table capacity per worker.
-    #[arg(long, default_value_t = 65536)]
-    pub flow_capacity: usize,
+    /// Flow table capacity per worker [default: 65536 for captures; for the
+    /// generator its flow count rounded up to a power of two, 1024..=65536].
+    #[arg(long)]
+    pub flow_capacity: Option<usize>,
     /// Idle flow timeout in seconds.
     #[arg(long, default_value_t = 30.0)]
     pub flow_timeout: f64,
@@ -266,6 +267,9 @@ pub struct BenchSteerArgs {
     /// Flow counts to measure (comma list).
     #[arg(long, value_delimiter = ',', default_values_t = vec![1u32, 1000, 1_000_000])]
     pub flows: Vec<u32>,
+    /// Repetitions per engine case (the median is reported, with min and max).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
     /// Items moved through the ring in the ring-alone measurement.
     #[arg(long, default_value_t = 50_000_000)]
     pub ring_items: u64,

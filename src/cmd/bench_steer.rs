@@ -7,8 +7,11 @@
 //!   workers, each dispatch policy. The generator runs inside the measured
 //!   loop (it is the "NIC"), so the numbers include producing the packets.
 //! * `shared-queue`: the baseline before RSS: one receive queue behind a
-//!   lock, which every worker polls and pops in bursts, and one flow table
-//!   behind a lock shared by all workers (flows are not affine to workers).
+//!   lock, which every worker polls, and one flow table behind a lock shared
+//!   by all workers (flows are not affine to workers), in two shapes: the
+//!   classic one packet per queue lock (`burst` 1, like `IF_DEQUEUE`) and a
+//!   batched one, 32 per lock (`burst` 32, the stronger baseline). The flow
+//!   table lock is taken per packet, as a global PCB lock was.
 //! * `ring`: `flowsteer-ring` between two pinned threads, bursts of 1 and
 //!   32, beside `rtrb` and crossbeam's `ArrayQueue` in the same run.
 //! * `stage`: ns per packet for each stage alone on one core (generate,
@@ -52,9 +55,15 @@ struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     ratio_to_shared_queue: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_shared_queue_classic: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     placement: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     order_violations: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mpps_min: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mpps_max: Option<f64>,
 }
 
 impl Row {
@@ -70,15 +79,18 @@ impl Row {
             mpps_per_core: None,
             ns_per_packet: None,
             ratio_to_shared_queue: None,
+            ratio_to_shared_queue_classic: None,
             placement: None,
             order_violations: None,
+            mpps_min: None,
+            mpps_max: None,
         }
     }
 }
 
 pub fn run(args: &BenchSteerArgs) -> Result<i32> {
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        anyhow::bail!("--seconds must be positive");
+    if !(args.seconds > 0.0 && args.seconds.is_finite()) || args.reps == 0 {
+        anyhow::bail!("--seconds must be positive and --reps at least 1");
     }
     let cpus = available_cpus();
     let mut rows = Vec::new();
@@ -90,24 +102,46 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
             if workers > cpus.len() {
                 continue;
             }
-            let baseline = shared_queue(flows, workers, args.seconds);
-            let mut b = Row::new("shared-queue", baseline);
-            b.flows = Some(flows);
-            b.workers = Some(workers);
-            b.mpps_per_core = Some(baseline / workers as f64);
+            // Two shapes of the baseline: the classic one packet per lock
+            // (IF_DEQUEUE) and a batched one, 32 per lock (the stronger).
+            let mut baselines = Vec::new();
+            for burst in [1usize, 32] {
+                let (m, lo, hi) =
+                    median((0..args.reps).map(|_| shared_queue(flows, workers, args.seconds, burst)).collect());
+                let mut b = Row::new("shared-queue", m);
+                b.flows = Some(flows);
+                b.workers = Some(workers);
+                b.burst = Some(burst);
+                b.mpps_per_core = Some(m / workers as f64);
+                b.mpps_min = Some(lo);
+                b.mpps_max = Some(hi);
+                baselines.push(b);
+            }
+            let baseline = baselines[1].mpps;
+            let classic = baselines[0].mpps;
             for dispatch in [Dispatch::Direct, Dispatch::Deferred, Dispatch::Hybrid] {
-                let (mpps, viol) = per_core(flows, &cpus[..workers], dispatch, args.seconds)?;
+                let mut runs = Vec::new();
+                let mut viol = 0;
+                for _ in 0..args.reps {
+                    let (m, v) = per_core(flows, &cpus[..workers], dispatch, args.seconds)?;
+                    runs.push(m);
+                    viol += v;
+                }
+                let (mpps, min, max) = median(runs);
                 let mut r = Row::new("per-core", mpps);
+                r.mpps_min = Some(min);
+                r.mpps_max = Some(max);
                 r.dispatch = Some(dispatch.name());
                 r.flows = Some(flows);
                 r.workers = Some(workers);
                 r.burst = Some(32);
                 r.mpps_per_core = Some(mpps / workers as f64);
                 r.ratio_to_shared_queue = Some(mpps / baseline.max(1e-9));
+                r.ratio_to_shared_queue_classic = Some(mpps / classic.max(1e-9));
                 r.order_violations = Some(viol);
                 rows.push(r);
             }
-            rows.push(b);
+            rows.extend(baselines);
         }
     }
     let (pc, cc) = if cpus.len() >= 2 { (Some(cpus[0] as usize), Some(cpus[1] as usize)) } else { (None, None) };
@@ -119,6 +153,16 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
             row.placement = Some(r.placement.clone());
             rows.push(row);
         }
+    }
+    // Hostile traffic: 100,000 tuples whose Toeplitz hashes collide in the
+    // low 16 bits against 100,000 random ones, through the keyed flow table.
+    let (random_ns, colliding_ns) = flowsteer_flow::bench::collision_bench(100_000);
+    for (name, ns) in [("random", random_ns), ("colliding", colliding_ns)] {
+        let mut r = Row::new("flow-table", 1e3 / ns);
+        r.stage = Some(name);
+        r.flows = Some(100_000);
+        r.ns_per_packet = Some(ns);
+        rows.push(r);
     }
     for (stage, ns) in stages(1000) {
         let mut r = Row::new("stage", 1e3 / ns);
@@ -136,25 +180,37 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// (median, min, max) of the samples.
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    match (v.first(), v.last()) {
+        (Some(&lo), Some(&hi)) => (v[v.len() / 2], lo, hi),
+        _ => (0.0, 0.0, 0.0),
+    }
+}
+
 fn print_text(rows: &[Row], seconds: f64) {
     println!(
         "engine: 64-byte frames from the built-in generator, rss steering, {seconds:.1} s per case; cpu: {}",
         crate::cmd::bench::cpu_model()
     );
     println!(
-        "{:<13} {:<9} {:>8} {:>7} {:>9} {:>10} {:>9} {:>9}",
-        "design", "dispatch", "flows", "workers", "Mpps", "Mpps/core", "x shared", "reorder"
+        "{:<13} {:<9} {:>5} {:>8} {:>7} {:>9} {:>15} {:>10} {:>9} {:>9} {:>9}",
+        "design", "dispatch", "burst", "flows", "workers", "Mpps", "(min-max)", "Mpps/core", "x sq-32", "x sq-1", "reorder"
     );
     for r in rows.iter().filter(|r| r.design == "per-core" || r.design == "shared-queue") {
         println!(
-            "{:<13} {:<9} {:>8} {:>7} {:>9.2} {:>10.2} {:>9} {:>9}",
+            "{:<13} {:<9} {:>5} {:>8} {:>7} {:>9.2} {:>15} {:>10.2} {:>9} {:>9} {:>9}",
             r.design,
             r.dispatch.unwrap_or("-"),
+            r.burst.unwrap_or(0),
             r.flows.unwrap_or(0),
             r.workers.unwrap_or(0),
             r.mpps,
+            format!("({:.2}-{:.2})", r.mpps_min.unwrap_or(0.0), r.mpps_max.unwrap_or(0.0)),
             r.mpps_per_core.unwrap_or(0.0),
             r.ratio_to_shared_queue.map_or("-".into(), |x| format!("{x:.2}")),
+            r.ratio_to_shared_queue_classic.map_or("-".into(), |x| format!("{x:.2}")),
             r.order_violations.map_or("-".into(), |v| v.to_string())
         );
     }
@@ -167,6 +223,14 @@ fn print_text(rows: &[Row], seconds: f64) {
             r.burst.unwrap_or(0),
             r.mpps,
             r.placement.as_deref().unwrap_or("")
+        );
+    }
+    println!();
+    for r in rows.iter().filter(|r| r.design == "flow-table") {
+        println!(
+            "flow table, 100,000 {} tuples: {:.1} ns per lookup/insert",
+            r.stage.unwrap_or("-"),
+            r.ns_per_packet.unwrap_or(0.0)
         );
     }
     println!();
@@ -209,7 +273,7 @@ fn per_core(flows: u32, cpus: &[u32], dispatch: Dispatch, seconds: f64) -> Resul
 }
 
 /// The pre-RSS design: one locked receive queue, one locked flow table.
-fn shared_queue(flows: u32, workers: usize, seconds: f64) -> f64 {
+fn shared_queue(flows: u32, workers: usize, seconds: f64, burst: usize) -> f64 {
     struct Shared {
         gen: GenSource,
         queue: std::collections::VecDeque<Vec<u8>>,
@@ -250,7 +314,7 @@ fn shared_queue(flows: u32, workers: usize, seconds: f64) -> f64 {
                                     queue.push_back(v);
                                 });
                             }
-                            for _ in 0..32 {
+                            for _ in 0..burst {
                                 match s.queue.pop_front() {
                                     Some(f) => local.push(f),
                                     None => break,

@@ -164,8 +164,13 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
     cfg.buckets = args.buckets;
     cfg.sock_flow_entries = args.rfs_entries;
     cfg.flow_cnt = args.rfs_flow_cnt;
-    cfg.flow_table =
-        FlowTableConfig { capacity: args.flow_capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
+    // A table sized to the workload keeps its buckets in cache.
+    let capacity = args.flow_capacity.unwrap_or(if args.source == "gen" {
+        (args.flows as usize).next_power_of_two().clamp(1024, 65536)
+    } else {
+        65536
+    });
+    cfg.flow_table = FlowTableConfig { capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
     cfg.tracked_flows = tracked;
     let engine = Engine::build(cfg, sources).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = RunOptions {

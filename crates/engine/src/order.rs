@@ -18,23 +18,40 @@ pub const MAX_TRACKED_FLOWS: usize = 1 << 20;
 /// small flow counts are padded to a cache line to avoid false sharing.
 #[derive(Debug)]
 pub struct OrderBook {
-    next: Box<[AtomicU64]>,
-    stride: usize,
+    /// One cache-line pair per flow up to [`PADDED_FLOWS`] flows (flows of
+    /// different workers never share a line); packed beyond that.
+    padded: Box<[Padded]>,
+    packed: Box<[AtomicU64]>,
     flows: usize,
 }
+
+/// Flows tracked with one 128-byte slot each (8 MiB at most).
+pub const PADDED_FLOWS: usize = 1 << 16;
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded(AtomicU64);
 
 impl OrderBook {
     pub fn new(flows: usize) -> OrderBook {
         let flows = flows.clamp(1, MAX_TRACKED_FLOWS);
-        let stride = if flows <= 1 << 16 { 8 } else { 1 };
-        OrderBook { next: (0..flows * stride).map(|_| AtomicU64::new(0)).collect(), stride, flows }
+        let (padded, packed) = if flows <= PADDED_FLOWS {
+            ((0..flows).map(|_| Padded::default()).collect(), Box::default())
+        } else {
+            (Box::default(), (0..flows).map(|_| AtomicU64::new(0)).collect())
+        };
+        OrderBook { padded, packed, flows }
     }
 
     /// Record delivery of `seq` for `flow`; `false` when it arrived after a
     /// later sequence number of the same flow (an order violation).
     #[inline]
     pub fn deliver(&self, flow: u32, seq: u64) -> bool {
-        let e = &self.next[(flow as usize % self.flows) * self.stride];
+        let i = flow as usize % self.flows;
+        let e = match self.padded.get(i) {
+            Some(p) => &p.0,
+            None => &self.packed[i],
+        };
         let next = e.load(Ordering::Relaxed);
         if seq < next {
             return false;

@@ -152,6 +152,10 @@ fn bucket_totals(published: &[Arc<std::sync::Mutex<LcoreCounters>>], buckets: us
     t
 }
 
+/// Packets a core claims from a finite budget at a time (fewer atomic
+/// operations on the shared counter; the unused rest is returned at stop).
+const CLAIM_CHUNK: u64 = 4096;
+
 /// Claim up to `want` packets from the shared budget.
 fn claim(budget: &AtomicU64, want: u64) -> u64 {
     let mut cur = budget.load(Ordering::Relaxed);
@@ -177,6 +181,10 @@ fn worker_loop(
     budget: &AtomicU64,
 ) {
     let mut rx_active = true;
+    // Packets claimed from the shared budget but not yet received. With no
+    // budget (u64::MAX) the shared counter is never touched.
+    let unlimited = budget.load(Ordering::Relaxed) == u64::MAX;
+    let mut credit: u64 = 0;
     let mut iter: u64 = 0;
     let mut now = 0u64;
     let mut idle = 0u32;
@@ -187,15 +195,22 @@ fn worker_loop(
         let mut did = 0;
         if rx_active {
             let stop = stop_rx.load(Ordering::Relaxed) || lc.sources_exhausted();
-            let want = if stop { 0 } else { claim(budget, burst as u64) };
+            if !stop && !unlimited && credit == 0 {
+                credit = claim(budget, CLAIM_CHUNK);
+            }
+            let want = if stop { 0 } else if unlimited { burst as u64 } else { credit.min(burst as u64) };
             if want == 0 {
                 rx_active = false;
+                if credit > 0 {
+                    budget.fetch_add(credit, Ordering::Relaxed);
+                    credit = 0;
+                }
                 // Release: our last pushes happen-before others' Acquire of rx_done.
                 rx_done.fetch_add(1, Ordering::Release);
             } else {
                 let got = lc.poll_rx(want as usize, now) as u64;
-                if got < want {
-                    budget.fetch_add(want - got, Ordering::Relaxed);
+                if !unlimited {
+                    credit -= got;
                 }
                 did += got as usize;
             }
