@@ -236,6 +236,10 @@ pub struct RunArgs {
     /// Move every flow's consumer to the next core every N seconds (shows RFS at work).
     #[arg(long)]
     pub migrate: Option<f64>,
+    /// Application listeners as proto:port list (e.g. udp:53,tcp:80): one per bucket on its core plus a
+    /// wildcard per core; packets to other ports are dropped as no_listener [default: accept everything].
+    #[arg(long, value_delimiter = ',')]
+    pub listen: Vec<String>,
     /// Do not pin worker threads.
     #[arg(long)]
     pub no_pin: bool,

@@ -196,7 +196,17 @@ fn print_text(rows: &[Row], seconds: f64) {
     );
     println!(
         "{:<13} {:<9} {:>5} {:>8} {:>7} {:>9} {:>15} {:>10} {:>9} {:>9} {:>9}",
-        "design", "dispatch", "burst", "flows", "workers", "Mpps", "(min-max)", "Mpps/core", "x sq-32", "x sq-1", "reorder"
+        "design",
+        "dispatch",
+        "burst",
+        "flows",
+        "workers",
+        "Mpps",
+        "(min-max)",
+        "Mpps/core",
+        "x sq-32",
+        "x sq-1",
+        "reorder"
     );
     for r in rows.iter().filter(|r| r.design == "per-core" || r.design == "shared-queue") {
         println!(

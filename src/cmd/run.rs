@@ -172,6 +172,21 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
     });
     cfg.flow_table = FlowTableConfig { capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
     cfg.tracked_flows = tracked;
+    cfg.listen = args
+        .listen
+        .iter()
+        .map(|l| {
+            let (proto, port) =
+                l.split_once(':').ok_or_else(|| anyhow::anyhow!("--listen '{l}': expected proto:port"))?;
+            let proto = match proto {
+                "udp" => flowsteer_wire::proto::UDP,
+                "tcp" => flowsteer_wire::proto::TCP,
+                _ => bail!("--listen '{l}': protocol must be udp or tcp"),
+            };
+            let port: u16 = port.parse().map_err(|_| anyhow::anyhow!("--listen '{l}': bad port"))?;
+            Ok((proto, port))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let engine = Engine::build(cfg, sources).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = RunOptions {
         duration: Some(Duration::from_secs_f64(args.duration)),
@@ -296,6 +311,13 @@ fn print_summary(r: &RunReport) {
         "order violations {}; steering moves {} (packets held for drain {}); rebalance moves {}; consumer migrations {}",
         t.order_violations, t.steer_moves, t.held_for_drain, t.rebalance_moves, r.migrations
     );
+    if t.listener_bucket + t.listener_wildcard > 0 {
+        println!(
+            "listeners: {} packets to per-bucket listeners, {} to wildcard listeners",
+            t.listener_bucket, t.listener_wildcard
+        );
+    }
+    println!("per-core timers fired {}; idle flows expired {}", t.timers_fired, t.flows_expired);
     for m in &r.rebalance_log {
         println!(
             "  rebalance at {:.3}s: bucket {} worker {} -> {} ({} packets in the interval)",

@@ -33,6 +33,12 @@ pub struct LcoreCounters {
     pub dequeued: u64,
     pub handled_bytes: u64,
     pub drop_flow_full: u64,
+    /// No application listener for the packet's protocol and port.
+    pub drop_no_listener: u64,
+    /// Delivered to the listener of the packet's bucket / to the wildcard.
+    pub listener_bucket: u64,
+    pub listener_wildcard: u64,
+    pub timers_fired: u64,
     pub order_violations: u64,
     /// Packets whose consumer (the application thread of the flow) runs on
     /// this worker's core / another core.
@@ -102,6 +108,12 @@ pub struct Totals {
     pub steer_moves: u64,
     pub held_for_drain: u64,
     pub rebalance_moves: u64,
+    /// Packets delivered to a per-bucket listener / to a wildcard listener.
+    pub listener_bucket: u64,
+    pub listener_wildcard: u64,
+    /// Timers fired, each on its own core.
+    pub timers_fired: u64,
+    pub flows_expired: u64,
     pub pps: f64,
     pub bytes: u64,
 }
@@ -154,6 +166,9 @@ pub fn snapshot(
         if c.drop_flow_full > 0 {
             drops.insert("flow_table_full".into(), c.drop_flow_full);
         }
+        if c.drop_no_listener > 0 {
+            drops.insert("no_listener".into(), c.drop_no_listener);
+        }
         rows.push(WorkerRow {
             worker: w as u16,
             cpu: cpus.get(w).copied().unwrap_or(w as u32),
@@ -174,7 +189,12 @@ pub fn snapshot(
         });
         totals.received += c.received;
         totals.handled += handled;
-        totals.delivered += handled - c.drop_flow_full.min(handled);
+        let worker_drops = c.drop_flow_full + c.drop_no_listener;
+        totals.delivered += handled - worker_drops.min(handled);
+        totals.listener_bucket += c.listener_bucket;
+        totals.listener_wildcard += c.listener_wildcard;
+        totals.timers_fired += c.timers_fired;
+        totals.flows_expired += c.flows_expired;
         totals.in_flight += len;
         totals.order_violations += c.order_violations;
         totals.steer_moves += c.steer_moves;
@@ -185,6 +205,9 @@ pub fn snapshot(
         }
         if c.drop_flow_full > 0 {
             *totals.drops.entry("flow_table_full".into()).or_insert(0) += c.drop_flow_full;
+        }
+        if c.drop_no_listener > 0 {
+            *totals.drops.entry("no_listener".into()).or_insert(0) += c.drop_no_listener;
         }
         let qd: u64 = c.qdrops_to.iter().sum();
         if qd > 0 {

@@ -54,6 +54,10 @@ pub struct EngineConfig {
     pub tracked_flows: usize,
     /// Seed for the flow tables' keyed hashes (`None`: OS randomness).
     pub seed: Option<u64>,
+    /// `(protocol, port)` the built-in application listens on, with one
+    /// listener per bucket on the bucket's core and a wildcard on every
+    /// core. Empty (the default): every packet is accepted.
+    pub listen: Vec<(u8, u16)>,
 }
 
 impl EngineConfig {
@@ -75,6 +79,7 @@ impl EngineConfig {
             rss,
             tracked_flows: 1024,
             seed: None,
+            listen: Vec::new(),
         }
     }
 
@@ -219,6 +224,7 @@ impl Engine {
                 consumer_map: consumers.clone(),
                 burst: cfg.burst,
                 buckets: shared.buckets.len(),
+                listen: cfg.listen.clone(),
             }));
         }
         lcores.reverse();

@@ -7,9 +7,9 @@ use crate::counters::LcoreCounters;
 use crate::desc::{PacketDesc, NO_FLOW_ID};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
-use flowsteer_flow::{FlowKey, FlowTable};
+use flowsteer_flow::{FlowKey, FlowTable, Listeners, TimerWheel, TimerWheelConfig};
 use flowsteer_ring::{Consumer, Producer, RingStats};
-use flowsteer_rss::{Fields, RssConfig};
+use flowsteer_rss::RssConfig;
 use flowsteer_steer::dispatch::{decide, Action, Dispatch};
 use flowsteer_steer::steer::{QueueView, SharedTables, SockFlowTable, Steerer};
 use flowsteer_steer::WorkerId;
@@ -22,6 +22,20 @@ pub struct FlowState {
     pub packets: u64,
     pub bytes: u64,
 }
+
+/// Which listener took a packet (FreeBSD `IP_RSS_LISTEN_BUCKET`: one
+/// listening socket per bucket, plus a wildcard for buckets that move here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    Bucket(u16),
+    Wildcard,
+}
+
+/// Per-core timer tokens.
+const TIMER_EXPIRE: u64 = 1;
+const TIMER_PUBLISH: u64 = 2;
+/// Flow expiry sweep and counter publication period (per core, on that core).
+pub const HOUSEKEEPING_NS: u64 = 1_000_000;
 
 /// The queue counters a receive side reads for the drain rule.
 struct Rings<'a>(&'a [RingStats]);
@@ -47,6 +61,8 @@ pub struct Lcore {
     pub counters: LcoreCounters,
     published: Arc<Mutex<LcoreCounters>>,
     burst: usize,
+    /// This core's timers: they fire here, on the core that owns the flows.
+    timers: TimerWheel,
 }
 
 struct RxSide {
@@ -72,6 +88,10 @@ struct WorkSide {
     order: Arc<OrderBook>,
     consumer_map: Arc<ConsumerMap>,
     sock: Option<Arc<SockFlowTable>>,
+    /// Application listeners; empty: every packet is accepted.
+    listeners: Listeners<Listener>,
+    listening: bool,
+    bucket_mask: u32,
 }
 
 /// What an [`Lcore`] is built from.
@@ -90,6 +110,8 @@ pub struct LcoreParts {
     pub consumer_map: Arc<ConsumerMap>,
     pub burst: usize,
     pub buckets: usize,
+    /// `(protocol, port)` the application listens on; empty: everything.
+    pub listen: Vec<(u8, u16)>,
 }
 
 impl Lcore {
@@ -97,6 +119,21 @@ impl Lcore {
         let workers = p.producers.len();
         let stats = p.producers.iter().map(|pr| pr.stats()).collect();
         let counters = LcoreCounters::new(workers, p.buckets);
+        // One listener per (proto, port) per bucket this core owns, plus a
+        // wildcard (binding cannot fail: every key is distinct).
+        let mut listeners = Listeners::new();
+        for &(proto, port) in &p.listen {
+            let _ = listeners.bind(proto, port, None, Listener::Wildcard);
+            for b in 0..p.shared.buckets.len() {
+                if p.shared.buckets.worker(b) == p.id {
+                    let _ = listeners.bind(proto, port, Some(b as u16), Listener::Bucket(b as u16));
+                }
+            }
+        }
+        let mut timers = TimerWheel::new(TimerWheelConfig { slots: 64, tick_ns: HOUSEKEEPING_NS / 4, capacity: 16 })
+            .expect("constant timer wheel shape is valid");
+        let _ = timers.schedule(0, HOUSEKEEPING_NS, TIMER_EXPIRE);
+        let _ = timers.schedule(0, HOUSEKEEPING_NS, TIMER_PUBLISH);
         Lcore {
             id: p.id,
             rxqs: p.rxqs,
@@ -121,10 +158,30 @@ impl Lcore {
                 order: p.order,
                 consumer_map: p.consumer_map,
                 sock: p.shared.sock.clone(),
+                listening: !p.listen.is_empty(),
+                listeners,
+                bucket_mask: (p.shared.buckets.len() as u32).wrapping_sub(1),
             },
             published: Arc::new(Mutex::new(counters.clone())),
             counters,
             burst: p.burst.max(1),
+            timers,
+        }
+    }
+
+    /// Run this core's due timers: the flow expiry sweep and the counter
+    /// publication, each every [`HOUSEKEEPING_NS`].
+    pub fn run_timers(&mut self, now: u64) {
+        let mut due = [false; 3];
+        self.counters.timers_fired += self.timers.advance(now, 8, |t| due[(t as usize).min(2)] = true) as u64;
+        if due[TIMER_EXPIRE as usize] {
+            let expired = self.work.flows.expire(now, 256, |_, _| {});
+            self.counters.flows_expired += expired as u64;
+            let _ = self.timers.schedule(now, now + HOUSEKEEPING_NS, TIMER_EXPIRE);
+        }
+        if due[TIMER_PUBLISH as usize] {
+            self.publish();
+            let _ = self.timers.schedule(now, now + HOUSEKEEPING_NS, TIMER_PUBLISH);
         }
     }
 
@@ -183,10 +240,15 @@ impl Lcore {
         self.work.consumers.iter().map(|c| c.len()).sum()
     }
 
-    /// Periodic work: flow expiry (bounded), counters published.
+    /// Flow expiry (bounded) and counters published now, whatever the timers
+    /// say (the simulation and the final report call this).
     pub fn housekeeping(&mut self, now: u64) {
         let expired = self.work.flows.expire(now, 256, |_, _| {});
         self.counters.flows_expired += expired as u64;
+        self.publish();
+    }
+
+    fn publish(&mut self) {
         self.counters.flows = self.work.flows.len() as u64;
         self.counters.flow_max_probe = self.work.flows.stats().max_probe;
         let st = self.rx.steerer.stats();
@@ -241,11 +303,7 @@ impl RxSide {
             return;
         };
         let fragment = l3.frag.is_some();
-        let input = self.rss.input_for(&l3.tuple, fragment);
-        let hash = match input.fields() {
-            Fields::None => 0,
-            _ => self.rss.hasher().hash(input.as_bytes()),
-        };
+        let (hash, _fields) = self.rss.hash_frame(bytes, l3);
         let (seq, flow_id) = stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID));
         let desc = PacketDesc {
             key: FlowKey::from(l3.tuple),
@@ -313,6 +371,17 @@ impl RxSide {
 impl WorkSide {
     #[inline]
     fn process(&mut self, c: &mut LcoreCounters, d: &PacketDesc, now: u64) {
+        if self.listening {
+            let bucket = (d.hash & self.bucket_mask) as u16;
+            match self.listeners.lookup(d.key.proto, d.key.dport, bucket) {
+                Some(Listener::Bucket(_)) => c.listener_bucket += 1,
+                Some(Listener::Wildcard) => c.listener_wildcard += 1,
+                None => {
+                    c.drop_no_listener += 1;
+                    return;
+                }
+            }
+        }
         match self.flows.lookup_or_insert(&d.key, now, FlowState::default) {
             Ok((_, st)) => {
                 st.packets += 1;

@@ -198,7 +198,13 @@ fn worker_loop(
             if !stop && !unlimited && credit == 0 {
                 credit = claim(budget, CLAIM_CHUNK);
             }
-            let want = if stop { 0 } else if unlimited { burst as u64 } else { credit.min(burst as u64) };
+            let want = if stop {
+                0
+            } else if unlimited {
+                burst as u64
+            } else {
+                credit.min(burst as u64)
+            };
             if want == 0 {
                 rx_active = false;
                 if credit > 0 {
@@ -217,8 +223,8 @@ fn worker_loop(
         }
         did += lc.poll_rings(burst, now);
         iter += 1;
-        if iter.is_multiple_of(64) {
-            lc.housekeeping(now);
+        if iter.is_multiple_of(16) {
+            lc.run_timers(now);
         }
         if !rx_active && did == 0 && rx_done.load(Ordering::Acquire) >= workers && lc.pending() == 0 {
             break;

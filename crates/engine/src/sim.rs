@@ -73,8 +73,11 @@ impl Sim {
         };
         self.now += TICK_NS;
         self.steps += 1;
-        if self.steps.is_multiple_of(64) {
-            self.housekeeping();
+        if self.steps.is_multiple_of(16) {
+            let now = self.now;
+            for lc in self.engine.lcores.iter_mut() {
+                lc.run_timers(now);
+            }
         }
         did
     }

@@ -27,6 +27,8 @@ struct Setup {
     zipf: Option<f64>,
     rps: Vec<CpuSet>,
     seed: u64,
+    listen: Vec<(u8, u16)>,
+    idle_timeout_ns: Option<u64>,
 }
 
 impl Setup {
@@ -42,6 +44,8 @@ impl Setup {
             zipf: None,
             rps: Vec::new(),
             seed: 7,
+            listen: Vec::new(),
+            idle_timeout_ns: None,
         }
     }
 
@@ -71,6 +75,10 @@ impl Setup {
         cfg.tracked_flows = self.flows as usize;
         cfg.rps_cpus = self.rps.clone();
         cfg.seed = Some(self.seed);
+        cfg.listen = self.listen.clone();
+        if let Some(t) = self.idle_timeout_ns {
+            cfg.flow_table.idle_timeout_ns = t;
+        }
         let engine = Engine::build(cfg, sources).map_err(|e| e.to_string())?;
         Ok((Sim::new(engine, self.seed), tuples))
     }
@@ -243,4 +251,60 @@ fn same_seed_same_result() {
     let a = rfs_migration(true, Dispatch::Hybrid);
     let b = rfs_migration(true, Dispatch::Hybrid);
     assert_eq!(a.workers, b.workers);
+}
+
+#[test]
+fn per_bucket_listeners_then_wildcard_after_moves() {
+    use flowsteer_wire::proto;
+    let mut setup = Setup::new(Policy::Rss, Dispatch::Deferred);
+    setup.listen = vec![(proto::UDP, 53), (proto::TCP, 80)];
+    setup.zipf = Some(1.2);
+    setup.flows = 256;
+    let (mut sim, tuples) = setup.build().unwrap();
+    sim.run_packets(20_000);
+    sim.drain();
+    let before = sim.snapshot();
+    assert_conserved(&before);
+    let t = &before.totals;
+    assert!(t.listener_bucket > 0);
+    assert_eq!(t.listener_wildcard, 0, "no bucket has moved yet");
+    assert!(t.drops.get("no_listener").copied().unwrap_or(0) > 0, "other ports have no listener");
+    assert_eq!(t.delivered, t.listener_bucket + t.listener_wildcard);
+    let listened = tuples
+        .iter()
+        .filter(|t| matches!((t.proto, t.ports), (proto::UDP, Some((_, 53))) | (proto::TCP, Some((_, 80)))))
+        .count();
+    assert!(listened > 0 && listened < tuples.len());
+    // Move buckets: packets of moved buckets now meet the wildcard listener.
+    sim.set_slowdown(0, 3);
+    let cfg = RebalanceConfig { threshold: 1.05, max_moves: 8, min_packets: 100 };
+    let mut moves = 0;
+    for _ in 0..10 {
+        sim.run_packets(3_000);
+        moves += sim.rebalance(&cfg);
+    }
+    sim.drain();
+    let after = sim.snapshot();
+    assert_conserved(&after);
+    assert!(moves > 0);
+    assert!(after.totals.listener_wildcard > 0, "{:?}", after.totals);
+    assert_eq!(after.totals.order_violations, 0);
+}
+
+#[test]
+fn timers_fire_on_each_core_and_expire_idle_flows() {
+    let mut setup = Setup::new(Policy::Rss, Dispatch::Hybrid);
+    setup.idle_timeout_ns = Some(200_000); // 0.2 ms of fake time
+    let (mut sim, _) = setup.build().unwrap();
+    sim.run_packets(5_000);
+    // No more traffic: let fake time pass so the per-core timers run.
+    for _ in 0..20_000 {
+        sim.step(false);
+    }
+    sim.drain();
+    let snap = sim.snapshot();
+    assert_conserved(&snap);
+    assert!(snap.totals.timers_fired > 0);
+    assert!(snap.totals.flows_expired > 0);
+    assert!(snap.workers.iter().all(|w| w.flows == 0), "every idle flow expired on its core: {:?}", snap.workers);
 }

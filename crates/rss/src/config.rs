@@ -2,11 +2,11 @@
 //! and the one question the rest of flowsteer asks of it: where does this
 //! packet go ([`RssConfig::place`]).
 
-use crate::hashtype::{Fields, HashInput, HashTypes};
+use crate::hashtype::{Fields, HashInput, HashTypes, MAX_INPUT_LEN};
 use crate::key::RssKey;
 use crate::reta::{rps_scale, CoreId, Mapping, QueueId, Reta};
 use crate::toeplitz::{Impl, Toeplitz};
-use flowsteer_wire::FlowTuple;
+use flowsteer_wire::{FlowTuple, L3Info};
 
 /// Where one packet lands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +84,34 @@ impl RssConfig {
     #[inline]
     pub fn input_for(&self, tuple: &FlowTuple, is_fragment: bool) -> HashInput {
         self.types.input_for(tuple, is_fragment)
+    }
+
+    /// The hash of a parsed frame, read straight from the frame's bytes (the
+    /// address pair sits contiguously in the IP header, the ports at the
+    /// start of the L4 header), without building an intermediate tuple.
+    /// Same result as `place(&l3.tuple, l3.frag.is_some()).hash`.
+    #[inline]
+    pub fn hash_frame(&self, frame: &[u8], l3: &L3Info) -> (u32, Fields) {
+        let fields = self.types.fields_for(&l3.tuple, l3.frag.is_some());
+        let (addr_off, addr_len) = if l3.tuple.src.is_ipv4() { (12, 8) } else { (8, 32) };
+        let mut buf = [0u8; MAX_INPUT_LEN];
+        let addrs = frame.get(l3.l3_offset + addr_off..l3.l3_offset + addr_off + addr_len);
+        let len = match (fields, addrs) {
+            (Fields::None, _) | (_, None) => return (0, Fields::None),
+            (Fields::TwoTuple, Some(a)) => {
+                buf[..addr_len].copy_from_slice(a);
+                addr_len
+            }
+            (Fields::FourTuple, Some(a)) => {
+                buf[..addr_len].copy_from_slice(a);
+                match l3.l4_offset.and_then(|o| frame.get(o..o + 4)) {
+                    Some(p) => buf[addr_len..addr_len + 4].copy_from_slice(p),
+                    None => return (0, Fields::None),
+                }
+                addr_len + 4
+            }
+        };
+        (self.hasher.hash(&buf[..len]), fields)
     }
 
     /// Hash, RETA entry, queue and CPU for one packet.

@@ -62,9 +62,11 @@ impl HashTypes {
                 "l3" | "2tuple" => Self::IPV4 | Self::IPV6,
                 w => match Self::NAMES.iter().find(|(_, n)| *n == w) {
                     Some((b, _)) => *b,
-                    None => return Err(format!(
+                    None => {
+                        return Err(format!(
                         "unknown hash type '{word}' (expected ipv4, tcp4, udp4, ipv6, tcp6, udp6, default, all or l3)"
-                    )),
+                    ))
+                    }
                 },
             };
         }
@@ -75,6 +77,7 @@ impl HashTypes {
     }
 
     /// Which fields this packet is hashed on.
+    #[inline]
     pub fn fields_for(self, tuple: &FlowTuple, is_fragment: bool) -> Fields {
         let (l3, tcp, udp) = match (tuple.src, tuple.dst) {
             (IpAddr::V4(_), IpAddr::V4(_)) => (Self::IPV4, Self::TCP_IPV4, Self::UDP_IPV4),
@@ -95,6 +98,7 @@ impl HashTypes {
     }
 
     /// The hash input for this packet under these types.
+    #[inline]
     pub fn input_for(self, tuple: &FlowTuple, is_fragment: bool) -> HashInput {
         match self.fields_for(tuple, is_fragment) {
             Fields::None => HashInput::none(),
