@@ -60,6 +60,19 @@ pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolve
         None => (key_from_flag(args)?, Reta::round_robin(args.reta_size, queues)?),
     };
 
+    if key.kind() == flowsteer_rss::KeyKind::User {
+        let report = flowsteer_rss::quality::spread_test(&key);
+        if !report.passed {
+            warnings.push(format!(
+                "this key spreads tuples badly: chi-square {:.0} / {:.0} (low / high bits) over {} buckets exceeds {:.0} (p = {})",
+                report.chi2_low,
+                report.chi2_high,
+                report.buckets,
+                report.critical,
+                flowsteer_rss::quality::SPREAD_ALPHA
+            ));
+        }
+    }
     if key.is_public() {
         warnings.push("the Microsoft default key is public: anyone can aim traffic at one queue with it (use --key random in production)".into());
     }

@@ -212,3 +212,13 @@ fn plan_without_enough_free_bits_says_why() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--sport"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_degenerate_user_key_is_flagged() {
+    let zero = "00".repeat(40);
+    let o = flowsteer(&["hash", "--src", "1.2.3.4", "--dst", "5.6.7.8", "--key", &zero]);
+    assert!(o.status.success());
+    assert!(stderr(&o).contains("spreads tuples badly"), "{}", stderr(&o));
+    let o = flowsteer(&["hash", "--src", "1.2.3.4", "--dst", "5.6.7.8", "--key", "symmetric"]);
+    assert!(stderr(&o).contains("16 bits"), "{}", stderr(&o));
+}
