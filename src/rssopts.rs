@@ -60,7 +60,7 @@ pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolve
         None => (key_from_flag(args)?, Reta::round_robin(args.reta_size, queues)?),
     };
 
-    if key.kind() == flowsteer_rss::KeyKind::User {
+    if matches!(key.kind(), flowsteer_rss::KeyKind::User | flowsteer_rss::KeyKind::Symmetric) {
         let report = flowsteer_rss::quality::spread_test(&key);
         if !report.passed {
             warnings.push(format!(
