@@ -52,6 +52,9 @@ pub struct EngineConfig {
     pub rss: RssConfig,
     /// Flows the order book and consumer map track (the generator's count).
     pub tracked_flows: usize,
+    /// Read the generator's (sequence, flow id) stamp from each packet and
+    /// check per-flow order. Off for captures, whose payloads carry no stamp.
+    pub order_stamps: bool,
     /// Seed for the flow tables' keyed hashes (`None`: OS randomness).
     pub seed: Option<u64>,
     /// `(protocol, port)` the built-in application listens on, with one
@@ -78,6 +81,7 @@ impl EngineConfig {
             drain_rule: true,
             rss,
             tracked_flows: 1024,
+            order_stamps: true,
             seed: None,
             listen: Vec::new(),
         }
@@ -225,6 +229,7 @@ impl Engine {
                 burst: cfg.burst,
                 buckets: shared.buckets.len(),
                 listen: cfg.listen.clone(),
+                order_stamps: cfg.order_stamps,
             }));
         }
         lcores.reverse();

@@ -69,6 +69,7 @@ struct RxSide {
     dispatch: Dispatch,
     rss: RssConfig,
     opts: ParseOptions,
+    order_stamps: bool,
     /// Reused parse result (no per-packet copy of the summary).
     parsed: Parsed,
     steerer: Steerer,
@@ -112,6 +113,8 @@ pub struct LcoreParts {
     pub buckets: usize,
     /// `(protocol, port)` the application listens on; empty: everything.
     pub listen: Vec<(u8, u16)>,
+    /// Read generator stamps for the order check.
+    pub order_stamps: bool,
 }
 
 impl Lcore {
@@ -142,6 +145,7 @@ impl Lcore {
                 dispatch: p.dispatch,
                 rss: p.rss,
                 opts: ParseOptions::default(),
+                order_stamps: p.order_stamps,
                 parsed: Parsed::default(),
                 steerer: p.steerer,
                 shared: p.shared.clone(),
@@ -304,7 +308,8 @@ impl RxSide {
         };
         let fragment = l3.frag.is_some();
         let (hash, _fields) = self.rss.hash_frame(bytes, l3);
-        let (seq, flow_id) = stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID));
+        let (seq, flow_id) =
+            if self.order_stamps { stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
         let desc = PacketDesc {
             key: FlowKey::from(l3.tuple),
             hash,

@@ -51,6 +51,8 @@ pub struct RunReport {
     pub snapshot: Snapshot,
     pub rebalance_log: Vec<MoveLog>,
     pub migrations: u64,
+    /// Per-flow order was checked (generator stamps); false for captures.
+    pub order_checked: bool,
     pub warnings: Vec<String>,
 }
 
@@ -137,7 +139,7 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
             .push(format!("{} worker thread(s) could not be pinned to their CPU", pin_failed.load(Ordering::Relaxed)));
     }
     let snapshot = Engine::snapshot(&ring_stats, &published, &cfg.cpus, elapsed, log.len() as u64);
-    RunReport { snapshot, rebalance_log: log, migrations, warnings }
+    RunReport { snapshot, rebalance_log: log, migrations, order_checked: cfg.order_stamps, warnings }
 }
 
 fn bucket_totals(published: &[Arc<std::sync::Mutex<LcoreCounters>>], buckets: usize) -> Vec<u64> {

@@ -1,0 +1,133 @@
+//! Integration tests that run the real binary: `run` and its counters.
+
+use std::process::{Command, Output};
+
+fn flowsteer(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(args).output().expect("run flowsteer")
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("one JSON document")
+}
+
+fn check_totals(v: &serde_json::Value) {
+    assert_eq!(v["schema"], "flowsteer.run.v1");
+    assert_eq!(v["conservation_ok"], true);
+    let t = &v["totals"];
+    let received = t["received"].as_u64().unwrap();
+    let delivered = t["delivered"].as_u64().unwrap();
+    let in_flight = t["in_flight"].as_u64().unwrap();
+    let by_reason: u64 = t["drops"].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum();
+    assert_eq!(t["dropped"].as_u64().unwrap(), by_reason);
+    assert_eq!(received, delivered + by_reason + in_flight);
+    assert_eq!(in_flight, 0);
+    let handled: u64 = v["workers"].as_array().unwrap().iter().map(|w| w["handled"].as_u64().unwrap()).sum();
+    assert!(handled >= delivered);
+    for w in v["workers"].as_array().unwrap() {
+        let (h, d, hd, q, l) = (&w["handled"], &w["dispatched"], &w["hdispatched"], &w["queued"], &w["len"]);
+        assert_eq!(
+            h.as_u64().unwrap(),
+            d.as_u64().unwrap() + hd.as_u64().unwrap() + q.as_u64().unwrap() - l.as_u64().unwrap()
+        );
+    }
+}
+
+#[test]
+fn run_packet_budget_is_exact_and_totals_add_up() {
+    for (steer, dispatch) in [("rss", "hybrid"), ("rss", "deferred"), ("rfs", "hybrid"), ("rps", "direct")] {
+        let v = json(&flowsteer(&[
+            "run",
+            "--packets",
+            "20000",
+            "--duration",
+            "30",
+            "--steer",
+            steer,
+            "--dispatch",
+            dispatch,
+            "--rps-cpus",
+            "3",
+            "--json",
+            "--no-pin",
+        ]));
+        check_totals(&v);
+        assert_eq!(v["totals"]["received"], 20000, "{steer}/{dispatch}");
+        assert_eq!(v["totals"]["order_violations"], 0);
+    }
+}
+
+#[test]
+fn run_single_queue_rps_and_listeners() {
+    let v = json(&flowsteer(&[
+        "run",
+        "--packets",
+        "50000",
+        "--single-queue",
+        "--steer",
+        "rps",
+        "--rps-cpus",
+        "3",
+        "--listen",
+        "udp:53,tcp:80",
+        "--json",
+        "--no-pin",
+    ]));
+    check_totals(&v);
+    let t = &v["totals"];
+    assert!(t["drops"]["no_listener"].as_u64().unwrap() > 0);
+    assert_eq!(
+        t["delivered"].as_u64().unwrap(),
+        t["listener_bucket"].as_u64().unwrap() + t["listener_wildcard"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn run_replays_a_capture() {
+    let dir = std::env::temp_dir().join(format!("fs-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("t.pcap");
+    let mut w = flowsteer_capture::CaptureWriter::create(&pcap, 1).unwrap();
+    for i in 0..100u16 {
+        let f = flowsteer_wire::build::udp_frame(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            1000 + i,
+            53,
+            &[0u8; 20],
+        );
+        w.write_packet(u64::from(i) * 1000, &f, f.len() as u32).unwrap();
+    }
+    w.write_packet(200_000, &[0xffu8; 10], 10).unwrap(); // garbage: a parse drop
+    w.finish().unwrap();
+    let arg = format!("pcap:{}", pcap.display());
+    let v = json(&flowsteer(&["run", "--source", &arg, "--loops", "3", "--json", "--no-pin"]));
+    check_totals(&v);
+    assert_eq!(v["totals"]["received"], 303);
+    assert_eq!(v["totals"]["dropped"], 3);
+    assert_eq!(v["order_checked"], false);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn run_bad_flags_give_one_line_errors() {
+    for args in [
+        &["run", "--steer", "magic"][..],
+        &["run", "--dispatch", "lazy"][..],
+        &["run", "--rps-cpus", "xyz", "--steer", "rps"][..],
+        &["run", "--rps-cpus", "1ffffffff", "--steer", "rps"][..],
+        &["run", "--cores", "4096"][..],
+        &["run", "--source", "pcap:/nonexistent/file.pcap"][..],
+        &["run", "--source", "tap0"][..],
+        &["run", "--duration", "0"][..],
+        &["run", "--size", "10"][..],
+        &["run", "--listen", "sctp:5"][..],
+    ] {
+        let o = flowsteer(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        let errs: Vec<&str> = e.lines().filter(|l| !l.starts_with("warning:")).collect();
+        assert_eq!(errs.len(), 1, "{args:?}: {e}");
+        assert!(errs[0].starts_with("error: "), "{e}");
+    }
+}
