@@ -21,6 +21,8 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Run the steering pipeline on the built-in workload.
     Run(RunArgs),
+    /// Reassemble IP fragments of a capture into whole packets.
+    Defrag(DefragArgs),
     /// Benchmarks.
     Bench(BenchArgs),
 }
@@ -261,6 +263,40 @@ pub enum BenchWhat {
     Analyze(BenchAnalyzeArgs),
     /// Steering engine: packets/s by flows, workers and dispatch, the shared-queue baseline, the ring alone, per-stage cost.
     Steer(BenchSteerArgs),
+    /// Reassembly: datagrams/s on one core by size, datagrams in flight and order; the flood case.
+    Reasm(BenchReasmArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchReasmArgs {
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 0.5)]
+    pub seconds: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DefragArgs {
+    /// Input capture (pcap or pcapng).
+    pub input: PathBuf,
+    /// Output capture (pcap): unfragmented packets unchanged, reassembled datagrams as one packet each.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Memory limit of the reassembler in bytes (high threshold; eviction down to 3/4 of it).
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub mem_limit: usize,
+    /// Reassembly timeout in seconds (both families) [default: 30 for IPv4, 60 for IPv6].
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Most fragments per datagram.
+    #[arg(long, default_value_t = 64)]
+    pub max_frags: usize,
+    /// Do not drop still-pending datagrams at the end of the capture (they are reported as pending).
+    #[arg(long)]
+    pub no_flush: bool,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -19,10 +19,12 @@ fn main() {
         cli::Command::Plan(a) => cmd::plan::run(a),
         cli::Command::Analyze(a) => cmd::analyze::run(a),
         cli::Command::Run(a) => cmd::run::run(a),
+        cli::Command::Defrag(a) => cmd::defrag::run(a),
         cli::Command::Bench(b) => match &b.what {
             cli::BenchWhat::Hash(a) => cmd::bench::hash(a),
             cli::BenchWhat::Analyze(a) => cmd::analyze::bench(a),
             cli::BenchWhat::Steer(a) => cmd::bench_steer::run(a),
+            cli::BenchWhat::Reasm(a) => cmd::bench_reasm::run(a),
         },
     };
     match result {

@@ -2,7 +2,9 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_reasm;
 pub mod bench_steer;
+pub mod defrag;
 pub mod hash;
 pub mod plan;
 pub mod run;
