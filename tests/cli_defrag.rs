@@ -1,0 +1,418 @@
+//! `flowsteer defrag`: the binary on captures built with flowsteer-wire.
+
+use flowsteer_capture::{CaptureReader, CaptureWriter};
+use flowsteer_wire::build::{ipv4_fragments, ipv6_fragments, udp_frame, FrameBuilder, Ipv6Ext};
+use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A temporary file path removed on drop.
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        Tmp(std::env::temp_dir().join(format!("fs-defrag-{}-{n}-{tag}", std::process::id())))
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn write_capture(path: &Path, frames: &[Vec<u8>]) {
+    let mut w = CaptureWriter::create(path, 1).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        let ts = 1_700_000_000_000_000_000u64 + i as u64 * 1_000_000;
+        w.write_packet(ts, f, f.len() as u32).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Frames with timestamps (ns).
+fn write_capture_ts(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    let mut w = CaptureWriter::create(path, 1).unwrap();
+    for (ts, f) in frames {
+        w.write_packet(*ts, f, f.len() as u32).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn read_capture(path: &Path) -> Vec<(u64, Vec<u8>)> {
+    let mut r = CaptureReader::open(path).unwrap();
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet().unwrap() {
+        assert_eq!(p.linktype, 1);
+        v.push((p.ts_nanos, p.data.to_vec()));
+    }
+    v
+}
+
+fn defrag(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flowsteer")).arg("defrag").args(args).output().unwrap()
+}
+
+fn defrag_json(input: &Path, output: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![input.to_str().unwrap(), "-o", output.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let out = defrag(&args);
+    assert!(out.status.success(), "defrag failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn n(v: &serde_json::Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no counter {key} in {v}"))
+}
+
+/// The document's counters add up (fragments and packets).
+fn check_laws(v: &serde_json::Value) {
+    assert_eq!(v["schema"], "flowsteer.defrag.v1");
+    assert_eq!(v["conservation_ok"], true, "{v}");
+    let dropped: u64 = v["dropped"].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum();
+    assert_eq!(n(v, "fragments_in"), n(v, "fragments_reassembled") + dropped + n(v, "pending_at_end"), "{v}");
+    let passed = n(v, "unfragmented") + n(v, "atomic_fragments") + n(v, "passed_unparsed");
+    assert_eq!(n(v, "packets_in"), passed + n(v, "fragments_in"), "{v}");
+    assert_eq!(n(v, "packets_out"), passed + n(v, "datagrams_reassembled"), "{v}");
+}
+
+fn payload(k: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i * 31 + 7 + k) & 0xff) as u8).collect()
+}
+
+/// Deterministic shuffle (xorshift).
+fn shuffle<T>(v: &mut [T], mut seed: u64) {
+    for i in (1..v.len()).rev() {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        v.swap(i, (seed % (i as u64 + 1)) as usize);
+    }
+}
+
+/// UDP payload of an unfragmented Ethernet frame.
+fn udp_payload(frame: &[u8]) -> Option<Vec<u8>> {
+    let p = parse_frame(frame, LinkType::Ethernet, &ParseOptions::default()).ok()?;
+    let l3 = p.outer?;
+    if l3.frag.is_some() || l3.tuple.proto != 17 {
+        return None;
+    }
+    let start = l3.l4_offset? + 8;
+    frame.get(start..l3.l3_offset + l3.ip_total_len).map(<[u8]>::to_vec)
+}
+
+const V4A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const V4B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+fn v6a() -> Ipv6Addr {
+    "fd00::1".parse().unwrap()
+}
+
+fn v6b() -> Ipv6Addr {
+    "fd00::2".parse().unwrap()
+}
+
+#[test]
+fn defrag_mixed_shuffled_v4_v6() {
+    let input = Tmp::new("mixed-in.pcap");
+    let output = Tmp::new("mixed-out.pcap");
+    let mut whole = Vec::new();
+    for i in 0..6u16 {
+        whole.push(udp_frame(V4A.into(), V4B.into(), 1000 + i, 53, &payload(i as usize, 100 + i as usize)));
+        whole.push(udp_frame(v6a().into(), v6b().into(), 2000 + i, 53, &payload(i as usize, 200)));
+    }
+    let mut datagrams: Vec<Vec<u8>> = Vec::new();
+    let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+    for (k, (len, size)) in [(3000usize, 1000usize), (4416, 1480), (65_507, 1480), (1600, 512)].into_iter().enumerate()
+    {
+        let p = payload(10 + k, len);
+        groups.push(ipv4_fragments(V4A, V4B, 4000, 9, 100 + k as u16, &p, size));
+        datagrams.push(p);
+        let p = payload(20 + k, len);
+        groups.push(ipv6_fragments(v6a(), v6b(), 4000, 9, 7000 + k as u32, &p, size));
+        datagrams.push(p);
+    }
+    // Shuffle the fragments of each datagram and interleave everything.
+    let mut frames = whole.clone();
+    for (g, frags) in groups.iter_mut().enumerate() {
+        assert!(frags.len() > 1);
+        shuffle(frags, 0x9e37_79b9_7f4a_7c15 ^ g as u64);
+        frames.extend(frags.iter().cloned());
+    }
+    shuffle(&mut frames, 42);
+    let fragments_in: usize = groups.iter().map(Vec::len).sum();
+    write_capture(&input.0, &frames);
+
+    let v = defrag_json(&input.0, &output.0, &[]);
+    check_laws(&v);
+    assert_eq!(n(&v, "packets_in") as usize, frames.len());
+    assert_eq!(n(&v, "unfragmented") as usize, whole.len());
+    assert_eq!(n(&v, "fragments_in") as usize, fragments_in);
+    assert_eq!(n(&v, "datagrams_reassembled") as usize, datagrams.len());
+    assert_eq!(n(&v, "fragments_reassembled") as usize, fragments_in);
+    assert_eq!(n(&v, "packets_out") as usize, whole.len() + datagrams.len());
+    assert_eq!(n(&v, "pending_at_end"), 0);
+    assert_eq!(n(&v, "duplicates") + n(&v, "overlaps") + n(&v, "malformed"), 0);
+
+    let out = read_capture(&output.0);
+    assert_eq!(out.len(), whole.len() + datagrams.len());
+    let mut got_whole = Vec::new();
+    let mut got_payloads = Vec::new();
+    for (_, f) in &out {
+        if whole.contains(f) {
+            got_whole.push(f.clone());
+        } else {
+            got_payloads.push(udp_payload(f).expect("reassembled packet is a whole UDP datagram"));
+        }
+    }
+    // The whole packets unchanged, in their capture order.
+    let whole_in_order: Vec<Vec<u8>> = frames.iter().filter(|f| whole.contains(f)).cloned().collect();
+    assert_eq!(got_whole, whole_in_order);
+    let mut want = datagrams.clone();
+    want.sort();
+    got_payloads.sort();
+    assert_eq!(got_payloads, want);
+    // Timestamps never go backwards (delivery order = capture order here).
+    assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+}
+
+#[test]
+fn defrag_text_table() {
+    let input = Tmp::new("text-in.pcap");
+    let output = Tmp::new("text-out.pcap");
+    let frames = ipv4_fragments(V4A, V4B, 1, 2, 9, &payload(0, 3000), 1000);
+    write_capture(&input.0, &frames);
+    let out = defrag(&[input.0.to_str().unwrap(), "-o", output.0.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("datagrams reassembled"), "{text}");
+    assert!(text.contains("(ok)"), "{text}");
+    assert_eq!(read_capture(&output.0).len(), 1);
+}
+
+#[test]
+fn defrag_counts_duplicates_and_overlaps() {
+    let input = Tmp::new("dup-in.pcap");
+    let output = Tmp::new("dup-out.pcap");
+    let dup_payload = payload(1, 3000);
+    let mut dup = ipv4_fragments(V4A, V4B, 5, 6, 11, &dup_payload, 1000);
+    dup.insert(1, dup[0].clone()); // exact duplicate: tolerated
+    let ov_payload = payload(2, 3000);
+    let big = ipv4_fragments(V4A, V4B, 5, 6, 12, &ov_payload, 1000);
+    let small = ipv4_fragments(V4A, V4B, 5, 6, 12, &ov_payload, 504);
+    // [0,1000) then [504,1008): overlap, the whole queue goes.
+    let ov = [big[0].clone(), small[1].clone(), big[1].clone(), big[2].clone()];
+    let v6_payload = payload(3, 4000);
+    let mut v6 = ipv6_fragments(v6a(), v6b(), 5, 6, 99, &v6_payload, 1232);
+    assert!(v6.len() > 2);
+    v6.insert(2, v6[1].clone()); // duplicate before the datagram completes
+    let mut frames = dup.clone();
+    frames.extend(ov.iter().cloned());
+    frames.extend(v6.iter().cloned());
+    write_capture(&input.0, &frames);
+
+    let v = defrag_json(&input.0, &output.0, &[]);
+    check_laws(&v);
+    assert_eq!(n(&v, "duplicates"), 2, "{v}");
+    // The first two fragments of the queue are dropped by the overlap; the
+    // two that follow start a new queue, flushed at the end.
+    assert_eq!(n(&v, "overlaps"), 2, "{v}");
+    assert_eq!(v["dropped_datagrams"]["overlap"], 1);
+    assert_eq!(n(&v, "flushed_at_end"), 2, "{v}");
+    assert_eq!(n(&v, "datagrams_reassembled"), 2);
+    let out = read_capture(&output.0);
+    let mut got: Vec<Vec<u8>> = out.iter().map(|(_, f)| udp_payload(f).unwrap()).collect();
+    got.sort();
+    let mut want = vec![dup_payload, v6_payload];
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn defrag_no_flush_leaves_pending() {
+    let input = Tmp::new("pend-in.pcap");
+    let output = Tmp::new("pend-out.pcap");
+    let mut frames = ipv4_fragments(V4A, V4B, 7, 8, 21, &payload(5, 5000), 1480);
+    frames.pop(); // the last fragment never comes
+    let mut v6 = ipv6_fragments(v6a(), v6b(), 7, 8, 22, &payload(6, 5000), 1232);
+    v6.remove(0);
+    frames.extend(v6);
+    frames.push(udp_frame(V4A.into(), V4B.into(), 7, 8, b"hello"));
+    let held = frames.len() as u64 - 1;
+    write_capture(&input.0, &frames);
+
+    let v = defrag_json(&input.0, &output.0, &["--no-flush"]);
+    check_laws(&v);
+    assert_eq!(n(&v, "pending_at_end"), held, "{v}");
+    assert_eq!(n(&v, "pending_datagrams_at_end"), 2);
+    assert_eq!(n(&v, "flushed_at_end"), 0);
+    assert_eq!(n(&v, "packets_out"), 1);
+
+    let v = defrag_json(&input.0, &output.0, &[]);
+    check_laws(&v);
+    assert_eq!(n(&v, "pending_at_end"), 0);
+    assert_eq!(n(&v, "flushed_at_end"), held);
+    assert_eq!(read_capture(&output.0).len(), 1);
+}
+
+#[test]
+fn defrag_timeout_uses_capture_clock() {
+    let input = Tmp::new("to-in.pcap");
+    let output = Tmp::new("to-out.pcap");
+    let t0 = 1_700_000_000_000_000_000u64;
+    let sec = 1_000_000_000u64;
+    // 2992 + 8 bytes of UDP header: three fragments of 1000.
+    let a = ipv4_fragments(V4A, V4B, 1, 2, 31, &payload(7, 2992), 1000);
+    let b = ipv4_fragments(V4A, V4B, 1, 2, 32, &payload(8, 2992), 1000);
+    assert_eq!((a.len(), b.len()), (3, 3));
+    let frames = vec![
+        (t0, a[0].clone()),
+        (t0 + sec, a[1].clone()),
+        (t0 + 3 * sec, a[2].clone()), // 3 s after the first: too late with --timeout 2
+        (t0 + 10 * sec, b[0].clone()),
+        (t0 + 10 * sec + 1, b[2].clone()),
+        (t0 + 11 * sec, b[1].clone()), // in time
+    ];
+    write_capture_ts(&input.0, &frames);
+    let v = defrag_json(&input.0, &output.0, &["--timeout", "2"]);
+    check_laws(&v);
+    // The first two fragments of `a` time out when the third arrives; that
+    // one starts a new queue, which times out when `b` begins.
+    assert_eq!(n(&v, "timed_out"), 3, "{v}");
+    assert_eq!(v["dropped_datagrams"]["timed_out"], 2);
+    assert_eq!(n(&v, "datagrams_reassembled"), 1);
+    assert_eq!(n(&v, "flushed_at_end"), 0);
+    let out = read_capture(&output.0);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, t0 + 11 * sec, "the datagram carries the completing fragment's time");
+    assert_eq!(udp_payload(&out[0].1).unwrap(), payload(8, 2992));
+}
+
+#[test]
+fn defrag_passes_non_ip_and_atomic() {
+    let input = Tmp::new("pass-in.pcap");
+    let output = Tmp::new("pass-out.pcap");
+    // ARP-like frame (not IP) and a frame that does not parse (IPv4 header cut).
+    let mut arp = vec![0xffu8; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0u8; 28]);
+    let mut bad = udp_frame(V4A.into(), V4B.into(), 1, 2, b"x");
+    bad.truncate(14 + 10);
+    // IPv6 atomic fragment: Fragment header with offset 0, M=0 (RFC 6946).
+    let ext = [Ipv6Ext::Fragment { offset: 0, more: false, id: 5 }];
+    let udp = [0u8, 1, 0, 2, 0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+    let atomic = FrameBuilder { ipv6_ext: &ext, ..FrameBuilder::raw(v6a().into(), v6b().into(), 17, &udp) }.build();
+    let frames = vec![arp.clone(), bad.clone(), atomic];
+    write_capture(&input.0, &frames);
+    let v = defrag_json(&input.0, &output.0, &[]);
+    check_laws(&v);
+    assert_eq!(n(&v, "passed_unparsed"), 2, "{v}");
+    assert_eq!(n(&v, "atomic_fragments"), 1, "{v}");
+    assert_eq!(n(&v, "fragments_in"), 0);
+    let out: Vec<Vec<u8>> = read_capture(&output.0).into_iter().map(|(_, f)| f).collect();
+    assert_eq!(out, frames);
+}
+
+#[test]
+fn defrag_truncated_capture_warns() {
+    let input = Tmp::new("trunc-in.pcap");
+    let output = Tmp::new("trunc-out.pcap");
+    let mut frames = ipv4_fragments(V4A, V4B, 1, 2, 41, &payload(9, 3000), 1000);
+    frames.push(udp_frame(V4A.into(), V4B.into(), 1, 2, b"tail"));
+    write_capture(&input.0, &frames);
+    let bytes = std::fs::read(&input.0).unwrap();
+    std::fs::write(&input.0, &bytes[..bytes.len() - 5]).unwrap();
+    let out = defrag(&[input.0.to_str().unwrap(), "-o", output.0.to_str().unwrap(), "--json"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let want = format!("warning: {}: capture truncated after {} packets", input.0.display(), frames.len() - 1);
+    assert!(stderr.lines().any(|l| l == want), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_laws(&v);
+    assert_eq!(v["truncated"], true);
+    assert_eq!(read_capture(&output.0).len(), 1);
+}
+
+#[test]
+fn defrag_bad_input_exits_1() {
+    let input = Tmp::new("bad-in.pcap");
+    let output = Tmp::new("bad-out.pcap");
+    std::fs::write(&input.0, b"this is not a capture file at all\n").unwrap();
+    let out = defrag(&[input.0.to_str().unwrap(), "-o", output.0.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: ") && stderr.contains("not a pcap or pcapng"), "{stderr}");
+
+    let missing = Tmp::new("missing.pcap");
+    let out = defrag(&[missing.0.to_str().unwrap(), "-o", output.0.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8(out.stderr).unwrap().lines().count(), 1);
+}
+
+#[test]
+fn defrag_unwritable_output_exits_1() {
+    let input = Tmp::new("unw-in.pcap");
+    write_capture(&input.0, &[udp_frame(V4A.into(), V4B.into(), 1, 2, b"x")]);
+    let dir = Tmp::new("no-such-dir");
+    let bad = dir.0.join("out.pcap");
+    let out = defrag(&[input.0.to_str().unwrap(), "-o", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+}
+
+#[test]
+fn defrag_unsupported_linktype_passes_frames() {
+    let input = Tmp::new("lt-in.pcap");
+    let output = Tmp::new("lt-out.pcap");
+    let frames = [vec![1u8, 2, 3, 4, 5], vec![6u8; 40]];
+    let mut w = CaptureWriter::create(&input.0, 147).unwrap();
+    for f in &frames {
+        w.write_packet(1_000, f, f.len() as u32).unwrap();
+    }
+    w.finish().unwrap();
+    let v = defrag_json(&input.0, &output.0, &[]);
+    check_laws(&v);
+    assert_eq!(n(&v, "unsupported_linktype"), 2);
+    assert_eq!(n(&v, "passed_unparsed"), 2);
+    assert_eq!(v["linktype"], 147);
+    let mut r = CaptureReader::open(&output.0).unwrap();
+    let mut got = Vec::new();
+    while let Some(p) = r.next_packet().unwrap() {
+        assert_eq!(p.linktype, 147);
+        got.push(p.data.to_vec());
+    }
+    assert_eq!(got, frames);
+}
+
+#[test]
+fn defrag_raw_ip_keeps_link_type() {
+    let input = Tmp::new("raw-in.pcap");
+    let output = Tmp::new("raw-out.pcap");
+    let p = payload(4, 4000);
+    let frames: Vec<Vec<u8>> =
+        ipv4_fragments(V4A, V4B, 1, 2, 51, &p, 1480).into_iter().map(|f| f[14..].to_vec()).collect();
+    let mut w = CaptureWriter::create(&input.0, 101).unwrap();
+    for (i, f) in frames.iter().rev().enumerate() {
+        w.write_packet(1_000 + i as u64, f, f.len() as u32).unwrap();
+    }
+    w.finish().unwrap();
+    let v = defrag_json(&input.0, &output.0, &[]);
+    check_laws(&v);
+    assert_eq!(n(&v, "datagrams_reassembled"), 1);
+    let mut r = CaptureReader::open(&output.0).unwrap();
+    let pkt = r.next_packet().unwrap().unwrap();
+    assert_eq!(pkt.linktype, 101);
+    let parsed = parse_frame(pkt.data, LinkType::RawIp, &ParseOptions::default()).unwrap();
+    let l3 = parsed.outer.unwrap();
+    assert_eq!(l3.l3_offset, 0);
+    assert_eq!(&pkt.data[l3.l4_offset.unwrap() + 8..], &p[..]);
+    assert_eq!(l3.tuple.src, IpAddr::V4(V4A));
+}
