@@ -17,7 +17,7 @@
 //!
 //! # Algorithm
 //!
-//! * **Table.** A `HashMap<Key, slot>` hashed with keyed SipHash-2-4 (random
+//! * **Table.** A `HashMap<Key, slot>` hashed with keyed SipHash-1-3 (random
 //!   keys from `getrandom`, or a fixed seed for tests) points into a slab of
 //!   datagram queues. The key is (family, src, dst, id, protocol) for IPv4
 //!   (RFC 791 §3.2: the protocol is part of the key) and (family, src, dst, id)
@@ -31,14 +31,29 @@
 //!   eviction pops the older of the two heads in O(1). The timer starts with
 //!   the first fragment and is **not** extended by later ones (Linux
 //!   ip_fragment.c; a trickle of fragments cannot keep a queue alive).
-//! * **Fragments in a queue** live in a `BTreeMap` keyed by offset: the
+//! * **Fragments in a queue.** Each queue owns one byte buffer: header room
+//!   (the first fragment's IP header length) followed by the payloads in
+//!   arrival order, each copied once, straight from the frame. When the
+//!   fragments arrived in order they are already in place behind the header:
+//!   completion writes the header and hands the buffer over (`out` is swapped
+//!   with it); otherwise it copies the pieces into `out` in offset order.
+//!   Buffers (and the caller's previous `out`) are recycled through a small
+//!   free list ([`FREE_BUF_BYTES`]), so steady state does not allocate.
+//!   Only the (offset, end, position) ranges are kept for the checks, in a
+//!   sorted vector (a `BTreeMap` past 64 fragments) keyed by offset: the
 //!   overlap check looks only at the one fragment starting just before the new
-//!   fragment's end, so insert + overlap check is O(log n) and per-fragment work
-//!   does not grow with the queue (FragmentSmack, CVE-2018-5391). The
-//!   per-datagram cap [`ReasmConfig::max_frags`] bounds n anyway.
-//! * **Memory.** Accounted memory ([`Reassembler::mem_used`]) is the fragment
-//!   payload bytes plus [`FRAG_OVERHEAD`] per held fragment plus
-//!   [`DATAGRAM_OVERHEAD`] and the saved unfragmentable header per queue. A
+//!   fragment's end, so insert + overlap check is O(log n) search plus a
+//!   bounded shift, and per-fragment work does not grow with the queue
+//!   (FragmentSmack, CVE-2018-5391). The per-datagram cap
+//!   [`ReasmConfig::max_frags`] bounds n anyway.
+//! * **Memory.** Accounted memory ([`Reassembler::mem_used`]) is each queue's
+//!   buffer *capacity* (payload, header room and growth slack: buffers grow by
+//!   doubling, capped at what the datagram can need, so at most about twice
+//!   the payload; a recycled buffer is only handed to a lone middle fragment
+//!   if at most twice what it needs) plus [`FRAG_OVERHEAD`] per held fragment
+//!   plus [`DATAGRAM_OVERHEAD`] and any offset-0 header that did not fit the
+//!   header room, per queue. Recycled free buffers are not accounted; they
+//!   are bounded by [`FREE_BUF_BYTES`] on top of `high_thresh`. A
 //!   fragment that would lift it above `high_thresh` first evicts the oldest
 //!   other queues until it fits under `low_thresh` (Linux `ipfrag_high_thresh` /
 //!   `ipfrag_low_thresh`); if it still cannot fit under `high_thresh` it is
@@ -102,19 +117,21 @@ mod siphash;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
 use flowsteer_wire::{proto, L3Info};
 use siphash::SipBuildHasher;
 
-/// Accounted cost of one held fragment besides its payload bytes: the
-/// `BTreeMap` entry (offset, end, flags, `Vec` header ~ 40 B) plus its share of
-/// node overhead and the allocator's header for the payload buffer.
+/// Accounted cost of one held fragment besides its payload bytes (which sit
+/// in the queue's buffer, accounted by capacity): its 32-byte range entry
+/// with the sorted vector's growth slack, or past 64 fragments its share
+/// of a `BTreeMap` node.
 pub const FRAG_OVERHEAD: usize = 64;
-/// Accounted cost of one queue besides its fragments and saved header: the
-/// slab slot (~120 B), the hash map entry (key 40 B + index), the `BTreeMap`
-/// root node.
-pub const DATAGRAM_OVERHEAD: usize = 256;
+/// Accounted cost of one queue besides its buffer's capacity and an
+/// out-of-buffer header: the slab slot (~190 B), the hash map entry (key 40 B
+/// + index), the allocator headers of the buffer and the range vector.
+pub const DATAGRAM_OVERHEAD: usize = 320;
 
 /// Largest IPv4 datagram / IPv6 payload.
 const MAX_IP_LEN: usize = 65535;
@@ -368,7 +385,7 @@ enum Family {
 
 /// Reassembly key. IPv4: RFC 791 (src, dst, protocol, id); IPv6: RFC 8200
 /// (src, dst, id), `proto` is 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key {
     family: Family,
     src: IpAddr,
@@ -377,24 +394,156 @@ struct Key {
     proto: u8,
 }
 
-/// One held fragment: `[offset, end)` of the fragmentable part.
-#[derive(Debug)]
-struct Frag {
+impl Hash for Key {
+    /// Whole 64-bit words: IPv4 (src, dst) in one, IPv6 two per address,
+    /// then (id, proto, family) in one.
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match (self.src, self.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let [a, b, c, e] = s.octets();
+                let [f, g, i, j] = d.octets();
+                h.write_u64(u64::from_le_bytes([a, b, c, e, f, g, i, j]));
+            }
+            (s, d) => {
+                for a in [s, d] {
+                    let v = match a {
+                        IpAddr::V6(a) => u128::from(a),
+                        IpAddr::V4(a) => u128::from(u32::from(a)),
+                    };
+                    h.write_u64(v as u64);
+                    h.write_u64(v.wrapping_shr(64) as u64);
+                }
+            }
+        }
+        let [i0, i1, i2, i3] = self.id.to_le_bytes();
+        h.write_u64(u64::from_le_bytes([i0, i1, i2, i3, self.proto, self.family as u8, 0, 0]));
+    }
+}
+
+/// One held fragment: `[offset, end)` of the fragmentable part, whose bytes
+/// are at `pos..pos + (end - offset)` of the queue's buffer.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    offset: usize,
     end: usize,
+    pos: usize,
     more: bool,
-    data: Vec<u8>,
+}
+
+/// Ranges held beyond which a queue's sorted vector becomes a `BTreeMap`
+/// (only with `max_frags` above it), so per-fragment work stays O(log n).
+const SMALL_RANGES: usize = 64;
+
+/// The held fragments of a queue, sorted by offset and disjoint.
+#[derive(Debug)]
+enum Ranges {
+    /// Sorted vector (binary search; inserts shift at most `SMALL_RANGES`).
+    Small(Vec<Range>),
+    /// Keyed by offset, for queues past `SMALL_RANGES` fragments.
+    Big(BTreeMap<usize, Range>),
+}
+
+impl Ranges {
+    fn len(&self) -> usize {
+        match self {
+            Ranges::Small(v) => v.len(),
+            Ranges::Big(m) => m.len(),
+        }
+    }
+
+    /// The range starting at `offset`.
+    fn get(&self, offset: usize) -> Option<&Range> {
+        match self {
+            Ranges::Small(v) => v.binary_search_by_key(&offset, |r| r.offset).ok().and_then(|i| v.get(i)),
+            Ranges::Big(m) => m.get(&offset),
+        }
+    }
+
+    /// The range starting last before `end`.
+    fn last_before(&self, end: usize) -> Option<&Range> {
+        match self {
+            Ranges::Small(v) => v.partition_point(|r| r.offset < end).checked_sub(1).and_then(|i| v.get(i)),
+            Ranges::Big(m) => m.range(..end).next_back().map(|(_, r)| r),
+        }
+    }
+
+    fn insert(&mut self, r: Range) {
+        match self {
+            Ranges::Small(v) if v.len() < SMALL_RANGES => {
+                let i = v.partition_point(|x| x.offset < r.offset);
+                v.insert(i, r);
+            }
+            Ranges::Small(v) => {
+                let mut m: BTreeMap<usize, Range> = v.drain(..).map(|x| (x.offset, x)).collect();
+                m.insert(r.offset, r);
+                *self = Ranges::Big(m);
+            }
+            Ranges::Big(m) => {
+                m.insert(r.offset, r);
+            }
+        }
+    }
+
+    fn iter(&self) -> RangesIter<'_> {
+        match self {
+            Ranges::Small(v) => RangesIter::Small(v.iter()),
+            Ranges::Big(m) => RangesIter::Big(m.values()),
+        }
+    }
+}
+
+/// In-order iterator over [`Ranges`].
+enum RangesIter<'a> {
+    Small(std::slice::Iter<'a, Range>),
+    Big(std::collections::btree_map::Values<'a, usize, Range>),
+}
+
+impl<'a> Iterator for RangesIter<'a> {
+    type Item = &'a Range;
+
+    fn next(&mut self) -> Option<&'a Range> {
+        match self {
+            RangesIter::Small(i) => i.next(),
+            RangesIter::Big(i) => i.next(),
+        }
+    }
 }
 
 /// The header saved from the offset-0 fragment.
 #[derive(Debug)]
 struct Head {
     /// IPv4: the whole header (options included). IPv6: fixed header plus
-    /// the extension headers before the Fragment header.
+    /// the extension headers before the Fragment header. Empty when the
+    /// header sits in the buffer's headroom (`inline`).
     bytes: Vec<u8>,
+    /// The header is `buf[..hroom]` of its queue.
+    inline: bool,
+    /// Header length.
+    len: usize,
     /// IPv6: where the Next Header field pointing at the Fragment header is,
     /// and the Fragment header's Next Header to write there.
     v6_next: Option<(usize, u8)>,
 }
+
+/// The offset-0 fragment's header, borrowed from the frame being pushed.
+struct HeadIn<'a> {
+    bytes: &'a [u8],
+    v6_next: Option<(usize, u8)>,
+}
+
+/// Recycled datagram buffers kept at most (not accounted in
+/// [`Reassembler::mem_used`]; bounded by this and [`FREE_BUF_BYTES`]).
+const FREE_BUFS: usize = 64;
+/// Total capacity of the recycled buffers kept at most (512 KiB).
+pub const FREE_BUF_BYTES: usize = 512 << 10;
+/// Buffers smaller than this are not worth recycling.
+const FREE_BUF_MIN: usize = 256;
+/// A recycled buffer is handed to a new queue whose first fragment starts
+/// a datagram (offset 0, or the last fragment) if its capacity is at most
+/// `max(4 x needed, REUSE_SLACK)`; to a lone middle fragment only if at most
+/// twice what it needs, so a flood of middle fragments is not charged for
+/// big buffers.
+const REUSE_SLACK: usize = 8192;
 
 /// One datagram being reassembled.
 #[derive(Debug)]
@@ -403,7 +552,15 @@ struct Queue {
     created: u64,
     prev: u32,
     next: u32,
-    frags: BTreeMap<usize, Frag>,
+    frags: Ranges,
+    /// The datagram buffer: `hroom` bytes for the IP header, then the
+    /// fragments' payloads in arrival order (so in offset order, and already
+    /// in place, when they arrive in order).
+    buf: Vec<u8>,
+    /// Header room at the front of `buf`: the header length of the first
+    /// fragment seen (the offset-0 header when every fragment carries the
+    /// same one, as they do in practice).
+    hroom: usize,
     /// End of the datagram, known once the last fragment arrived.
     known_end: Option<usize>,
     /// Largest end of any held fragment.
@@ -440,6 +597,12 @@ pub struct Reassembler {
     ages: [AgeList; 2],
     mem: usize,
     stats: ReasmStats,
+    /// Recycled datagram buffers (cleared), at most [`FREE_BUFS`] totalling
+    /// at most [`FREE_BUF_BYTES`] of capacity.
+    free_bufs: Vec<Vec<u8>>,
+    free_buf_bytes: usize,
+    /// Recycled range vectors (cleared), at most [`FREE_BUFS`].
+    free_ranges: Vec<Vec<Range>>,
 }
 
 /// The fragment being pushed, after the per-fragment checks.
@@ -472,6 +635,33 @@ fn ecn_combine(seen: u8) -> Option<bool> {
         None
     } else {
         Some(seen & ECN_CE != 0)
+    }
+}
+
+/// Capacity to grow a buffer of capacity `cap` to so it holds `needed`
+/// bytes: double (amortised O(1) appends), but never past `limit` (what the
+/// datagram can need) nor below `needed`.
+fn grow_target(cap: usize, needed: usize, limit: usize) -> usize {
+    if needed <= cap {
+        cap
+    } else {
+        cap.saturating_mul(2).min(limit).max(needed)
+    }
+}
+
+/// The most a queue's buffer can need once `frag` is in: header room plus
+/// the datagram's end if known, else the largest payload.
+fn buf_limit(hroom: usize, known_end: Option<usize>, frag: &Incoming<'_>) -> usize {
+    let end = if frag.more { known_end } else { Some(frag.end) };
+    hroom.saturating_add(end.unwrap_or(MAX_IP_LEN))
+}
+
+/// Accounted bytes of an offset-0 header kept outside the buffer (one whose
+/// length differs from the header room).
+fn head_cost(hroom: usize, head: &Option<HeadIn<'_>>) -> usize {
+    match head {
+        Some(h) if h.bytes.len() != hroom => h.bytes.len(),
+        _ => 0,
     }
 }
 
@@ -546,6 +736,9 @@ impl Reassembler {
             ages: [AgeList::EMPTY; 2],
             mem: 0,
             stats: ReasmStats::default(),
+            free_bufs: Vec::new(),
+            free_buf_bytes: 0,
+            free_ranges: Vec::new(),
         })
     }
 
@@ -647,14 +840,18 @@ impl Reassembler {
         } else if family == Family::V4 && offset == 8 && l3.tuple.proto == proto::TCP {
             return self.drop_single(DropReason::TinyFirst);
         }
+        let hroom = match family {
+            Family::V4 => l3.ip_header_len,
+            Family::V6 => l3.ip_header_len.saturating_sub(8),
+        };
         let head = if offset == 0 {
             match family {
-                Family::V4 => ip.get(..l3.ip_header_len).map(|b| Head { bytes: b.to_vec(), v6_next: None }),
+                Family::V4 => ip.get(..l3.ip_header_len).map(|b| HeadIn { bytes: b, v6_next: None }),
                 Family::V6 => {
-                    let frag_at = l3.ip_header_len.saturating_sub(8);
+                    let frag_at = hroom;
                     match (v6_next_header_field(ip, frag_at), ip.get(frag_at), ip.get(..frag_at)) {
                         (Some(field), Some(&nh), Some(b)) if frag_at >= 40 => {
-                            Some(Head { bytes: b.to_vec(), v6_next: Some((field, nh)) })
+                            Some(HeadIn { bytes: b, v6_next: Some((field, nh)) })
                         }
                         _ => None,
                     }
@@ -667,12 +864,19 @@ impl Reassembler {
             return self.drop_single(DropReason::BadHeader);
         }
         let frag = Incoming { offset, end, more: fi.more, data, ecn: ecn_bit(l3.ecn) };
-        self.insert(key, frag, head, now, out)
+        self.insert(key, frag, head, hroom, now, out)
     }
 
-    fn insert(&mut self, key: Key, frag: Incoming<'_>, head: Option<Head>, now: u64, out: &mut Vec<u8>) -> Verdict {
-        let head_len = head.as_ref().map_or(0, |h| h.bytes.len());
-        let cost = frag.data.len().saturating_add(FRAG_OVERHEAD).saturating_add(head_len);
+    fn insert(
+        &mut self,
+        key: Key,
+        frag: Incoming<'_>,
+        head: Option<HeadIn<'_>>,
+        hroom: usize,
+        now: u64,
+        out: &mut Vec<u8>,
+    ) -> Verdict {
+        let len = frag.data.len();
         let slot = match self.map.get(&key) {
             Some(&slot) => {
                 if let Some(reason) = self.check_existing(slot, &frag) {
@@ -682,6 +886,13 @@ impl Reassembler {
                     self.kill(slot, reason, 1);
                     return Verdict::Dropped(reason);
                 }
+                let Some(q) = self.queue(slot) else {
+                    return self.drop_single(DropReason::BadHeader);
+                };
+                let cap = q.buf.capacity();
+                let grown = grow_target(cap, q.buf.len().saturating_add(len), buf_limit(q.hroom, q.known_end, &frag));
+                let cost =
+                    grown.saturating_sub(cap).saturating_add(FRAG_OVERHEAD).saturating_add(head_cost(q.hroom, &head));
                 if !self.make_room(cost, Some(slot)) {
                     return self.drop_single(DropReason::NoMemory);
                 }
@@ -693,10 +904,16 @@ impl Reassembler {
                         self.kill(old, DropReason::Evicted, 0);
                     }
                 }
-                if !self.make_room(cost.saturating_add(DATAGRAM_OVERHEAD), None) {
+                let buf = self.take_buf(hroom, &frag);
+                let cost = DATAGRAM_OVERHEAD
+                    .saturating_add(buf.capacity())
+                    .saturating_add(FRAG_OVERHEAD)
+                    .saturating_add(head_cost(hroom, &head));
+                if !self.make_room(cost, None) {
+                    self.recycle(buf);
                     return self.drop_single(DropReason::NoMemory);
                 }
-                match self.create(key, now) {
+                match self.create(key, now, buf, hroom) {
                     Some(slot) => slot,
                     None => return self.drop_single(DropReason::NoMemory),
                 }
@@ -705,16 +922,37 @@ impl Reassembler {
         let Some(q) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
             return self.drop_single(DropReason::BadHeader);
         };
+        // Append the payload (growing the buffer as predicted above).
+        let old_cap = q.buf.capacity();
+        let needed = q.buf.len().saturating_add(len);
+        if needed > old_cap {
+            let target = grow_target(old_cap, needed, buf_limit(q.hroom, q.known_end, &frag));
+            q.buf.reserve_exact(target.saturating_sub(q.buf.len()));
+        }
+        let pos = q.buf.len();
+        q.buf.extend_from_slice(frag.data);
+        let mut cost = q.buf.capacity().saturating_sub(old_cap).saturating_add(FRAG_OVERHEAD);
+        if let Some(h) = head {
+            let hr = q.hroom;
+            let inline = h.bytes.len() == hr;
+            let bytes = if inline {
+                if let Some(b) = q.buf.get_mut(..hr) {
+                    b.copy_from_slice(h.bytes);
+                }
+                Vec::new()
+            } else {
+                cost = cost.saturating_add(h.bytes.len());
+                h.bytes.to_vec()
+            };
+            q.head = Some(Head { bytes, inline, len: h.bytes.len(), v6_next: h.v6_next });
+        }
         if !frag.more {
             q.known_end = Some(frag.end);
         }
         q.max_end = q.max_end.max(frag.end);
-        q.received = q.received.saturating_add(frag.data.len());
+        q.received = q.received.saturating_add(len);
         q.ecn_seen |= frag.ecn;
-        if head.is_some() {
-            q.head = head;
-        }
-        q.frags.insert(frag.offset, Frag { end: frag.end, more: frag.more, data: frag.data.to_vec() });
+        q.frags.insert(Range { offset: frag.offset, end: frag.end, pos, more: frag.more });
         q.mem = q.mem.saturating_add(cost);
         self.mem = self.mem.saturating_add(cost);
         self.stats.mem_high_watermark = self.stats.mem_high_watermark.max(self.mem);
@@ -723,6 +961,49 @@ impl Reassembler {
             return self.complete(slot, out);
         }
         Verdict::Held
+    }
+
+    /// A buffer for a new queue whose first fragment is `frag`: `hroom`
+    /// bytes of header room, capacity for at least the fragment. Recycled
+    /// when one of a fitting size is free (see [`REUSE_SLACK`]).
+    fn take_buf(&mut self, hroom: usize, frag: &Incoming<'_>) -> Vec<u8> {
+        let needed = hroom.saturating_add(frag.data.len());
+        let starts = frag.offset == 0 || !frag.more;
+        let max_cap = if starts { needed.saturating_mul(4).max(REUSE_SLACK) } else { needed.saturating_mul(2) };
+        let found = self.free_bufs.iter().rposition(|b| (needed..=max_cap).contains(&b.capacity()));
+        let mut buf = match found {
+            Some(i) => {
+                let b = self.free_bufs.swap_remove(i);
+                self.free_buf_bytes = self.free_buf_bytes.saturating_sub(b.capacity());
+                b
+            }
+            None => {
+                let want = if frag.offset == 0 {
+                    needed.saturating_mul(2)
+                } else if !frag.more {
+                    hroom.saturating_add(frag.end).min(max_cap)
+                } else {
+                    needed
+                };
+                Vec::with_capacity(want.min(hroom.saturating_add(MAX_IP_LEN)).max(needed))
+            }
+        };
+        buf.clear();
+        buf.resize(hroom, 0);
+        buf
+    }
+
+    /// Keeps `buf` for a later queue if the free list has room.
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        let cap = buf.capacity();
+        if cap >= FREE_BUF_MIN
+            && self.free_bufs.len() < FREE_BUFS
+            && self.free_buf_bytes.saturating_add(cap) <= FREE_BUF_BYTES
+        {
+            buf.clear();
+            self.free_buf_bytes = self.free_buf_bytes.saturating_add(cap);
+            self.free_bufs.push(buf);
+        }
     }
 
     /// The checks against a queue's state, in Linux `ip_frag_queue` order:
@@ -736,14 +1017,14 @@ impl Reassembler {
         } else if q.known_end.is_some_and(|e| f.end > e) {
             return Some(DropReason::ConflictingEnd);
         }
-        if let Some(h) = q.frags.get(&f.offset) {
+        if let Some(h) = q.frags.get(f.offset) {
             if h.end == f.end && h.more == f.more {
                 return Some(DropReason::Duplicate);
             }
         }
         // Fragments are disjoint, so the one starting last before our end is
         // the only candidate that can overlap us (see the module docs).
-        if let Some((_, prev)) = q.frags.range(..f.end).next_back() {
+        if let Some(prev) = q.frags.last_before(f.end) {
             if prev.end > f.offset {
                 return Some(DropReason::Overlap);
             }
@@ -768,7 +1049,8 @@ impl Reassembler {
             self.kill(slot, DropReason::EcnMismatch, 0);
             return Verdict::Dropped(DropReason::EcnMismatch);
         };
-        let ip_len = head.bytes.len().saturating_add(total);
+        let hlen = head.len;
+        let ip_len = hlen.saturating_add(total);
         let fits = match q.key.family {
             Family::V4 => ip_len <= MAX_IP_LEN,
             Family::V6 => ip_len.saturating_sub(40) <= MAX_IP_LEN,
@@ -777,13 +1059,34 @@ impl Reassembler {
             self.kill(slot, DropReason::TooLarge, 0);
             return Verdict::Dropped(DropReason::TooLarge);
         }
-        out.clear();
-        out.reserve(ip_len);
-        out.extend_from_slice(&head.bytes);
-        for f in q.frags.values() {
-            out.extend_from_slice(&f.data);
-        }
-        match (q.key.family, head.v6_next) {
+        let family = q.key.family;
+        let v6_next = head.v6_next;
+        let n = q.frags.len();
+        let hroom = q.hroom;
+        // Fragments that arrived in order are already in place behind the
+        // header: hand the buffer over. Otherwise one copy, in offset order.
+        let in_place = head.inline
+            && q.buf.len() == hroom.saturating_add(total)
+            && q.frags.iter().all(|r| r.pos == hroom.saturating_add(r.offset));
+        let Some(q) = self.queue_mut(slot) else {
+            return Verdict::Held;
+        };
+        let spare = if in_place {
+            std::mem::replace(out, std::mem::take(&mut q.buf))
+        } else {
+            out.clear();
+            out.reserve(ip_len);
+            match q.head.as_ref() {
+                Some(h) if !h.inline => out.extend_from_slice(&h.bytes),
+                _ => out.extend_from_slice(q.buf.get(..hroom).unwrap_or(&[])),
+            }
+            for r in q.frags.iter() {
+                let piece = r.pos.saturating_add(r.end.saturating_sub(r.offset));
+                out.extend_from_slice(q.buf.get(r.pos..piece).unwrap_or(&[]));
+            }
+            Vec::new()
+        };
+        match (family, v6_next) {
             (Family::V4, _) => {
                 let len = u16::try_from(ip_len).unwrap_or(u16::MAX).to_be_bytes();
                 if let Some(b) = out.get_mut(2..4) {
@@ -799,7 +1102,6 @@ impl Reassembler {
                         *b |= 3;
                     }
                 }
-                let hlen = head.bytes.len();
                 let sum = flowsteer_wire::build::ipv4_header_checksum(out.get(..hlen).unwrap_or(&[])).to_be_bytes();
                 if let Some(b) = out.get_mut(10..12) {
                     b.copy_from_slice(&sum);
@@ -822,9 +1124,9 @@ impl Reassembler {
                 }
             }
         }
-        let n = q.frags.len();
         let fragments = u32::try_from(n).unwrap_or(u32::MAX);
         self.remove(slot);
+        self.recycle(spare);
         self.stats.fragments_completed = self.stats.fragments_completed.saturating_add(n as u64);
         self.stats.datagrams_completed = self.stats.datagrams_completed.saturating_add(1);
         Verdict::Complete { fragments }
@@ -937,19 +1239,22 @@ impl Reassembler {
         self.mem.saturating_add(cost) <= self.cfg.high_thresh
     }
 
-    fn create(&mut self, key: Key, now: u64) -> Option<u32> {
+    fn create(&mut self, key: Key, now: u64, buf: Vec<u8>, hroom: usize) -> Option<u32> {
+        let mem = DATAGRAM_OVERHEAD.saturating_add(buf.capacity());
         let q = Queue {
             key,
             created: now,
             prev: NIL,
             next: NIL,
-            frags: BTreeMap::new(),
+            frags: Ranges::Small(self.free_ranges.pop().unwrap_or_default()),
+            buf,
+            hroom,
             known_end: None,
             max_end: 0,
             received: 0,
             head: None,
             ecn_seen: 0,
-            mem: DATAGRAM_OVERHEAD,
+            mem,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -977,7 +1282,7 @@ impl Reassembler {
             l.tail = slot;
         }
         self.map.insert(key, slot);
-        self.mem = self.mem.saturating_add(DATAGRAM_OVERHEAD);
+        self.mem = self.mem.saturating_add(mem);
         self.stats.mem_high_watermark = self.stats.mem_high_watermark.max(self.mem);
         self.stats.datagrams_created = self.stats.datagrams_created.saturating_add(1);
         Some(slot)
@@ -1006,5 +1311,26 @@ impl Reassembler {
         self.free.push(slot);
         self.mem = self.mem.saturating_sub(q.mem);
         self.stats.pending = self.stats.pending.saturating_sub(q.frags.len() as u64);
+        self.recycle(q.buf);
+        if let Ranges::Small(mut v) = q.frags {
+            if self.free_ranges.len() < FREE_BUFS && v.capacity() <= SMALL_RANGES {
+                v.clear();
+                self.free_ranges.push(v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`DATAGRAM_OVERHEAD`] covers the slab slot and the map entry (plus
+    /// 2 x 16 B of allocator headers).
+    #[test]
+    fn datagram_overhead_covers_slot_and_entry() {
+        let fixed = std::mem::size_of::<Option<Queue>>() + std::mem::size_of::<(Key, u32)>() + 32;
+        assert!(fixed <= DATAGRAM_OVERHEAD, "{fixed}");
+        assert!(2 * std::mem::size_of::<Range>() <= FRAG_OVERHEAD);
     }
 }

@@ -1,13 +1,20 @@
-//! Keyed SipHash-2-4 (Aumasson & Bernstein) as a [`BuildHasher`], so the
+//! Keyed SipHash (Aumasson & Bernstein) as a [`BuildHasher`], so the
 //! reassembly table can be seeded deterministically in tests
 //! ([`crate::Reassembler::with_seed`]) and randomly in production
 //! ([`crate::Reassembler::new`], keys from `getrandom`). A keyed hash keeps an
 //! attacker who controls fragment ids and addresses from choosing colliding
 //! keys (Crosby & Wallach; reliability check 17).
+//!
+//! The table uses SipHash-1-3 (one compression round, three finalisation
+//! rounds), the variant std's `HashMap` and the per-core flow table use for
+//! the same hash-flooding argument: the key is secret and random, the output
+//! never leaves the process, so the attacker cannot run the offline
+//! cryptanalysis that 2-4's margin is for. The key is hashed as 2 (IPv4) or
+//! 5 (IPv6) whole 64-bit words (see `Key`'s `Hash`), not byte by byte.
 
 use std::hash::{BuildHasher, Hasher};
 
-/// Builds [`SipHasher24`]s with a fixed 128-bit key.
+/// Builds [`SipHasher13`]s with a fixed 128-bit key.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SipBuildHasher {
     pub(crate) k0: u64,
@@ -15,25 +22,32 @@ pub(crate) struct SipBuildHasher {
 }
 
 impl BuildHasher for SipBuildHasher {
-    type Hasher = SipHasher24;
+    type Hasher = SipHasher13;
 
-    fn build_hasher(&self) -> SipHasher24 {
-        SipHasher24::new(self.k0, self.k1)
+    fn build_hasher(&self) -> SipHasher13 {
+        SipHasher13::new(self.k0, self.k1)
     }
 }
 
-/// Streaming SipHash-2-4 with 64-bit output.
+/// Streaming SipHash-c-d with 64-bit output: `C` compression rounds per
+/// word, `D` finalisation rounds.
 #[derive(Clone, Debug)]
-pub(crate) struct SipHasher24 {
+pub(crate) struct SipHasher<const C: usize, const D: usize> {
     v: [u64; 4],
     tail: u64,
     ntail: u32,
     length: u64,
 }
 
-impl SipHasher24 {
+/// SipHash-1-3: the table's hasher.
+pub(crate) type SipHasher13 = SipHasher<1, 3>;
+/// SipHash-2-4 (the paper's recommendation; kept for the known-answer tests).
+#[cfg(test)]
+pub(crate) type SipHasher24 = SipHasher<2, 4>;
+
+impl<const C: usize, const D: usize> SipHasher<C, D> {
     pub(crate) fn new(k0: u64, k1: u64) -> Self {
-        SipHasher24 {
+        SipHasher {
             v: [
                 k0 ^ 0x736f_6d65_7073_6575,
                 k1 ^ 0x646f_7261_6e64_6f6d,
@@ -46,6 +60,7 @@ impl SipHasher24 {
         }
     }
 
+    #[inline(always)]
     fn round(v: &mut [u64; 4]) {
         v[0] = v[0].wrapping_add(v[1]);
         v[1] = v[1].rotate_left(13);
@@ -63,26 +78,54 @@ impl SipHasher24 {
         v[2] = v[2].rotate_left(32);
     }
 
+    #[inline(always)]
     fn compress(&mut self, m: u64) {
         self.v[3] ^= m;
-        Self::round(&mut self.v);
-        Self::round(&mut self.v);
+        for _ in 0..C {
+            Self::round(&mut self.v);
+        }
         self.v[0] ^= m;
+    }
+
+    fn write_byte(&mut self, b: u8) {
+        self.tail |= u64::from(b) << (self.ntail.wrapping_mul(8) & 63);
+        self.ntail = self.ntail.wrapping_add(1);
+        if self.ntail == 8 {
+            let m = self.tail;
+            self.compress(m);
+            self.tail = 0;
+            self.ntail = 0;
+        }
     }
 }
 
-impl Hasher for SipHasher24 {
+impl<const C: usize, const D: usize> Hasher for SipHasher<C, D> {
     fn write(&mut self, bytes: &[u8]) {
         self.length = self.length.wrapping_add(bytes.len() as u64);
-        for &b in bytes {
-            self.tail |= u64::from(b) << (self.ntail.wrapping_mul(8) & 63);
-            self.ntail = self.ntail.wrapping_add(1);
-            if self.ntail == 8 {
-                let m = self.tail;
-                self.compress(m);
-                self.tail = 0;
-                self.ntail = 0;
-            }
+        let mut rest = bytes;
+        while self.ntail != 0 {
+            let Some((&b, r)) = rest.split_first() else { return };
+            self.write_byte(b);
+            rest = r;
+        }
+        let mut words = rest.chunks_exact(8);
+        for w in words.by_ref() {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            self.compress(u64::from_le_bytes(a));
+        }
+        for &b in words.remainder() {
+            self.write_byte(b);
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        if self.ntail == 0 {
+            self.length = self.length.wrapping_add(8);
+            self.compress(n);
+        } else {
+            self.write(&n.to_le_bytes());
         }
     }
 
@@ -91,7 +134,7 @@ impl Hasher for SipHasher24 {
         let b = ((s.length & 0xff) << 56) | s.tail;
         s.compress(b);
         s.v[2] ^= 0xff;
-        for _ in 0..4 {
+        for _ in 0..D {
             Self::round(&mut s.v);
         }
         s.v[0] ^ s.v[1] ^ s.v[2] ^ s.v[3]
@@ -128,5 +171,23 @@ mod tests {
         let k1 = u64::from_le_bytes([8, 9, 10, 11, 12, 13, 14, 15]);
         let h = SipHasher24::new(k0, k1);
         assert_eq!(h.finish(), 0x726f_db47_dd0e_0e31);
+    }
+
+    /// SipHash-1-3 known answers (reference implementation, all-zero key).
+    #[test]
+    fn siphash13_vectors() {
+        assert_eq!(SipHasher13::new(0, 0).finish(), 0xd1fb_a762_150c_532c);
+        let mut h = SipHasher13::new(0, 0);
+        h.write(b"siphash");
+        assert_eq!(h.finish(), 0x8264_ceec_cb16_bcbe);
+        // Word writes equal byte writes.
+        let mut a = SipHasher13::new(1, 2);
+        a.write_u64(0x0102_0304_0506_0708);
+        a.write_u64(9);
+        let mut b = SipHasher13::new(1, 2);
+        b.write(&0x0102_0304_0506_0708u64.to_le_bytes()[..3]);
+        b.write(&0x0102_0304_0506_0708u64.to_le_bytes()[3..]);
+        b.write(&9u64.to_le_bytes());
+        assert_eq!(a.finish(), b.finish());
     }
 }
