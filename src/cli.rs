@@ -220,6 +220,12 @@ pub struct RunArgs {
     /// Generator: seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Fragments: rehash (reassemble where they land, then steer the datagram by its own hash) or off.
+    #[arg(long, default_value = "rehash")]
+    pub frag_steer: String,
+    /// Reassembly memory limit per core in bytes (high threshold; eviction down to 3/4).
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub reasm_mem: usize,
     /// Present all traffic on one receive queue (the case RPS exists for).
     #[arg(long)]
     pub single_queue: bool,

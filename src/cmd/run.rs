@@ -172,6 +172,13 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
     });
     cfg.flow_table = FlowTableConfig { capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
     cfg.tracked_flows = tracked;
+    cfg.frag_steer = flowsteer_engine::engine::FragSteer::parse(&args.frag_steer)
+        .map_err(|e| anyhow::anyhow!("--frag-steer '{}': {e}", args.frag_steer))?;
+    cfg.reasm = flowsteer_reasm::ReasmConfig {
+        high_thresh: args.reasm_mem,
+        low_thresh: args.reasm_mem / 4 * 3,
+        ..flowsteer_reasm::ReasmConfig::default()
+    };
     // Captures carry no generator stamps: no per-flow order check for them.
     cfg.order_stamps = args.source == "gen";
     cfg.listen = args
@@ -320,6 +327,12 @@ fn print_summary(r: &RunReport) {
             t.listener_bucket, t.listener_wildcard
         );
     }
+    if t.reassembled + t.reasm_absorbed > 0 {
+        println!(
+            "reassembly: {} datagrams rebuilt from {} fragments ({} still pending), {} steered to another owner than their fragments (reinjected)",
+            t.reassembled, t.reasm_absorbed, t.reasm_pending, t.reinjected
+        );
+    }
     println!("per-core timers fired {}; idle flows expired {}", t.timers_fired, t.flows_expired);
     for m in &r.rebalance_log {
         println!(
@@ -328,7 +341,7 @@ fn print_summary(r: &RunReport) {
         );
     }
     println!(
-        "conservation: received = delivered + dropped + in flight: {}",
+        "conservation: received + reassembled = delivered + dropped + in flight + absorbed fragments: {}",
         if r.snapshot.conservation_ok { "OK" } else { "FAILED" }
     );
 }

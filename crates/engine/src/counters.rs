@@ -11,9 +11,12 @@
 //! * `Handled` = Disp'd + HDisp'd + dequeued; so `Handled = Disp'd + HDisp'd
 //!   + (Queued - Len)` holds at every snapshot (reliability check 18).
 //!
-//! Conservation (B5): `received = delivered + dropped (by reason) + in flight`,
-//! where in flight is the sum of `Len` (zero after the final drain) and
-//! `delivered = Handled - flow_table_full`.
+//! Conservation (B5): `received + reassembled = delivered + dropped (by
+//! reason) + in flight + absorbed`, where in flight is the sum of `Len` (zero
+//! after the final drain), `delivered = Handled - worker drops`, `reassembled`
+//! counts datagrams rebuilt from fragments (each re-enters as one packet) and
+//! `absorbed` the fragments inside them or still pending. Without
+//! reassembly the last two are zero: `received = delivered + dropped + in flight`.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -39,6 +42,16 @@ pub struct LcoreCounters {
     pub listener_bucket: u64,
     pub listener_wildcard: u64,
     pub timers_fired: u64,
+    /// Datagrams rebuilt by this core's reassembler (each re-enters steering
+    /// as one packet), and those whose owner differs from the 2-tuple one.
+    pub reassembled: u64,
+    pub reinjected: u64,
+    /// Fragments the reassembler took in and did not drop: in delivered
+    /// datagrams or still pending.
+    pub reasm_absorbed: u64,
+    pub reasm_pending: u64,
+    /// Fragments the reassembler dropped, by reason.
+    pub reasm_drops: Vec<(&'static str, u64)>,
     pub order_violations: u64,
     /// Packets whose consumer (the application thread of the flow) runs on
     /// this worker's core / another core.
@@ -114,6 +127,13 @@ pub struct Totals {
     /// Timers fired, each on its own core.
     pub timers_fired: u64,
     pub flows_expired: u64,
+    /// Reassembly (fragment policy `rehash`): datagrams rebuilt, of which
+    /// steered to another owner than their fragments' 2-tuple one; fragments
+    /// absorbed into datagrams or pending.
+    pub reassembled: u64,
+    pub reinjected: u64,
+    pub reasm_absorbed: u64,
+    pub reasm_pending: u64,
     pub pps: f64,
     pub bytes: u64,
 }
@@ -169,6 +189,9 @@ pub fn snapshot(
         if c.drop_no_listener > 0 {
             drops.insert("no_listener".into(), c.drop_no_listener);
         }
+        for (reason, n) in &c.reasm_drops {
+            *drops.entry(format!("reasm_{reason}")).or_insert(0) += n;
+        }
         rows.push(WorkerRow {
             worker: w as u16,
             cpu: cpus.get(w).copied().unwrap_or(w as u32),
@@ -209,6 +232,13 @@ pub fn snapshot(
         if c.drop_no_listener > 0 {
             *totals.drops.entry("no_listener".into()).or_insert(0) += c.drop_no_listener;
         }
+        for (reason, n) in &c.reasm_drops {
+            *totals.drops.entry(format!("reasm_{reason}")).or_insert(0) += n;
+        }
+        totals.reassembled += c.reassembled;
+        totals.reinjected += c.reinjected;
+        totals.reasm_absorbed += c.reasm_absorbed;
+        totals.reasm_pending += c.reasm_pending;
         let qd: u64 = c.qdrops_to.iter().sum();
         if qd > 0 {
             *totals.drops.entry("queue_full".into()).or_insert(0) += qd;
@@ -216,7 +246,11 @@ pub fn snapshot(
     }
     totals.dropped = totals.drops.values().sum();
     totals.pps = if elapsed_s > 0.0 { totals.delivered as f64 / elapsed_s } else { 0.0 };
-    if totals.received != totals.delivered + totals.dropped + totals.in_flight {
+    // A rebuilt datagram re-enters as one packet; the fragments it absorbed
+    // (and those still pending) leave the count there.
+    if totals.received + totals.reassembled
+        != totals.delivered + totals.dropped + totals.in_flight + totals.reasm_absorbed
+    {
         ok = false;
     }
     Snapshot { schema: SNAPSHOT_SCHEMA, elapsed_s, workers: rows, totals, conservation_ok: ok }

@@ -27,6 +27,30 @@ pub const DEFAULT_BUCKETS: usize = 128;
 /// Most receive queues.
 pub const MAX_RX_QUEUES: usize = 1024;
 
+/// What the receive side does with IP fragments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FragSteer {
+    /// Steer each fragment on its own (2-tuple hash, as a NIC does); no
+    /// reassembly.
+    Off,
+    /// FreeBSD's way (M14): reassemble on the core where the fragments land
+    /// (their 2-tuple queue), then hash the datagram with the configured
+    /// hash types and steer it to its owner like any packet; counted as
+    /// `reinjected` when that owner is not the 2-tuple one.
+    Rehash,
+}
+
+impl FragSteer {
+    pub fn parse(s: &str) -> Result<FragSteer, String> {
+        match s {
+            "off" => Ok(FragSteer::Off),
+            "rehash" => Ok(FragSteer::Rehash),
+            "owner" => Err("the owner policy is not built yet (use rehash or off)".into()),
+            _ => Err(format!("unknown fragment policy '{s}' (expected rehash or off)")),
+        }
+    }
+}
+
 /// How to build the engine. Every capacity is bounded; see the constants.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -57,6 +81,10 @@ pub struct EngineConfig {
     pub order_stamps: bool,
     /// Seed for the flow tables' keyed hashes (`None`: OS randomness).
     pub seed: Option<u64>,
+    /// What to do with IP fragments (see [`FragSteer`]).
+    pub frag_steer: FragSteer,
+    /// Limits of each core's reassembler (`FragSteer::Rehash`).
+    pub reasm: flowsteer_reasm::ReasmConfig,
     /// `(protocol, port)` the built-in application listens on, with one
     /// listener per bucket on the bucket's core and a wildcard on every
     /// core. Empty (the default): every packet is accepted.
@@ -82,6 +110,8 @@ impl EngineConfig {
             rss,
             tracked_flows: 1024,
             order_stamps: true,
+            frag_steer: FragSteer::Off,
+            reasm: flowsteer_reasm::ReasmConfig::default(),
             seed: None,
             listen: Vec::new(),
         }
@@ -109,6 +139,7 @@ pub enum EngineError {
     Rps(String),
     Ring(String),
     FlowTable(String),
+    Reasm(String),
     Sources { given: usize, workers: usize },
 }
 
@@ -122,6 +153,7 @@ impl fmt::Display for EngineError {
             EngineError::Rps(m) => write!(f, "RPS: {m}"),
             EngineError::Ring(m) => write!(f, "queue: {m}"),
             EngineError::FlowTable(m) => write!(f, "flow table: {m}"),
+            EngineError::Reasm(m) => write!(f, "reassembly: {m}"),
             EngineError::Sources { given, workers } => write!(f, "{given} sources for {workers} workers"),
         }
     }
@@ -212,6 +244,12 @@ impl Engine {
             }
             .map_err(|e| EngineError::FlowTable(e.to_string()))?;
             let flows: FlowTable<FlowState> = flows;
+            let reasm = match cfg.frag_steer {
+                FragSteer::Off => None,
+                FragSteer::Rehash => {
+                    Some(flowsteer_reasm::Reassembler::new(cfg.reasm).map_err(|e| EngineError::Reasm(e.to_string()))?)
+                }
+            };
             let source = sources.pop().ok_or(EngineError::Sources { given: 0, workers: n })?;
             lcores.push(Lcore::new(LcoreParts {
                 id,
@@ -230,6 +268,7 @@ impl Engine {
                 buckets: shared.buckets.len(),
                 listen: cfg.listen.clone(),
                 order_stamps: cfg.order_stamps,
+                reasm,
             }));
         }
         lcores.reverse();

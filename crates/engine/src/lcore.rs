@@ -8,12 +8,13 @@ use crate::desc::{PacketDesc, NO_FLOW_ID};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
 use flowsteer_flow::{FlowKey, FlowTable, Listeners, TimerWheel, TimerWheelConfig};
+use flowsteer_reasm::{Reassembler, Verdict};
 use flowsteer_ring::{Consumer, Producer, RingStats};
 use flowsteer_rss::RssConfig;
 use flowsteer_steer::dispatch::{decide, Action, Dispatch};
 use flowsteer_steer::steer::{QueueView, SharedTables, SockFlowTable, Steerer};
 use flowsteer_steer::WorkerId;
-use flowsteer_wire::{parse_frame_into, proto, LinkType, ParseOptions, Parsed};
+use flowsteer_wire::{parse_frame_into, proto, L3Info, LinkType, ParseOptions, Parsed};
 use std::sync::{Arc, Mutex};
 
 /// Per-flow state the built-in application keeps in the flow table.
@@ -70,6 +71,10 @@ struct RxSide {
     rss: RssConfig,
     opts: ParseOptions,
     order_stamps: bool,
+    reasm: Option<Reassembler>,
+    /// Reassembled datagram (raw IP) and its parse result, reused.
+    reasm_out: Vec<u8>,
+    reasm_parsed: Parsed,
     /// Reused parse result (no per-packet copy of the summary).
     parsed: Parsed,
     steerer: Steerer,
@@ -115,6 +120,8 @@ pub struct LcoreParts {
     pub listen: Vec<(u8, u16)>,
     /// Read generator stamps for the order check.
     pub order_stamps: bool,
+    /// This core's reassembler (fragment policy `rehash`), if any.
+    pub reasm: Option<Reassembler>,
 }
 
 impl Lcore {
@@ -146,6 +153,9 @@ impl Lcore {
                 rss: p.rss,
                 opts: ParseOptions::default(),
                 order_stamps: p.order_stamps,
+                reasm: p.reasm,
+                reasm_out: Vec::with_capacity(2048),
+                reasm_parsed: Parsed::default(),
                 parsed: Parsed::default(),
                 steerer: p.steerer,
                 shared: p.shared.clone(),
@@ -179,6 +189,9 @@ impl Lcore {
         let mut due = [false; 3];
         self.counters.timers_fired += self.timers.advance(now, 8, |t| due[(t as usize).min(2)] = true) as u64;
         if due[TIMER_EXPIRE as usize] {
+            if let Some(r) = self.rx.reasm.as_mut() {
+                r.expire(now);
+            }
             let expired = self.work.flows.expire(now, 256, |_, _| {});
             self.counters.flows_expired += expired as u64;
             let _ = self.timers.schedule(now, now + HOUSEKEEPING_NS, TIMER_EXPIRE);
@@ -253,6 +266,18 @@ impl Lcore {
     }
 
     fn publish(&mut self) {
+        if let Some(r) = &self.rx.reasm {
+            let st = r.stats();
+            self.counters.reasm_absorbed = st.fragments_completed + st.pending;
+            self.counters.reasm_pending = st.pending;
+            self.counters.reasm_drops.clear();
+            for reason in flowsteer_reasm::DropReason::ALL {
+                let n = st.dropped(reason);
+                if n > 0 {
+                    self.counters.reasm_drops.push((reason.name(), n));
+                }
+            }
+        }
         self.counters.flows = self.work.flows.len() as u64;
         self.counters.flow_max_probe = self.work.flows.stats().max_probe;
         let st = self.rx.steerer.stats();
@@ -306,8 +331,55 @@ impl RxSide {
             *c.parse_drops.entry("not_ip").or_insert(0) += 1;
             return;
         };
-        let fragment = l3.frag.is_some();
+        if l3.frag.is_some() {
+            if let Some(r) = self.reasm.as_mut() {
+                match r.push(bytes, l3, now, &mut self.reasm_out) {
+                    Verdict::Complete { .. } => {
+                        // The datagram (raw IP) continues as one packet,
+                        // steered by its own hash under the hash types.
+                        let two_tuple = self.rss.hash_frame(bytes, l3).0;
+                        c.reassembled += 1;
+                        let parsed =
+                            parse_frame_into(&self.reasm_out, LinkType::RawIp, &self.opts, &mut self.reasm_parsed);
+                        let Some(dl3) = self.reasm_parsed.outer.filter(|_| parsed.is_ok()) else {
+                            *c.parse_drops.entry("reasm_unparsable").or_insert(0) += 1;
+                            return;
+                        };
+                        let (hash, _) = self.rss.hash_frame(&self.reasm_out, &dl3);
+                        let out = std::mem::take(&mut self.reasm_out);
+                        let owner_changed = self.shared.buckets.worker(self.shared.buckets.bucket_for(hash))
+                            != self.shared.buckets.worker(self.shared.buckets.bucket_for(two_tuple));
+                        if owner_changed {
+                            c.reinjected += 1;
+                        }
+                        self.steer_packet(work, c, &out, &dl3, hash, q, now);
+                        self.reasm_out = out;
+                        return;
+                    }
+                    Verdict::Held | Verdict::Dropped(_) => return, // counted by the reassembler
+                    Verdict::Atomic | Verdict::NotFragment => {}
+                }
+            }
+        }
         let (hash, _fields) = self.rss.hash_frame(bytes, l3);
+        let l3 = *l3;
+        self.steer_packet(work, c, bytes, &l3, hash, q, now);
+    }
+
+    /// Steer one packet (a received frame or a reassembled datagram).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn steer_packet(
+        &mut self,
+        work: &mut WorkSide,
+        c: &mut LcoreCounters,
+        bytes: &[u8],
+        l3: &L3Info,
+        hash: u32,
+        q: u16,
+        now: u64,
+    ) {
+        let fragment = l3.frag.is_some();
         let (seq, flow_id) =
             if self.order_stamps { stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
         let desc = PacketDesc {

@@ -29,6 +29,9 @@ struct Setup {
     seed: u64,
     listen: Vec<(u8, u16)>,
     idle_timeout_ns: Option<u64>,
+    frag_share: f64,
+    hash_types: &'static str,
+    frag_steer: flowsteer_engine::engine::FragSteer,
 }
 
 impl Setup {
@@ -46,12 +49,22 @@ impl Setup {
             seed: 7,
             listen: Vec::new(),
             idle_timeout_ns: None,
+            frag_share: 0.0,
+            hash_types: "default",
+            frag_steer: flowsteer_engine::engine::FragSteer::Off,
         }
     }
 
     fn build(&self) -> Result<(Sim, Vec<FlowTuple>), String> {
-        let rss = RssConfig::default_for_queues(usize::from(self.rx_queues)).unwrap();
-        let gen_cfg = GenConfig { flows: self.flows, zipf: self.zipf, seed: self.seed, ..GenConfig::default() };
+        let mut rss = RssConfig::default_for_queues(usize::from(self.rx_queues)).unwrap();
+        rss.types = flowsteer_rss::HashTypes::parse(self.hash_types).unwrap();
+        let gen_cfg = GenConfig {
+            flows: self.flows,
+            zipf: self.zipf,
+            seed: self.seed,
+            frag_share: self.frag_share,
+            ..GenConfig::default()
+        };
         let spread = || {
             if self.rx_queues == 1 {
                 Spread::Single
@@ -76,6 +89,7 @@ impl Setup {
         cfg.rps_cpus = self.rps.clone();
         cfg.seed = Some(self.seed);
         cfg.listen = self.listen.clone();
+        cfg.frag_steer = self.frag_steer;
         if let Some(t) = self.idle_timeout_ns {
             cfg.flow_table.idle_timeout_ns = t;
         }
@@ -86,7 +100,10 @@ impl Setup {
 
 fn assert_conserved(s: &Snapshot) {
     assert!(s.conservation_ok, "conservation failed: {:#?}", s.totals);
-    assert_eq!(s.totals.received, s.totals.delivered + s.totals.dropped + s.totals.in_flight);
+    assert_eq!(
+        s.totals.received + s.totals.reassembled,
+        s.totals.delivered + s.totals.dropped + s.totals.in_flight + s.totals.reasm_absorbed
+    );
     for w in &s.workers {
         assert_eq!(w.handled, w.dispatched + w.hdispatched + (w.queued - w.len), "worker {}", w.worker);
     }
@@ -307,4 +324,40 @@ fn timers_fire_on_each_core_and_expire_idle_flows() {
     assert!(snap.totals.timers_fired > 0);
     assert!(snap.totals.flows_expired > 0);
     assert!(snap.workers.iter().all(|w| w.flows == 0), "every idle flow expired on its core: {:?}", snap.workers);
+}
+
+#[test]
+fn fragments_are_reassembled_where_they_land_and_rehashed() {
+    use flowsteer_engine::engine::FragSteer;
+    for dispatch in [Dispatch::Deferred, Dispatch::Hybrid] {
+        let mut setup = Setup::new(Policy::Rss, dispatch);
+        setup.frag_share = 0.5;
+        setup.hash_types = "all"; // UDP on the 4-tuple: datagrams and fragments hash differently
+        setup.frag_steer = FragSteer::Rehash;
+        let (mut sim, _) = setup.build().unwrap();
+        sim.run_packets(30_000);
+        sim.drain();
+        let snap = sim.snapshot();
+        assert_conserved(&snap);
+        let t = &snap.totals;
+        assert!(t.reassembled > 1000, "{t:?}");
+        assert!(t.reinjected > 0 && t.reinjected < t.reassembled, "{t:?}");
+        assert_eq!(t.order_violations, 0);
+        // Every datagram is 3 fragments here.
+        assert_eq!(t.reasm_absorbed, 3 * t.reassembled + t.reasm_pending, "{t:?}");
+        // Fragments that were still pending when the run stopped are the only
+        // difference between fragments received and fragments absorbed.
+        assert!(t.drops.keys().all(|k| k == "queue_full"), "{:?}", t.drops);
+    }
+    // Off: each fragment is a packet of its own.
+    let mut setup = Setup::new(Policy::Rss, Dispatch::Deferred);
+    setup.frag_share = 0.5;
+    setup.hash_types = "all";
+    let (mut sim, _) = setup.build().unwrap();
+    sim.run_packets(30_000);
+    sim.drain();
+    let snap = sim.snapshot();
+    assert_conserved(&snap);
+    assert_eq!(snap.totals.reassembled, 0);
+    assert_eq!(snap.totals.received, snap.totals.delivered + snap.totals.dropped);
 }
