@@ -46,6 +46,25 @@
 //!   bounded shift, and per-fragment work does not grow with the queue
 //!   (FragmentSmack, CVE-2018-5391). The per-datagram cap
 //!   [`ReasmConfig::max_frags`] bounds n anyway.
+//! * **IPv4 ID wrap (RFC 4963).** A 16-bit IPv4 ID wraps after 65 536
+//!   datagrams, which a fast sender reaches well within one timeout, so a
+//!   stale incomplete queue can be completed by fragments of a newer datagram
+//!   with the same ID: silent corruption. The max-distance rule (Linux
+//!   `ipfrag_max_dist`) catches it: the reassembler counts the IPv4 fragments
+//!   seen from each source address, each queue remembers that counter from
+//!   when it was last extended, and a fragment arriving for a queue more than
+//!   [`ReasmConfig::max_dist`] fragments behind its source drops the queue
+//!   ([`DropReason::StaleQueue`]) and starts a fresh one. The per-source
+//!   table is bounded: [`MAX_DIST_SOURCES`] entries in 2-way buckets indexed
+//!   by the same keyed SipHash as the queue table (so an attacker cannot aim
+//!   collisions), the least recently used entry of a bucket replaced by a new
+//!   source; it is allocated on the first IPv4 fragment (16 B per entry, not
+//!   part of [`Reassembler::mem_used`]) and freed by [`Reassembler::flush`].
+//!   Every entry carries a generation number that its queues remember: when
+//!   a source's entry was replaced in the meantime, its old queues are never
+//!   judged stale (only the timeout applies to them), so replacement can lose
+//!   protection but never drops a live queue. IPv6 IDs are 32 bits and do not
+//!   wrap in practice: the rule is IPv4 only, as in Linux.
 //! * **Memory.** Accounted memory ([`Reassembler::mem_used`]) is each queue's
 //!   buffer *capacity* (payload, header room and growth slack: buffers grow by
 //!   doubling, capped at what the datagram can need, so at most about twice
@@ -70,6 +89,7 @@
 //! | exact duplicate (same offset, length and MF) | fragment ignored, queue untouched (no metadata update, not counted against the cap) | [`DropReason::Duplicate`] |
 //! | the `max_frags + 1`-th distinct fragment | whole queue dropped | [`DropReason::TooManyFrags`] |
 //! | last fragment with a different end than a previous last one, last fragment ending before held data, non-last fragment beyond a known end | whole queue dropped (corruption, as Linux `discard_qp`) | [`DropReason::ConflictingEnd`] |
+//! | IPv4 fragment for a queue last extended more than `max_dist` fragments ago from that source | stale queue dropped, the fragment starts a fresh queue ([`Verdict::Held`]) | [`DropReason::StaleQueue`] |
 //! | Not-ECT mixed with ECT/CE at completion | whole datagram dropped (RFC 3168 §5.3, Linux `ip_frag_ecn_table`) | [`DropReason::EcnMismatch`] |
 //! | non-last fragment not a multiple of 8 bytes, empty fragment | fragment dropped, never stored | [`DropReason::BadLength`] |
 //! | IPv4 header + offset + length > 65535, IPv6 offset + length > 65535 | fragment dropped | [`DropReason::TooLarge`] |
@@ -160,6 +180,12 @@ pub struct ReasmConfig {
     /// Queues in the table (default 16384). A new queue in a full table
     /// evicts the oldest one; 0 disables reassembly.
     pub max_datagrams: usize,
+    /// IPv4 max-distance rule (default 64, Linux `ipfrag_max_dist`; 0
+    /// disables): a fragment for a queue last extended more than this many
+    /// IPv4 fragments ago from the same source drops the queue as stale
+    /// ([`DropReason::StaleQueue`]) and starts a fresh one. Guards against
+    /// IPv4 ID wrap-around mis-assembly (RFC 4963).
+    pub max_dist: u32,
 }
 
 impl Default for ReasmConfig {
@@ -171,6 +197,7 @@ impl Default for ReasmConfig {
             timeout_v6_ns: 60_000_000_000,
             max_frags: 64,
             max_datagrams: 16384,
+            max_dist: 64,
         }
     }
 }
@@ -254,11 +281,16 @@ pub enum DropReason {
     TimedOut,
     /// The queue was pending at [`Reassembler::flush`] (end of capture).
     Flushed,
+    /// IPv4 queue more than [`ReasmConfig::max_dist`] fragments behind its
+    /// source (ID wrap-around guard, RFC 4963): the queue is dropped, the
+    /// fragment that found it stale starts a fresh queue (it is not counted
+    /// here).
+    StaleQueue,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 15] = [
+    pub const ALL: [DropReason; 16] = [
         DropReason::Overlap,
         DropReason::Duplicate,
         DropReason::TooManyFrags,
@@ -274,6 +306,7 @@ impl DropReason {
         DropReason::Evicted,
         DropReason::TimedOut,
         DropReason::Flushed,
+        DropReason::StaleQueue,
     ];
 
     /// Number of reasons (length of the counter arrays).
@@ -297,6 +330,7 @@ impl DropReason {
             DropReason::Evicted => "evicted",
             DropReason::TimedOut => "timed_out",
             DropReason::Flushed => "pending_at_end",
+            DropReason::StaleQueue => "stale",
         }
     }
 
@@ -573,6 +607,9 @@ struct Queue {
     ecn_seen: u8,
     /// Accounted memory of this queue.
     mem: usize,
+    /// IPv4 max-distance rule: (generation, counter) of the source's entry
+    /// when the queue was last extended.
+    rid: Option<(u32, u32)>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -603,6 +640,34 @@ pub struct Reassembler {
     free_buf_bytes: usize,
     /// Recycled range vectors (cleared), at most [`FREE_BUFS`].
     free_ranges: Vec<Vec<Range>>,
+    /// Per-source fragment counters of the max-distance rule:
+    /// [`MAX_DIST_SOURCES`] entries once the first IPv4 fragment came, else
+    /// empty.
+    sources: Vec<SourceEntry>,
+    /// Last generation handed to a source entry (0 = never; 0 marks an
+    /// empty entry).
+    source_gen: u32,
+    /// IPv4 fragments counted by the max-distance rule (wrapping; the
+    /// entries' LRU clock).
+    source_clock: u32,
+}
+
+/// IPv4 sources the max-distance rule tracks at once (2-way buckets, LRU
+/// replacement within a bucket; see the module docs).
+pub const MAX_DIST_SOURCES: usize = 4096;
+const SOURCE_WAYS: usize = 2;
+const SOURCE_BUCKETS: usize = MAX_DIST_SOURCES / SOURCE_WAYS;
+
+/// One source of the max-distance rule.
+#[derive(Clone, Copy, Debug, Default)]
+struct SourceEntry {
+    src: u32,
+    /// 0: empty.
+    gen: u32,
+    /// IPv4 fragments seen from `src` (wrapping).
+    counter: u32,
+    /// `source_clock` when last used.
+    used: u32,
 }
 
 /// The fragment being pushed, after the per-fragment checks.
@@ -739,6 +804,9 @@ impl Reassembler {
             free_bufs: Vec::new(),
             free_buf_bytes: 0,
             free_ranges: Vec::new(),
+            sources: Vec::new(),
+            source_gen: 0,
+            source_clock: 0,
         })
     }
 
@@ -877,8 +945,19 @@ impl Reassembler {
         out: &mut Vec<u8>,
     ) -> Verdict {
         let len = frag.data.len();
-        let slot = match self.map.get(&key) {
-            Some(&slot) => {
+        let rid = match key.src {
+            IpAddr::V4(src) if key.family == Family::V4 => self.source_tick(src),
+            _ => None,
+        };
+        let mut existing = self.map.get(&key).copied();
+        if let Some(slot) = existing {
+            if self.is_stale(slot, rid) {
+                self.kill(slot, DropReason::StaleQueue, 0);
+                existing = None;
+            }
+        }
+        let slot = match existing {
+            Some(slot) => {
                 if let Some(reason) = self.check_existing(slot, &frag) {
                     if reason == DropReason::Duplicate {
                         return self.drop_single(reason);
@@ -952,6 +1031,7 @@ impl Reassembler {
         q.max_end = q.max_end.max(frag.end);
         q.received = q.received.saturating_add(len);
         q.ecn_seen |= frag.ecn;
+        q.rid = rid;
         q.frags.insert(Range { offset: frag.offset, end: frag.end, pos, more: frag.more });
         q.mem = q.mem.saturating_add(cost);
         self.mem = self.mem.saturating_add(cost);
@@ -961,6 +1041,48 @@ impl Reassembler {
             return self.complete(slot, out);
         }
         Verdict::Held
+    }
+
+    /// Max-distance rule: counts one IPv4 fragment from `src` and returns its
+    /// entry's (generation, counter), creating the entry (replacing the least
+    /// recently used one of its bucket) if needed. None when the rule is off.
+    fn source_tick(&mut self, src: std::net::Ipv4Addr) -> Option<(u32, u32)> {
+        use std::hash::BuildHasher;
+        if self.cfg.max_dist == 0 {
+            return None;
+        }
+        if self.sources.is_empty() {
+            self.sources = vec![SourceEntry::default(); MAX_DIST_SOURCES];
+        }
+        let src = u32::from(src);
+        let bucket = (self.map.hasher().hash_one(src) as usize) & (SOURCE_BUCKETS - 1);
+        let base = bucket.checked_mul(SOURCE_WAYS)?;
+        self.source_clock = self.source_clock.wrapping_add(1);
+        let clock = self.source_clock;
+        let ways = self.sources.get_mut(base..base.checked_add(SOURCE_WAYS)?)?;
+        let e = match ways.iter().position(|e| e.gen != 0 && e.src == src) {
+            Some(i) => ways.get_mut(i)?,
+            None => {
+                let victim =
+                    ways.iter_mut().max_by_key(|e| if e.gen == 0 { u32::MAX } else { clock.wrapping_sub(e.used) })?;
+                self.source_gen = self.source_gen.checked_add(1).unwrap_or(1);
+                *victim = SourceEntry { src, gen: self.source_gen, counter: 0, used: clock };
+                victim
+            }
+        };
+        e.counter = e.counter.wrapping_add(1);
+        e.used = clock;
+        Some((e.gen, e.counter))
+    }
+
+    /// Whether the queue at `slot` was last extended more than `max_dist`
+    /// fragments of its source ago (`rid`: the source's entry now). Queues
+    /// from an entry since replaced (other generation) are never stale.
+    fn is_stale(&self, slot: u32, rid: Option<(u32, u32)>) -> bool {
+        match (rid, self.queue(slot).and_then(|q| q.rid)) {
+            (Some((gen, now)), Some((qgen, then))) => gen == qgen && now.wrapping_sub(then) > self.cfg.max_dist,
+            _ => false,
+        }
     }
 
     /// A buffer for a new queue whose first fragment is `frag`: `hroom`
@@ -1156,7 +1278,8 @@ impl Reassembler {
     }
 
     /// Drops every pending queue (end of capture, shutdown), counted as
-    /// [`DropReason::Flushed`]. Returns the number of queues dropped.
+    /// [`DropReason::Flushed`], and frees the max-distance rule's source
+    /// table. Returns the number of queues dropped.
     pub fn flush(&mut self) -> usize {
         let mut n = 0usize;
         for fam in [Family::V4, Family::V6] {
@@ -1169,6 +1292,8 @@ impl Reassembler {
                 n = n.saturating_add(1);
             }
         }
+        // No queue refers to the max-distance entries any more.
+        self.sources = Vec::new();
         n
     }
 
@@ -1255,6 +1380,7 @@ impl Reassembler {
             head: None,
             ecn_seen: 0,
             mem,
+            rid: None,
         };
         let slot = match self.free.pop() {
             Some(s) => {
