@@ -122,6 +122,9 @@ fn run_bad_flags_give_one_line_errors() {
         &["run", "--duration", "0"][..],
         &["run", "--size", "10"][..],
         &["run", "--listen", "sctp:5"][..],
+        &["run", "--buckets", "0"][..],
+        &["run", "--burst", "0"][..],
+        &["run", "--frag-steer", "owner"][..],
     ] {
         let o = flowsteer(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");

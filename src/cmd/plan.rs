@@ -27,6 +27,9 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
         Some(r) => Some(r.parse().map_err(anyhow::Error::msg).context("--dport")?),
         None => None,
     };
+    if args.per_bucket == 0 {
+        bail!("--per-bucket must be at least 1");
+    }
     let Resolved { config, warnings } = resolve(&args.rss, args.buckets.map(usize::from))?;
     crate::cmd::warn_all(&warnings);
     let buckets: Vec<QueueId> = match args.buckets {

@@ -71,6 +71,12 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
     if rx_queues == 0 {
         bail!("--rx-queues must be at least 1");
     }
+    if args.buckets == 0 || args.burst == 0 || args.rfs_entries == 0 || args.rfs_flow_cnt == 0 {
+        bail!("--buckets, --burst, --rfs-entries and --rfs-flow-cnt must be at least 1");
+    }
+    if args.burst > 1024 {
+        bail!("--burst {} exceeds the maximum 1024", args.burst);
+    }
     if args.rss.queues.is_some() {
         bail!("`run` takes the receive queue count from --rx-queues, not --queues");
     }
