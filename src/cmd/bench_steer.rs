@@ -92,7 +92,7 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) || args.reps == 0 {
         anyhow::bail!("--seconds must be positive and --reps at least 1");
     }
-    let cpus = available_cpus();
+    let cpus = crate::cmd::run::available_cpus();
     let mut rows = Vec::new();
     for &flows in &args.flows {
         if flows == 0 {
@@ -250,9 +250,6 @@ fn print_text(rows: &[Row], seconds: f64) {
     }
 }
 
-fn available_cpus() -> Vec<u32> {
-    core_affinity::get_core_ids().map(|ids| ids.into_iter().map(|c| c.id as u32).collect()).unwrap_or_else(|| vec![0])
-}
 
 fn gen_cfg(flows: u32) -> GenConfig {
     GenConfig { flows, ipv6_share: 0.25, tcp_share: 0.5, ..GenConfig::default() }
@@ -298,7 +295,7 @@ fn shared_queue(flows: u32, workers: usize, seconds: f64, burst: usize) -> f64 {
     let rss = RssConfig::default_for_queues(1).ok();
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
-    let cpus = available_cpus();
+    let cpus = crate::cmd::run::available_cpus();
     let handles: Vec<_> = (0..workers)
         .map(|i| {
             let (shared, table, rss) = (shared.clone(), table.clone(), rss.clone());

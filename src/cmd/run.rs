@@ -215,7 +215,8 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
     Ok((engine, opts, warnings))
 }
 
-fn available_cpus() -> Vec<u32> {
+/// CPUs this process may run on.
+pub fn available_cpus() -> Vec<u32> {
     core_affinity::get_core_ids().map(|ids| ids.into_iter().map(|c| c.id as u32).collect()).unwrap_or_else(|| vec![0])
 }
 

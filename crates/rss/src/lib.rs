@@ -15,7 +15,7 @@ pub mod key;
 pub mod plan;
 pub mod quality;
 pub mod reta;
-pub mod simd;
+mod simd;
 pub mod toeplitz;
 
 pub use config::{Placement, RssConfig};

@@ -142,32 +142,8 @@ impl GfniKey {
     }
 }
 
-/// Run `f` inside a function compiled with AVX-512 + GFNI enabled, so that
-/// [`crate::Toeplitz::hash`] calls made in `f`'s hot loop can be inlined
-/// (function multiversioning: the caller's loop is compiled for the CPU
-/// feature set that was detected at run time). Falls back to calling `f`
-/// directly on CPUs without the features.
-#[inline]
-pub fn with_simd<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if gfni_available() {
-            // SAFETY: the CPU has the features (checked just above).
-            return unsafe { x86::call_with_features(f) };
-        }
-    }
-    f()
-}
-
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    /// # Safety
-    /// CPU has AVX-512F/BW/VBMI + GFNI.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,gfni")]
-    pub unsafe fn call_with_features<R>(f: impl FnOnce() -> R) -> R {
-        f()
-    }
-
     use super::GfniKey;
     use std::arch::x86_64::*;
 
