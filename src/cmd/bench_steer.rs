@@ -250,7 +250,6 @@ fn print_text(rows: &[Row], seconds: f64) {
     }
 }
 
-
 fn gen_cfg(flows: u32) -> GenConfig {
     GenConfig { flows, ipv6_share: 0.25, tcp_share: 0.5, ..GenConfig::default() }
 }

@@ -23,6 +23,7 @@
 use crate::config::RssConfig;
 use crate::hashtype::{Fields, HashInput};
 use crate::reta::{Mapping, QueueId};
+use crate::toeplitz::key_window;
 use flowsteer_wire::FlowTuple;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -477,14 +478,6 @@ fn usable_host(value: u128, range: &AddrRange) -> bool {
     let host = value & host_mask;
     let is_v4 = range.base.is_ipv4();
     host != 0 && !(is_v4 && host == host_mask)
-}
-
-fn key_window(key: &[u8], pos: usize) -> u32 {
-    (0..32).fold(0u32, |w, i| {
-        let p = pos + i;
-        let bit = key.get(p / 8).map_or(0, |b| (b >> (7 - p % 8)) & 1);
-        (w << 1) | u32::from(bit)
-    })
 }
 
 fn low_mask16(bits: u32) -> u16 {

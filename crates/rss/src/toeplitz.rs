@@ -46,6 +46,17 @@ pub fn reference(key: &[u8], input: &[u8]) -> u32 {
     result
 }
 
+/// The 32 key bits starting at bit `pos` (bit 0 = MSB of key byte 0), bits
+/// past the key being zero: the contribution of a set input bit at `pos`.
+/// The hash is linear, so the table path and the planner are built from it.
+pub(crate) fn key_window(key: &[u8], pos: usize) -> u32 {
+    (0..32).fold(0u32, |w, i| {
+        let p = pos + i;
+        let bit = key.get(p / 8).map_or(0, |b| (b >> (7 - p % 8)) & 1);
+        (w << 1) | u32::from(bit)
+    })
+}
+
 /// Which implementation computes the hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Impl {
@@ -212,12 +223,7 @@ fn build_table(key: &[u8]) -> Vec<[u32; 256]> {
         .map(|p| {
             let mut row = [0u32; 256];
             // Contribution of each single bit, then linearity for the rest.
-            let mut bit = [0u32; 8];
-            for (j, slot) in bit.iter_mut().enumerate() {
-                let mut one = vec![0u8; p + 1];
-                one[p] = 0x80 >> j;
-                *slot = reference(key, &one);
-            }
+            let bit: [u32; 8] = std::array::from_fn(|j| key_window(key, 8 * p + j));
             for (v, entry) in row.iter_mut().enumerate() {
                 *entry = (0..8).filter(|j| v & (0x80 >> j) != 0).fold(0, |h, j| h ^ bit[j]);
             }
