@@ -143,16 +143,6 @@ struct DefragReport {
     warnings: Vec<String>,
 }
 
-const MALFORMED: [DropReason; 7] = [
-    DropReason::BadLength,
-    DropReason::TooLarge,
-    DropReason::ConflictingEnd,
-    DropReason::TinyFirst,
-    DropReason::Truncated,
-    DropReason::BadHeader,
-    DropReason::EcnMismatch,
-];
-
 /// Counter name of a drop reason in this report (the flush is reported as
 /// `flushed_at_end`, distinct from what is still pending).
 fn reason_name(r: DropReason) -> &'static str {
@@ -373,7 +363,7 @@ fn build_report(
         DropReason::ALL.iter().map(|&r| (reason_name(r), s.dropped(r))).collect();
     let dropped_datagrams: BTreeMap<&'static str, u64> =
         DropReason::ALL.iter().map(|&r| (reason_name(r), s.datagrams_dropped(r))).collect();
-    let malformed: u64 = MALFORMED.iter().map(|&r| s.dropped(r)).sum();
+    let malformed: u64 = DropReason::ALL.iter().filter(|r| r.is_malformed()).map(|&r| s.dropped(r)).sum();
     let passed_unparsed = c.non_ip + c.parse_errors + c.unsupported_linktype;
     // Every fragment is accounted for once by the reassembler, the command
     // pushed exactly the fragments it counted, and every packet is either
@@ -458,7 +448,7 @@ fn write_text(w: &mut impl Write, r: &DefragReport) -> std::io::Result<()> {
         ("too many frags", r.too_many_frags.to_string()),
         ("malformed", r.malformed.to_string()),
     ];
-    for reason in MALFORMED {
+    for reason in DropReason::ALL.into_iter().filter(|r| r.is_malformed()) {
         let n = r.dropped.get(reason_name(reason)).copied().unwrap_or(0);
         if n > 0 {
             rows.push((reason_name(reason), n.to_string()));

@@ -312,6 +312,22 @@ impl DropReason {
     /// Number of reasons (length of the counter arrays).
     pub const COUNT: usize = Self::ALL.len();
 
+    /// A fragment that is wrong on its own or against its queue (the
+    /// "malformed" term of the fragment conservation law), as opposed to
+    /// duplicates, overlaps, limits and time.
+    pub fn is_malformed(self) -> bool {
+        matches!(
+            self,
+            DropReason::BadLength
+                | DropReason::TooLarge
+                | DropReason::ConflictingEnd
+                | DropReason::TinyFirst
+                | DropReason::Truncated
+                | DropReason::BadHeader
+                | DropReason::EcnMismatch
+        )
+    }
+
     /// Stable counter name.
     pub fn name(self) -> &'static str {
         match self {
