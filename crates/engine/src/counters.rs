@@ -223,17 +223,10 @@ pub fn snapshot(
         totals.steer_moves += c.steer_moves;
         totals.held_for_drain += c.held_for_drain;
         totals.bytes += c.handled_bytes;
-        for (reason, v) in &c.parse_drops {
-            *totals.drops.entry(reason.to_string()).or_insert(0) += v;
-        }
-        if c.drop_flow_full > 0 {
-            *totals.drops.entry("flow_table_full".into()).or_insert(0) += c.drop_flow_full;
-        }
-        if c.drop_no_listener > 0 {
-            *totals.drops.entry("no_listener".into()).or_insert(0) += c.drop_no_listener;
-        }
-        for (reason, n) in &c.reasm_drops {
-            *totals.drops.entry(format!("reasm_{reason}")).or_insert(0) += n;
+        if let Some(row) = rows.last() {
+            for (reason, v) in &row.drops {
+                *totals.drops.entry(reason.clone()).or_insert(0) += v;
+            }
         }
         totals.reassembled += c.reassembled;
         totals.reinjected += c.reinjected;
