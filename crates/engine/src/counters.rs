@@ -106,6 +106,8 @@ pub struct WorkerRow {
     pub consumer_local: u64,
     pub consumer_remote: u64,
     pub drops: BTreeMap<String, u64>,
+    /// Longest probe seen in this worker's flow table (hostile tuples show here).
+    pub flow_max_probe: u64,
 }
 
 /// Totals over all workers.
@@ -209,6 +211,7 @@ pub fn snapshot(
             consumer_local: c.consumer_local,
             consumer_remote: c.consumer_remote,
             drops,
+            flow_max_probe: c.flow_max_probe,
         });
         totals.received += c.received;
         totals.handled += handled;

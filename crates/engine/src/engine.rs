@@ -140,6 +140,7 @@ pub enum EngineError {
     Ring(String),
     FlowTable(String),
     Reasm(String),
+    Timers(String),
     Sources { given: usize, workers: usize },
 }
 
@@ -154,6 +155,7 @@ impl fmt::Display for EngineError {
             EngineError::Ring(m) => write!(f, "queue: {m}"),
             EngineError::FlowTable(m) => write!(f, "flow table: {m}"),
             EngineError::Reasm(m) => write!(f, "reassembly: {m}"),
+            EngineError::Timers(m) => write!(f, "{m}"),
             EngineError::Sources { given, workers } => write!(f, "{given} sources for {workers} workers"),
         }
     }
@@ -251,25 +253,28 @@ impl Engine {
                 }
             };
             let source = sources.pop().ok_or(EngineError::Sources { given: 0, workers: n })?;
-            lcores.push(Lcore::new(LcoreParts {
-                id,
-                rxqs,
-                source,
-                dispatch: cfg.dispatch,
-                rss: cfg.rss.clone(),
-                steerer,
-                shared: shared.clone(),
-                producers: prods,
-                consumers: cs,
-                flows,
-                order: order.clone(),
-                consumer_map: consumers.clone(),
-                burst: cfg.burst,
-                buckets: shared.buckets.len(),
-                listen: cfg.listen.clone(),
-                order_stamps: cfg.order_stamps,
-                reasm,
-            }));
+            lcores.push(
+                Lcore::new(LcoreParts {
+                    id,
+                    rxqs,
+                    source,
+                    dispatch: cfg.dispatch,
+                    rss: cfg.rss.clone(),
+                    steerer,
+                    shared: shared.clone(),
+                    producers: prods,
+                    consumers: cs,
+                    flows,
+                    order: order.clone(),
+                    consumer_map: consumers.clone(),
+                    burst: cfg.burst,
+                    buckets: shared.buckets.len(),
+                    listen: cfg.listen.clone(),
+                    order_stamps: cfg.order_stamps,
+                    reasm,
+                })
+                .map_err(EngineError::Timers)?,
+            );
         }
         lcores.reverse();
         let published = lcores.iter().map(|l| l.published()).collect();

@@ -125,7 +125,8 @@ pub struct LcoreParts {
 }
 
 impl Lcore {
-    pub fn new(p: LcoreParts) -> Lcore {
+    /// Fails only if the per-core timer wheel cannot be built.
+    pub fn new(p: LcoreParts) -> Result<Lcore, String> {
         let workers = p.producers.len();
         let stats = p.producers.iter().map(|pr| pr.stats()).collect();
         let counters = LcoreCounters::new(workers, p.buckets);
@@ -141,10 +142,10 @@ impl Lcore {
             }
         }
         let mut timers = TimerWheel::new(TimerWheelConfig { slots: 64, tick_ns: HOUSEKEEPING_NS / 4, capacity: 16 })
-            .expect("constant timer wheel shape is valid");
+            .map_err(|e| format!("timer wheel: {e:?}"))?;
         let _ = timers.schedule(0, HOUSEKEEPING_NS, TIMER_EXPIRE);
         let _ = timers.schedule(0, HOUSEKEEPING_NS, TIMER_PUBLISH);
-        Lcore {
+        Ok(Lcore {
             id: p.id,
             rxqs: p.rxqs,
             source: p.source,
@@ -180,7 +181,7 @@ impl Lcore {
             counters,
             burst: p.burst.max(1),
             timers,
-        }
+        })
     }
 
     /// Run this core's due timers: the flow expiry sweep and the counter
@@ -189,11 +190,7 @@ impl Lcore {
         let mut due = [false; 3];
         self.counters.timers_fired += self.timers.advance(now, 8, |t| due[(t as usize).min(2)] = true) as u64;
         if due[TIMER_EXPIRE as usize] {
-            if let Some(r) = self.rx.reasm.as_mut() {
-                r.expire(now);
-            }
-            let expired = self.work.flows.expire(now, 256, |_, _| {});
-            self.counters.flows_expired += expired as u64;
+            self.expire_idle(now);
             let _ = self.timers.schedule(now, now + HOUSEKEEPING_NS, TIMER_EXPIRE);
         }
         if due[TIMER_PUBLISH as usize] {
@@ -205,11 +202,6 @@ impl Lcore {
     /// The handle the control thread reads published counters from.
     pub fn published(&self) -> Arc<Mutex<LcoreCounters>> {
         self.published.clone()
-    }
-
-    /// Ring counters of this core's queues to every worker.
-    pub fn out_ring_stats(&self) -> Vec<RingStats> {
-        self.rx.stats.clone()
     }
 
     /// True when every receive queue of this core is exhausted.
@@ -260,9 +252,17 @@ impl Lcore {
     /// Flow expiry (bounded) and counters published now, whatever the timers
     /// say (the simulation and the final report call this).
     pub fn housekeeping(&mut self, now: u64) {
+        self.expire_idle(now);
+        self.publish();
+    }
+
+    /// Time out reassembly queues and idle flows (at most 256 per call).
+    fn expire_idle(&mut self, now: u64) {
+        if let Some(r) = self.rx.reasm.as_mut() {
+            r.expire(now);
+        }
         let expired = self.work.flows.expire(now, 256, |_, _| {});
         self.counters.flows_expired += expired as u64;
-        self.publish();
     }
 
     fn publish(&mut self) {
