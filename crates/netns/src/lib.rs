@@ -1,0 +1,332 @@
+//! A throw-away lab: two network namespaces joined by a veth pair, with
+//! addresses, static neighbours (no ARP/ND needed, which matters once an
+//! XDP program owns a queue) and a chosen number of queues. Names are
+//! unique per process and per lab, so tests can run in parallel; everything
+//! is removed when the [`Lab`] is dropped, also when a test panics.
+//!
+//! Code runs inside a namespace on a thread of its own ([`Lab::spawn_in`],
+//! [`Lab::run_in`]): `setns(2)` changes the calling thread's namespace only,
+//! and sockets keep the namespace they were created in.
+//!
+//! Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and the `ip` command;
+//! [`skip_reason`] says why a live test cannot run here.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+mod sys;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The effective user is root.
+pub fn is_root() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return false };
+    status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .is_some_and(|uid| uid == "0")
+}
+
+/// Why a live test cannot run on this machine, or `None` when it can.
+pub fn skip_reason() -> Option<String> {
+    if !is_root() {
+        return Some("not root (network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN)".into());
+    }
+    let ok = Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !ok.is_ok_and(|s| s.success()) {
+        return Some("the `ip` command (iproute2) is not installed".into());
+    }
+    None
+}
+
+/// Runs `ip ARGS`; the error carries the command and its stderr.
+pub fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// Moves the calling thread into the named namespace (`/run/netns/NAME`).
+pub fn enter(ns: &str) -> Result<(), String> {
+    sys::setns_by_name(ns).map_err(|e| format!("enter network namespace {ns}: {e}"))
+}
+
+/// Shape of a lab.
+#[derive(Debug, Clone)]
+pub struct LabConfig {
+    /// Receive and transmit queues on each veth end (veth allows up to 4096 here; 1 = default veth).
+    pub queues: u16,
+    /// MTU of both ends.
+    pub mtu: u32,
+}
+
+impl Default for LabConfig {
+    fn default() -> Self {
+        LabConfig { queues: 1, mtu: 1500 }
+    }
+}
+
+/// One side of the lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    A,
+    B,
+}
+
+impl Side {
+    fn host(self) -> u8 {
+        match self {
+            Side::A => 1,
+            Side::B => 2,
+        }
+    }
+
+    fn peer(self) -> Side {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
+}
+
+/// Two namespaces, a veth pair between them, addresses and static neighbours.
+#[derive(Debug)]
+pub struct Lab {
+    ns: [String; 2],
+    dev: [String; 2],
+    k: u32,
+    created: bool,
+}
+
+impl Lab {
+    /// Creates the lab. `tag` (a few letters) appears in every name, so a
+    /// leftover after a crash tells which test made it.
+    pub fn new(tag: &str, cfg: &LabConfig) -> Result<Lab, String> {
+        let pid = std::process::id();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let k = (pid.wrapping_mul(31).wrapping_add(n.wrapping_mul(7))) % 250 + 1;
+        let tag: String = tag.chars().filter(|c| c.is_ascii_alphanumeric()).take(4).collect();
+        // Interface names: at most 15 bytes.
+        let id = format!("{}{}", pid % 100_000, n % 100);
+        let mut lab = Lab {
+            ns: [format!("fs-{tag}-a-{pid}-{n}"), format!("fs-{tag}-b-{pid}-{n}")],
+            dev: [format!("{tag}a{id}"), format!("{tag}b{id}")],
+            k,
+            created: false,
+        };
+        for d in &mut lab.dev {
+            d.truncate(15);
+        }
+        lab.setup(cfg)?;
+        Ok(lab)
+    }
+
+    fn idx(side: Side) -> usize {
+        match side {
+            Side::A => 0,
+            Side::B => 1,
+        }
+    }
+
+    /// Namespace name of a side.
+    pub fn ns(&self, side: Side) -> &str {
+        &self.ns[Lab::idx(side)]
+    }
+
+    /// Interface name of a side (inside its namespace).
+    pub fn dev(&self, side: Side) -> &str {
+        &self.dev[Lab::idx(side)]
+    }
+
+    /// MAC address of a side (locally administered, unique per lab).
+    pub fn mac(&self, side: Side) -> [u8; 6] {
+        [0x02, 0x00, 0xc9, (self.k >> 8) as u8, self.k as u8, side.host()]
+    }
+
+    /// IPv4 address of a side (10.201.K.1 / .2, a /24).
+    pub fn v4(&self, side: Side) -> Ipv4Addr {
+        Ipv4Addr::new(10, 201, self.k as u8, side.host())
+    }
+
+    /// IPv6 address of a side (fd00:201:K::1 / ::2, a /64).
+    pub fn v6(&self, side: Side) -> Ipv6Addr {
+        Ipv6Addr::new(0xfd00, 0x201, self.k as u16, 0, 0, 0, 0, u16::from(side.host()))
+    }
+
+    fn mac_text(&self, side: Side) -> String {
+        let m = self.mac(side);
+        format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    }
+
+    fn setup(&mut self, cfg: &LabConfig) -> Result<(), String> {
+        let [ns_a, ns_b] = self.ns.clone();
+        let [dev_a, dev_b] = self.dev.clone();
+        let q = cfg.queues.max(1).to_string();
+        let mtu = cfg.mtu.to_string();
+        ip(&["netns", "add", &ns_a])?;
+        self.created = true;
+        ip(&["netns", "add", &ns_b])?;
+        let (mac_a, mac_b) = (self.mac_text(Side::A), self.mac_text(Side::B));
+        ip(&[
+            "link",
+            "add",
+            &dev_a,
+            "address",
+            &mac_a,
+            "mtu",
+            &mtu,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &dev_b,
+            "address",
+            &mac_b,
+            "mtu",
+            &mtu,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+        ])?;
+        ip(&["link", "set", &dev_a, "netns", &ns_a])?;
+        ip(&["link", "set", &dev_b, "netns", &ns_b])?;
+        for side in [Side::A, Side::B] {
+            let (ns, dev) = (self.ns(side).to_string(), self.dev(side).to_string());
+            let peer = side.peer();
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", &ns, "addr", "add", &format!("{}/24", self.v4(side)), "dev", &dev])?;
+            ip(&["-n", &ns, "addr", "add", &format!("{}/64", self.v6(side)), "dev", &dev, "nodad"])?;
+            ip(&["-n", &ns, "link", "set", &dev, "up"])?;
+            let lladdr = self.mac_text(peer);
+            for addr in [self.v4(peer).to_string(), self.v6(peer).to_string()] {
+                ip(&["-n", &ns, "neigh", "replace", &addr, "lladdr", &lladdr, "dev", &dev, "nud", "permanent"])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `ip -n NS ARGS` on a side.
+    pub fn ip_in(&self, side: Side, args: &[&str]) -> Result<(), String> {
+        let mut all = vec!["-n", self.ns(side)];
+        all.extend_from_slice(args);
+        ip(&all)
+    }
+
+    /// Interface index of a side's veth, read inside its namespace.
+    pub fn ifindex(&self, side: Side) -> Result<u32, String> {
+        let dev = self.dev(side).to_string();
+        self.run_in(side, move || sys::ifindex(&dev))?
+    }
+
+    /// Spawns a thread inside a side's namespace and returns its handle.
+    /// The closure runs only after the thread entered the namespace; a
+    /// failure to enter is returned by `join` as `Err`.
+    pub fn spawn_in<F, R>(&self, side: Side, f: F) -> std::thread::JoinHandle<Result<R, String>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let ns = self.ns(side).to_string();
+        std::thread::spawn(move || {
+            enter(&ns)?;
+            Ok(f())
+        })
+    }
+
+    /// Runs a closure inside a side's namespace (on a fresh thread) and waits.
+    pub fn run_in<F, R>(&self, side: Side, f: F) -> Result<R, String>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.spawn_in(side, f).join().map_err(|_| "thread inside the namespace panicked".to_string())?
+    }
+
+    /// Removes everything now (also done on drop); errors are ignored.
+    pub fn remove(&mut self) {
+        if !self.created {
+            return;
+        }
+        self.created = false;
+        let quiet = |args: &[&str]| {
+            let _ = Command::new("ip").args(args).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        };
+        // Deleting a namespace destroys its veth end and with it the pair.
+        quiet(&["-n", &self.ns[0], "link", "del", &self.dev[0]]);
+        quiet(&["netns", "del", &self.ns[0]]);
+        quiet(&["netns", "del", &self.ns[1]]);
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::time::Duration;
+
+    #[test]
+    fn udp_crosses_the_lab_and_everything_is_removed() {
+        if let Some(why) = skip_reason() {
+            println!("skipped: {why}");
+            return;
+        }
+        let (ns_names, devs);
+        {
+            let lab = Lab::new("t", &LabConfig { queues: 2, mtu: 1500 }).unwrap();
+            ns_names = [lab.ns(Side::A).to_string(), lab.ns(Side::B).to_string()];
+            devs = lab.dev(Side::A).to_string();
+            assert!(lab.ifindex(Side::B).unwrap() > 0);
+            let (b4, a4) = (lab.v4(Side::B), lab.v4(Side::A));
+            let rx = lab
+                .run_in(Side::B, move || {
+                    let s = UdpSocket::bind((b4, 0)).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    s
+                })
+                .unwrap();
+            let port = rx.local_addr().unwrap().port();
+            lab.run_in(Side::A, move || {
+                let s = UdpSocket::bind((a4, 0)).unwrap();
+                s.send_to(b"lab", (b4, port)).unwrap();
+            })
+            .unwrap();
+            let mut buf = [0u8; 16];
+            let (n, from) = rx.recv_from(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"lab");
+            assert_eq!(from.ip(), std::net::IpAddr::V4(a4));
+        }
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let list = String::from_utf8_lossy(&list.stdout);
+        for n in &ns_names {
+            assert!(!list.contains(n.as_str()), "{n} left behind");
+        }
+        let links = Command::new("ip").args(["link", "show", &devs]).output().unwrap();
+        assert!(!links.status.success());
+    }
+
+    #[test]
+    fn entering_a_missing_namespace_is_an_error() {
+        if let Some(why) = skip_reason() {
+            println!("skipped: {why}");
+            return;
+        }
+        let e = enter("fs-no-such-namespace-x").unwrap_err();
+        assert!(e.contains("fs-no-such-namespace-x"), "{e}");
+    }
+}
