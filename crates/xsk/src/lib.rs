@@ -1,0 +1,42 @@
+//! AF_XDP packet I/O for flowsteer, in pure Rust over the kernel ABI: no
+//! libbpf, no libxdp, no clang.
+//!
+//! * [`XdpProgram`]: a hand-assembled XDP program (loaded with the raw
+//!   bpf(2) syscall, attached through a bpf_link so it detaches when dropped
+//!   or when the process dies) that sends IP frames to the XSK of their rx
+//!   queue through an XSKMAP and lets ARP and other non-IP frames pass to
+//!   the kernel, so neighbour resolution keeps working.
+//! * [`XskSocket`]: one AF_XDP socket per (interface, queue) with its UMEM
+//!   and its fill / completion / rx / tx rings; [`XskSocket::rx_burst`],
+//!   [`XskSocket::tx_burst`], completion recycling, counters plus the
+//!   kernel's XDP_STATISTICS, and a per-frame [`FrameAccount`].
+//! * [`XdpPort`]: the program plus one registered socket per queue.
+//!
+//! Everything needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW) and works on
+//! the interface of the calling thread's network namespace.
+//!
+//! The rings are written by hand over mmap (in the private `sys` module, the
+//! only place with `unsafe`) rather than through the `xdp` crate: its API
+//! hands out UMEM packets through `unsafe` functions and keeps frame
+//! bookkeeping to itself, while this crate needs every frame accounted for
+//! (see [`FrameAccount`]) and already needs raw bpf(2) calls for the program.
+//!
+//! ```no_run
+//! use flowsteer_xsk::{PortConfig, XdpPort};
+//! let mut port = XdpPort::open("eth0", &[0], &PortConfig::default())?;
+//! let sock = &mut port.sockets_mut()[0];
+//! let mut frames = 0;
+//! sock.rx_burst(64, &mut |frame: &[u8]| frames += frame.len());
+//! # Ok::<(), flowsteer_xsk::Error>(())
+//! ```
+
+mod error;
+mod port;
+mod prog;
+mod socket;
+mod sys;
+
+pub use error::{Error, ErrorKind, NEED_ROOT};
+pub use port::{PortConfig, XdpPort};
+pub use prog::{AttachConfig, XdpMode, XdpProgram};
+pub use socket::{BindMode, FrameAccount, KernelStats, XskConfig, XskSocket, XskStats, XDP_PACKET_HEADROOM};

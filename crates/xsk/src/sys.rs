@@ -1,0 +1,603 @@
+//! Every `unsafe` of the crate: the raw bpf(2) calls, the AF_XDP socket
+//! options, the mmap'd rings and the UMEM area. Everything above this module
+//! is safe code working with the small types defined here.
+//!
+//! The rings follow the kernel's single-producer / single-consumer protocol
+//! (`include/uapi/linux/if_xdp.h`, `net/xdp/xsk_queue.h`): the producer
+//! writes entries, then publishes them with a release store of its index;
+//! the consumer reads the index with an acquire load, reads the entries, then
+//! hands the slots back with a release store of its own index.
+
+use std::ffi::CString;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// One eBPF instruction (`struct bpf_insn`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Insn {
+    pub code: u8,
+    /// `dst | src << 4`.
+    pub regs: u8,
+    pub off: i16,
+    pub imm: i32,
+}
+
+const BPF_MAP_CREATE: u32 = 0;
+const BPF_MAP_UPDATE_ELEM: u32 = 2;
+const BPF_MAP_DELETE_ELEM: u32 = 3;
+const BPF_PROG_LOAD: u32 = 5;
+const BPF_LINK_CREATE: u32 = 28;
+
+const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+const BPF_PROG_TYPE_XDP: u32 = 6;
+/// `enum bpf_attach_type::BPF_XDP`.
+pub(crate) const BPF_XDP: u32 = 37;
+
+/// `bpf_attr` for BPF_MAP_CREATE (the leading fields the kernel needs; it
+/// zero-extends a shorter attr).
+#[repr(C)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+/// `bpf_attr` for BPF_MAP_*_ELEM.
+#[repr(C)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `bpf_attr` for BPF_PROG_LOAD up to `expected_attach_type`.
+#[repr(C)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+/// `bpf_attr` for BPF_LINK_CREATE (XDP needs only these four).
+#[repr(C)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
+/// bpf(2). `T` is one of the `#[repr(C)]` attr structs above, which have no
+/// padding, so every byte the kernel reads is initialised.
+fn bpf<T>(cmd: u32, attr: &mut T) -> io::Result<i64> {
+    // SAFETY: `attr` points to a live, fully initialised struct of exactly
+    // `size_of::<T>()` bytes; the kernel reads at most that many (and for the
+    // commands used here writes nothing back into the attr). Pointers inside
+    // the attr (insns, license, log buffer, key, value) are set by the callers
+    // to buffers that outlive this call.
+    let ret = unsafe {
+        libc::syscall(libc::SYS_bpf, libc::c_long::from(cmd), attr as *mut T, std::mem::size_of::<T>() as libc::c_long)
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn fd_from(ret: i64) -> io::Result<OwnedFd> {
+    let fd = RawFd::try_from(ret).map_err(|_| io::Error::other("bpf returned an out-of-range fd"))?;
+    // SAFETY: the kernel just returned this new descriptor to us and nobody
+    // else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn name16(name: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (o, b) in out.iter_mut().zip(name.bytes().take(15)) {
+        *o = b;
+    }
+    out
+}
+
+/// Creates a BPF_MAP_TYPE_XSKMAP with `max_entries` slots (key: u32 rx
+/// queue index, value: u32 XSK fd).
+pub(crate) fn xskmap_create(max_entries: u32, name: &str) -> io::Result<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type: BPF_MAP_TYPE_XSKMAP,
+        key_size: 4,
+        value_size: 4,
+        max_entries,
+        map_flags: 0,
+        inner_map_fd: 0,
+        numa_node: 0,
+        map_name: name16(name),
+    };
+    fd_from(bpf(BPF_MAP_CREATE, &mut attr)?)
+}
+
+/// Stores `value` at `key` of a u32 -> u32 map (BPF_ANY).
+pub(crate) fn map_update_u32(map: &OwnedFd, key: u32, value: u32) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        flags: 0,
+    };
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+}
+
+/// Deletes `key` of a u32-keyed map.
+pub(crate) fn map_delete_u32(map: &OwnedFd, key: u32) -> io::Result<()> {
+    let mut attr =
+        MapElemAttr { map_fd: map.as_raw_fd() as u32, _pad: 0, key: &key as *const u32 as u64, value: 0, flags: 0 };
+    bpf(BPF_MAP_DELETE_ELEM, &mut attr).map(|_| ())
+}
+
+/// Loads an XDP program (expected_attach_type BPF_XDP). With `log`, the
+/// verifier writes its log (NUL-terminated) into it (log_level 1).
+pub(crate) fn prog_load_xdp(insns: &[Insn], license: &str, name: &str, log: Option<&mut [u8]>) -> io::Result<OwnedFd> {
+    let license = CString::new(license).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let (log_level, log_size, log_buf) = match log {
+        Some(buf) if !buf.is_empty() => {
+            (1, u32::try_from(buf.len()).unwrap_or(u32::MAX).min(1 << 24), buf.as_mut_ptr() as u64)
+        }
+        _ => (0, 0, 0),
+    };
+    let mut attr = ProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_XDP,
+        insn_cnt: u32::try_from(insns.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        log_level,
+        log_size,
+        log_buf,
+        kern_version: 0,
+        prog_flags: 0,
+        prog_name: name16(name),
+        prog_ifindex: 0,
+        expected_attach_type: BPF_XDP,
+    };
+    fd_from(bpf(BPF_PROG_LOAD, &mut attr)?)
+}
+
+/// Attaches an XDP program to an interface through a bpf_link: the program
+/// stays attached exactly as long as the returned fd lives.
+pub(crate) fn link_create_xdp(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+    let mut attr =
+        LinkCreateAttr { prog_fd: prog.as_raw_fd() as u32, target_ifindex: ifindex, attach_type: BPF_XDP, flags };
+    fd_from(bpf(BPF_LINK_CREATE, &mut attr)?)
+}
+
+/// if_nametoindex(3) in the calling thread's network namespace.
+pub(crate) fn if_nametoindex(name: &str) -> io::Result<u32> {
+    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(idx)
+    }
+}
+
+// ---------------------------------------------------------------- mappings
+
+/// An owned memory mapping, unmapped on drop.
+struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; moving the owner
+// to another thread is fine (no thread-local state is involved).
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    fn new(fd: RawFd, len: usize, offset: i64, flags: libc::c_int) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping at an address of the kernel's choosing;
+        // nothing else is affected. The result is checked for MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, offset as libc::off_t)
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap { ptr: ptr.cast(), len })
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe a mapping this value created and still
+        // owns; no reference into it outlives `self` (the borrow checker ties
+        // every slice handed out to a borrow of the owner).
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+/// The UMEM: one anonymous mapping split into equal frames, shared with the
+/// kernel once registered. Frame ownership (who may touch which frame) is
+/// tracked by the socket; this type only hands out bounds-checked slices.
+pub(crate) struct UmemArea {
+    map: Mmap,
+}
+
+impl UmemArea {
+    pub(crate) fn new(len: usize) -> io::Result<UmemArea> {
+        Ok(UmemArea { map: Mmap::new(-1, len, 0, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS)? })
+    }
+
+    /// `len` bytes at `offset`, or None when that range leaves the area.
+    pub(crate) fn get(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let start = usize::try_from(offset).ok()?;
+        let end = start.checked_add(len)?;
+        if end > self.map.len {
+            return None;
+        }
+        // SAFETY: start..end lies inside the live mapping (checked above).
+        // The kernel writes only to frames it owns (the fill ring hands them
+        // over, the rx ring hands them back with an acquire on its producer
+        // index); callers read only frames they own, so no write races the
+        // returned slice for as long as it is borrowed.
+        Some(unsafe { std::slice::from_raw_parts(self.map.ptr.add(start), len) })
+    }
+
+    /// Mutable form of [`UmemArea::get`].
+    pub(crate) fn get_mut(&mut self, offset: u64, len: usize) -> Option<&mut [u8]> {
+        let start = usize::try_from(offset).ok()?;
+        let end = start.checked_add(len)?;
+        if end > self.map.len {
+            return None;
+        }
+        // SAFETY: as in `get`; `&mut self` makes this the only slice into the
+        // area, and the kernel reads a tx frame only after its descriptor is
+        // published with a release store, after this borrow ended.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.map.ptr.add(start), len) })
+    }
+}
+
+/// One mmap'd AF_XDP ring of `T` entries (u64 addresses for the fill and
+/// completion rings, `xdp_desc` for rx and tx). Used either as producer
+/// (`push`/`submit`) or as consumer (`available`/`read`/`release`).
+pub(crate) struct Ring<T> {
+    map: Mmap,
+    producer: usize,
+    consumer: usize,
+    flags: usize,
+    desc: usize,
+    mask: u32,
+    size: u32,
+    /// Producer side: our published index; consumer side: last seen kernel index.
+    cached_prod: u32,
+    /// Consumer side: our released index; producer side: last seen kernel index.
+    cached_cons: u32,
+    /// Producer side: entries written but not yet published.
+    pending: u32,
+    _t: PhantomData<T>,
+}
+
+impl<T: Copy> Ring<T> {
+    fn atomic(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: `off` is one of the producer/consumer/flags offsets the
+        // kernel reported; `map_ring` checked that they lie inside the mapping
+        // and are 4-byte aligned. The kernel accesses these words atomically
+        // too, so an `AtomicU32` view is the right type.
+        unsafe { &*(self.map.ptr.add(off) as *const AtomicU32) }
+    }
+
+    fn slot(&self, idx: u32) -> *mut T {
+        // SAFETY: `idx & mask` < size and `map_ring` checked that
+        // desc + size * size_of::<T>() fits in the mapping with T's alignment.
+        unsafe { (self.map.ptr.add(self.desc) as *mut T).add((idx & self.mask) as usize) }
+    }
+
+    /// Ring capacity in entries.
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The kernel asked to be woken up (XDP_RING_NEED_WAKEUP).
+    pub(crate) fn needs_wakeup(&self) -> bool {
+        self.atomic(self.flags).load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+
+    // ---- producer side
+
+    /// Writes one entry if there is room (published by `submit`).
+    pub(crate) fn push(&mut self, v: T) -> bool {
+        let used = self.cached_prod.wrapping_add(self.pending).wrapping_sub(self.cached_cons);
+        if used >= self.size {
+            self.cached_cons = self.atomic(self.consumer).load(Ordering::Acquire);
+            let used = self.cached_prod.wrapping_add(self.pending).wrapping_sub(self.cached_cons);
+            if used >= self.size {
+                return false;
+            }
+        }
+        let slot = self.slot(self.cached_prod.wrapping_add(self.pending));
+        // SAFETY: the slot is inside the mapping (see `slot`) and free: the
+        // kernel consumed it (its consumer index passed it, acquire-loaded).
+        unsafe { slot.write_volatile(v) };
+        self.pending += 1;
+        true
+    }
+
+    /// Publishes the pushed entries to the kernel.
+    pub(crate) fn submit(&mut self) {
+        if self.pending == 0 {
+            return;
+        }
+        self.cached_prod = self.cached_prod.wrapping_add(self.pending);
+        self.pending = 0;
+        self.atomic(self.producer).store(self.cached_prod, Ordering::Release);
+    }
+
+    /// Published entries the kernel has not consumed yet.
+    pub(crate) fn unconsumed(&self) -> u32 {
+        let cons = self.atomic(self.consumer).load(Ordering::Acquire);
+        self.cached_prod.wrapping_sub(cons).min(self.size)
+    }
+
+    // ---- consumer side
+
+    /// Entries ready to read (refreshes the kernel's producer index).
+    pub(crate) fn available(&mut self) -> u32 {
+        self.cached_prod = self.atomic(self.producer).load(Ordering::Acquire);
+        self.cached_prod.wrapping_sub(self.cached_cons).min(self.size)
+    }
+
+    /// Entries waiting without refreshing our view (for accounting).
+    pub(crate) fn waiting(&self) -> u32 {
+        self.atomic(self.producer).load(Ordering::Acquire).wrapping_sub(self.cached_cons).min(self.size)
+    }
+
+    /// The `i`-th unread entry (`i` < `available()`).
+    pub(crate) fn read(&self, i: u32) -> T {
+        let slot = self.slot(self.cached_cons.wrapping_add(i));
+        // SAFETY: inside the mapping (see `slot`); for i < available() the
+        // kernel finished writing it before its release store of the producer
+        // index that `available` acquire-loaded. A larger `i` would only read
+        // a stale entry, never out of bounds.
+        unsafe { slot.read_volatile() }
+    }
+
+    /// Hands `n` read entries back to the kernel.
+    pub(crate) fn release(&mut self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        self.cached_cons = self.cached_cons.wrapping_add(n);
+        self.atomic(self.consumer).store(self.cached_cons, Ordering::Release);
+    }
+}
+
+/// Maps one ring of an XSK: `pgoff` is XDP_PGOFF_RX_RING etc., `off` the
+/// kernel's offsets for it, `size` its entry count.
+pub(crate) fn map_ring<T: Copy>(
+    fd: &OwnedFd,
+    pgoff: i64,
+    off: &libc::xdp_ring_offset,
+    size: u32,
+    producer_side: bool,
+) -> io::Result<Ring<T>> {
+    let bad = |what: &str| io::Error::other(format!("kernel ring offsets are unusable ({what})"));
+    let conv = |v: u64| usize::try_from(v).map_err(|_| bad("offset overflow"));
+    let (producer, consumer, flags, desc) =
+        (conv(off.producer)?, conv(off.consumer)?, conv(off.flags)?, conv(off.desc)?);
+    let len =
+        (size as usize).checked_mul(std::mem::size_of::<T>()).and_then(|b| b.checked_add(desc)).ok_or(bad("size"))?;
+    for w in [producer, consumer, flags] {
+        if w % 4 != 0 || w + 4 > len {
+            return Err(bad("index word"));
+        }
+    }
+    if desc % std::mem::align_of::<T>() != 0 || !size.is_power_of_two() {
+        return Err(bad("descriptor alignment"));
+    }
+    let map = Mmap::new(fd.as_raw_fd(), len, pgoff, libc::MAP_SHARED | libc::MAP_POPULATE)?;
+    let mut ring = Ring {
+        map,
+        producer,
+        consumer,
+        flags,
+        desc,
+        mask: size - 1,
+        size,
+        cached_prod: 0,
+        cached_cons: 0,
+        pending: 0,
+        _t: PhantomData,
+    };
+    if producer_side {
+        ring.cached_prod = ring.atomic(ring.producer).load(Ordering::Relaxed);
+        ring.cached_cons = ring.atomic(ring.consumer).load(Ordering::Relaxed);
+    } else {
+        ring.cached_cons = ring.atomic(ring.consumer).load(Ordering::Relaxed);
+        ring.cached_prod = ring.atomic(ring.producer).load(Ordering::Relaxed);
+    }
+    Ok(ring)
+}
+
+// ---------------------------------------------------------------- AF_XDP socket
+
+pub(crate) fn xsk_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2) call; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn setsockopt<T>(fd: &OwnedFd, opt: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: `v` is a live, initialised value of the size passed; the
+    // kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// getsockopt(SOL_XDP) into a zero-initialised POD `T`; fails when the kernel
+/// returns a different size (an older layout).
+fn getsockopt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, mut out: T) -> io::Result<T> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `out` is a valid, writable `T` of `len` bytes; the kernel
+    // writes at most `len` bytes and reports how many.
+    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_XDP, opt, (&mut out as *mut T).cast(), &mut len) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if len as usize != std::mem::size_of::<T>() {
+        return Err(io::Error::other(format!(
+            "getsockopt({opt}) returned {len} bytes, expected {}",
+            std::mem::size_of::<T>()
+        )));
+    }
+    Ok(out)
+}
+
+pub(crate) fn set_ring_size(fd: &OwnedFd, opt: libc::c_int, entries: u32) -> io::Result<()> {
+    setsockopt(fd, opt, &entries)
+}
+
+/// XDP_UMEM_REG: aligned chunks of `chunk_size`, no extra headroom.
+pub(crate) fn register_umem(fd: &OwnedFd, area: &UmemArea, chunk_size: u32) -> io::Result<()> {
+    let reg = libc::xdp_umem_reg {
+        addr: area.map.ptr as u64,
+        len: area.map.len as u64,
+        chunk_size,
+        headroom: 0,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    setsockopt(fd, libc::XDP_UMEM_REG, &reg)
+}
+
+pub(crate) fn mmap_offsets(fd: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
+    let z = libc::xdp_ring_offset { producer: 0, consumer: 0, desc: 0, flags: 0 };
+    getsockopt(fd, libc::XDP_MMAP_OFFSETS, libc::xdp_mmap_offsets { rx: z, tx: z, fr: z, cr: z })
+}
+
+pub(crate) fn xsk_bind(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+    let sa = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: 0,
+    };
+    // SAFETY: `sa` is a valid sockaddr_xdp of the length passed.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_xdp).cast(),
+            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// XDP_OPTIONS: true when the socket runs in zero-copy mode.
+pub(crate) fn xsk_zerocopy(fd: &OwnedFd) -> io::Result<bool> {
+    let o = getsockopt(fd, libc::XDP_OPTIONS, libc::xdp_options { flags: 0 })?;
+    Ok(o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
+}
+
+pub(crate) fn xsk_statistics(fd: &OwnedFd) -> io::Result<libc::xdp_statistics> {
+    getsockopt(
+        fd,
+        libc::XDP_STATISTICS,
+        libc::xdp_statistics {
+            rx_dropped: 0,
+            rx_invalid_descs: 0,
+            tx_invalid_descs: 0,
+            rx_ring_full: 0,
+            rx_fill_ring_empty_descs: 0,
+            tx_ring_empty_descs: 0,
+        },
+    )
+}
+
+/// Wakes the kernel's transmit path (`sendto(fd, NULL, 0, MSG_DONTWAIT)`).
+pub(crate) fn kick_tx(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: a zero-length send with no buffer and no address is valid.
+    let r = unsafe { libc::sendto(fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Wakes the driver's receive path (`recvfrom(fd, NULL, 0, MSG_DONTWAIT)`).
+pub(crate) fn kick_rx(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: a zero-length receive with no buffer and no address is valid.
+    let r = unsafe {
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// poll(2) for POLLIN; true when readable within `timeout_ms`.
+pub(crate) fn poll_in(fd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0 && p.revents & libc::POLLIN != 0)
+}
