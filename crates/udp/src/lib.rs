@@ -1,0 +1,29 @@
+//! RSS-aware UDP over kernel sockets: a per-core echo/sink server whose
+//! sockets are tied to CPUs (SO_REUSEPORT + SO_INCOMING_CPU or a classic BPF
+//! reuseport program, proved by a loopback self-test), and a load generator
+//! whose flows can be planned onto chosen receive queues with the GF(2)
+//! planner of `flowsteer-rss`, with byte-exact echo checks, loss, reordering
+//! and round-trip percentiles.
+//!
+//! Libraries never print: every failure is a one-line `String` saying what
+//! to do. All `unsafe` lives in the private `sys` module.
+
+#![deny(unsafe_code)]
+
+pub mod client;
+pub mod payload;
+pub mod rate;
+pub mod server;
+pub mod spread;
+mod sys;
+pub mod track;
+
+pub use client::{route_source, ClientConfig, ClientReport, FlowReport, LatencySummary};
+pub use flowsteer_rss::plan::PortRange;
+pub use server::{BindMode, CoreStats, Counters, Reply, SelfTestReport, Server, ServerConfig, ServerStats};
+pub use spread::{plain_flows, spread_flows, FlowSpec};
+
+/// CPUs this process may run on (its affinity mask), in ascending order.
+pub fn allowed_cpus() -> Result<Vec<u32>, String> {
+    sys::allowed_cpus().map_err(|e| format!("sched_getaffinity: {e}"))
+}
