@@ -4,45 +4,86 @@
 //! -> hand-off -> **worker: reassembly** -> app -> sink). Fragments are steered
 //! on the IP 2-tuple, reassembled on the core where they land (mission M14/M15),
 //! and the complete datagram is handed back to the caller to re-hash and
-//! re-inject. One [`Reassembler`] per worker core: it is `Send` but not `Sync`,
-//! owns all its memory and takes no locks.
+//! re-inject. One [`Reassembler`] per worker core: it is `Send` (when the held
+//! buffer type is) but not `Sync`, owns all its memory and takes no locks.
 //!
 //! # Sans-IO
 //!
 //! The reassembler never reads a clock, never spawns a thread and never
 //! prints. Time is the `now: u64` (nanoseconds, any epoch, monotonic) argument
-//! of [`Reassembler::push`] and [`Reassembler::expire`]; output goes into a
-//! caller-owned `Vec<u8>`; what happened is a [`Verdict`] plus counters in
+//! of the push and expire calls; output goes into caller-owned storage (a
+//! `Vec<u8>` or a [`Chain`]); what happened is a [`Verdict`] plus counters in
 //! [`ReasmStats`]. Nothing panics on any input.
+//!
+//! # Two ways to deliver
+//!
+//! * **Copying** ([`Reassembler::push`]): the caller lends the frame; the
+//!   fragment's payload is copied once into the queue's buffer and the
+//!   complete datagram comes out as one contiguous `Vec<u8>`.
+//! * **Zero-copy** ([`Reassembler::push_owned`]): the caller hands the frame
+//!   buffer over (any `B: AsRef<[u8]>`: a `Vec<u8>`, a ring frame handle);
+//!   the reassembler keeps it, copying nothing, and on completion fills a
+//!   [`Chain`]: the rewritten IP header plus the fragments' payload slices
+//!   in offset order, ready to use like DPDK's chained mbufs but with the
+//!   header already fixed. [`Chain::copy_into`] linearises it (byte for
+//!   byte what the copying path delivers); [`Chain::drain_buffers`] gives
+//!   the frame buffers back for recycling. Buffers the reassembler lets go
+//!   of (a fragment not stored, queues dropped by any rule, expiry or
+//!   eviction) are handed back in the `spare` vector of the call that let
+//!   them go ([`Reassembler::push_owned`], [`Reassembler::expire_into`],
+//!   [`Reassembler::flush_into`]); the calls without one
+//!   ([`Reassembler::push`], [`Reassembler::expire`], [`Reassembler::flush`])
+//!   drop them (the buffer's `Drop` runs). Nothing leaks either way.
+//!
+//! Both paths run the same checks, the same table, the same accounting and
+//! the same header rewrite; only where the payload bytes live differs, and
+//! a queue may even mix copied and held fragments.
 //!
 //! # Algorithm
 //!
-//! * **Table.** A `HashMap<Key, slot>` hashed with keyed SipHash-1-3 (random
-//!   keys from `getrandom`, or a fixed seed for tests) points into a slab of
-//!   datagram queues. The key is (family, src, dst, id, protocol) for IPv4
-//!   (RFC 791 §3.2: the protocol is part of the key) and (family, src, dst, id)
-//!   for IPv6 (RFC 8200 §4.5: the Next Header of the Fragment headers may differ
-//!   between fragments, only the offset-0 one counts; Linux keys IPv6 the same
-//!   way). At most [`ReasmConfig::max_datagrams`] queues; a new queue in a full
-//!   table evicts the oldest one.
+//! * **Table.** A chained hash table (bucket heads plus an index link in
+//!   each queue, at most one queue per bucket on average) over a slab of
+//!   datagram queues, hashed with keyed SipHash-1-3 (random keys from
+//!   `getrandom`, or a fixed seed for tests; see `siphash.rs` for why this
+//!   hash). The queue remembers its hash, so completion and removal never
+//!   hash again, and a small lookaside memo (the slot last created or found
+//!   at a cheap index of the key, 4 entries per bucket) lets the later
+//!   fragments of a datagram skip the SipHash: a memo hit is checked against
+//!   the whole key and a miss falls back to the keyed table, so an attacker
+//!   who aims memo collisions only forces the keyed lookup every fragment
+//!   paid before. The key is (family, src, dst, id, protocol) for IPv4
+//!   (RFC 791 §3.2: the protocol is part of the key) and (family, src, dst,
+//!   id) for IPv6 (RFC 8200 §4.5: the Next Header of the Fragment headers
+//!   may differ between fragments, only the offset-0 one counts; Linux keys
+//!   IPv6 the same way). At most [`ReasmConfig::max_datagrams`] queues; a
+//!   new queue in a full table evicts the oldest one. Queues stay in their
+//!   slab slot for life (a freed slot keeps a small range vector for the
+//!   next queue, [`KEEP_RANGES`] entries at most), so nothing is moved or
+//!   allocated per datagram. The bucket array doubles when the queues
+//!   outnumber it (at most `2 x max_datagrams` 4-byte heads plus 4 memo
+//!   entries each: 640 KiB at the default; not accounted, like the slab)
+//!   and, with the slab, is freed by [`Reassembler::flush`].
 //! * **Age lists.** Every queue sits in an index-linked list per family in
 //!   creation order. Timeouts are fixed per family, so the list head is always
 //!   the next queue to expire: [`Reassembler::expire`] is O(expired) and
 //!   eviction pops the older of the two heads in O(1). The timer starts with
 //!   the first fragment and is **not** extended by later ones (Linux
 //!   ip_fragment.c; a trickle of fragments cannot keep a queue alive).
-//! * **Fragments in a queue.** Each queue owns one byte buffer: header room
-//!   (the first fragment's IP header length) followed by the payloads in
-//!   arrival order, each copied once, straight from the frame. When the
-//!   fragments arrived in order they are already in place behind the header:
-//!   completion writes the header and hands the buffer over (`out` is swapped
-//!   with it); otherwise it copies the pieces into `out` in offset order.
-//!   Buffers (and the caller's previous `out`) are recycled through a small
-//!   free list ([`FREE_BUF_BYTES`]), so steady state does not allocate.
-//!   Only the (offset, end, position) ranges are kept for the checks, in a
-//!   sorted vector (a `BTreeMap` past 64 fragments) keyed by offset: the
-//!   overlap check looks only at the one fragment starting just before the new
-//!   fragment's end, so insert + overlap check is O(log n) search plus a
+//! * **Fragments in a queue.** A copied fragment's payload goes into the
+//!   queue's one byte buffer: header room (the first copied fragment's IP
+//!   header length) followed by the payloads in arrival order, each copied
+//!   once, straight from the frame. When the fragments arrived in order they
+//!   are already in place behind the header: completion writes the header
+//!   and hands the buffer over (`out` is swapped with it); otherwise it
+//!   copies the pieces into `out` in offset order. Buffers (and the caller's
+//!   previous `out`) are recycled through a small free list
+//!   ([`FREE_BUF_BYTES`]), so steady state does not allocate. A held
+//!   fragment stays in its frame: the queue keeps the buffer and where the
+//!   payload starts, and the offset-0 fragment's header is read from its
+//!   frame only at completion. The (offset, end, where) entries are kept in
+//!   a sorted vector (a `BTreeMap` past 64 fragments) keyed by offset: the
+//!   overlap check looks only at the one fragment starting just before the
+//!   new fragment's end, so insert + overlap check is O(log n) search plus a
 //!   bounded shift, and per-fragment work does not grow with the queue
 //!   (FragmentSmack, CVE-2018-5391). The per-datagram cap
 //!   [`ReasmConfig::max_frags`] bounds n anyway.
@@ -56,23 +97,27 @@
 //!   [`ReasmConfig::max_dist`] fragments behind its source drops the queue
 //!   ([`DropReason::StaleQueue`]) and starts a fresh one. The per-source
 //!   table is bounded: [`MAX_DIST_SOURCES`] entries in 2-way buckets indexed
-//!   by the same keyed SipHash as the queue table (so an attacker cannot aim
+//!   by a keyed SipHash of the source (so an attacker cannot aim
 //!   collisions), the least recently used entry of a bucket replaced by a new
 //!   source; it is allocated on the first IPv4 fragment (16 B per entry, not
 //!   part of [`Reassembler::mem_used`]) and freed by [`Reassembler::flush`].
-//!   Every entry carries a generation number that its queues remember: when
-//!   a source's entry was replaced in the meantime, its old queues are never
-//!   judged stale (only the timeout applies to them), so replacement can lose
-//!   protection but never drops a live queue. IPv6 IDs are 32 bits and do not
-//!   wrap in practice: the rule is IPv4 only, as in Linux.
+//!   A queue remembers which entry it counts on, so only a fragment that
+//!   starts a queue looks its source up. Every entry carries a generation
+//!   number that its queues remember: when a source's entry was replaced in
+//!   the meantime, its old queues are never judged stale (only the timeout
+//!   applies to them), so replacement can lose protection but never drops a
+//!   live queue. IPv6 IDs are 32 bits and do not wrap in practice: the rule
+//!   is IPv4 only, as in Linux.
 //! * **Memory.** Accounted memory ([`Reassembler::mem_used`]) is each queue's
-//!   buffer *capacity* (payload, header room and growth slack: buffers grow by
-//!   doubling, capped at what the datagram can need, so at most about twice
-//!   the payload; a recycled buffer is only handed to a lone middle fragment
-//!   if at most twice what it needs) plus [`FRAG_OVERHEAD`] per held fragment
-//!   plus [`DATAGRAM_OVERHEAD`] and any offset-0 header that did not fit the
-//!   header room, per queue. Recycled free buffers are not accounted; they
-//!   are bounded by [`FREE_BUF_BYTES`] on top of `high_thresh`. A
+//!   copy buffer *capacity* (payload, header room and growth slack: buffers
+//!   grow by doubling, capped at what the datagram can need, so at most about
+//!   twice the payload; a recycled buffer is only handed to a lone middle
+//!   fragment if at most twice what it needs), plus the whole length
+//!   (`as_ref().len()`) of every held frame buffer, plus a per-fragment
+//!   overhead (`max(FRAG_OVERHEAD, 2 x its entry)`, see [`FRAG_OVERHEAD`])
+//!   plus [`DATAGRAM_OVERHEAD`] and any copied offset-0 header that did not
+//!   fit the header room, per queue. Recycled free buffers are not accounted;
+//!   they are bounded by [`FREE_BUF_BYTES`] on top of `high_thresh`. A
 //!   fragment that would lift it above `high_thresh` first evicts the oldest
 //!   other queues until it fits under `low_thresh` (Linux `ipfrag_high_thresh` /
 //!   `ipfrag_low_thresh`); if it still cannot fit under `high_thresh` it is
@@ -109,7 +154,8 @@
 //!
 //! # Counters
 //!
-//! Every fragment handed to [`Reassembler::push`] ends up in exactly one
+//! Every fragment handed to [`Reassembler::push`] or
+//! [`Reassembler::push_owned`] ends up in exactly one
 //! place, so [`ReasmStats::conservation_ok`] holds at every moment:
 //! `fragments_in = fragments_completed + Σ dropped_fragments[reason] + pending`.
 //! Drops of whole queues count every fragment of the queue under that reason
@@ -135,22 +181,22 @@
 
 mod siphash;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
 use flowsteer_wire::{proto, L3Info};
-use siphash::SipBuildHasher;
 
 /// Accounted cost of one held fragment besides its payload bytes (which sit
-/// in the queue's buffer, accounted by capacity): its 32-byte range entry
-/// with the sorted vector's growth slack, or past 64 fragments its share
-/// of a `BTreeMap` node.
+/// in the queue's copy buffer, accounted by capacity, or in a held frame,
+/// accounted by length): its range entry with the sorted vector's growth
+/// slack, or past 64 fragments its share of a `BTreeMap` node. The charge is
+/// `max(FRAG_OVERHEAD, 2 x size_of(entry))`: the entry holds the frame
+/// handle, so a large handle type is charged more (a `Vec<u8>` handle: 80 B).
 pub const FRAG_OVERHEAD: usize = 64;
 /// Accounted cost of one queue besides its buffer's capacity and an
-/// out-of-buffer header: the slab slot (~190 B), the hash map entry (key 40 B
-/// + index), the allocator headers of the buffer and the range vector.
+/// out-of-buffer header: the slab slot (~200 B), its bucket head, the
+/// allocator headers of the buffer and the range vector.
 pub const DATAGRAM_OVERHEAD: usize = 320;
 
 /// Largest IPv4 datagram / IPv6 payload.
@@ -225,8 +271,10 @@ impl std::error::Error for ReasmConfigError {}
 /// What [`Reassembler::push`] did with a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
-    /// This fragment completed its datagram, which is now in `out`; the
-    /// datagram was made of `fragments` fragments.
+    /// This fragment completed its datagram, which is now in `out` (the
+    /// contiguous `Vec<u8>` of [`Reassembler::push`] or the [`Chain`] of
+    /// [`Reassembler::push_owned`]); the datagram was made of `fragments`
+    /// fragments.
     Complete {
         /// Fragments in the datagram.
         fragments: u32,
@@ -237,7 +285,8 @@ pub enum Verdict {
     /// queue with it). [`DropReason::Duplicate`] is benign.
     Dropped(DropReason),
     /// IPv6 atomic fragment (RFC 6946): not reassembled, pass the packet on
-    /// unchanged. Not counted in `fragments_in`.
+    /// unchanged ([`Reassembler::push_owned`] hands the frame back in
+    /// `spare`). Not counted in `fragments_in`.
     Atomic,
     /// Not a fragment at all: pass the packet on unchanged. Not counted in
     /// `fragments_in`.
@@ -434,66 +483,124 @@ enum Family {
 }
 
 /// Reassembly key. IPv4: RFC 791 (src, dst, protocol, id); IPv6: RFC 8200
-/// (src, dst, id), `proto` is 0.
+/// (src, dst, id), `proto` is 0. The addresses are packed into the words
+/// the hash reads: IPv4 `src | dst << 32` in `addrs[0]` (the rest 0), IPv6
+/// src low, src high, dst low, dst high (big-endian address as `u128`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key {
-    family: Family,
-    src: IpAddr,
-    dst: IpAddr,
+    addrs: [u64; 4],
     id: u32,
     proto: u8,
+    family: Family,
 }
 
-impl Hash for Key {
-    /// Whole 64-bit words: IPv4 (src, dst) in one, IPv6 two per address,
-    /// then (id, proto, family) in one.
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        match (self.src, self.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let [a, b, c, e] = s.octets();
-                let [f, g, i, j] = d.octets();
-                h.write_u64(u64::from_le_bytes([a, b, c, e, f, g, i, j]));
+impl Key {
+    /// Keyed SipHash-1-3 of the packed key: IPv4 (src, dst) in one word and
+    /// (id, proto) in the 3-byte tail (11 bytes); IPv6 src and dst in four
+    /// words and the id in the 4-byte tail (36 bytes). The lengths differ, so
+    /// the families never share a message.
+    #[inline]
+    fn hash(&self, k: (u64, u64)) -> u64 {
+        match self.family {
+            Family::V4 => {
+                let tail = u64::from(self.id & 0xffff) | (u64::from(self.proto) << 16);
+                let [addrs, ..] = self.addrs;
+                siphash::sip13(k.0, k.1, &[addrs], tail, 11)
             }
-            (s, d) => {
-                for a in [s, d] {
-                    let v = match a {
-                        IpAddr::V6(a) => u128::from(a),
-                        IpAddr::V4(a) => u128::from(u32::from(a)),
-                    };
-                    h.write_u64(v as u64);
-                    h.write_u64(v.wrapping_shr(64) as u64);
-                }
-            }
+            Family::V6 => siphash::sip13(k.0, k.1, &self.addrs, u64::from(self.id), 36),
         }
-        let [i0, i1, i2, i3] = self.id.to_le_bytes();
-        h.write_u64(u64::from_le_bytes([i0, i1, i2, i3, self.proto, self.family as u8, 0, 0]));
+    }
+
+    /// Index into the lookaside memo (`bits` wide): a cheap unkeyed mix.
+    /// Not a table hash: a memo hit is verified against the whole key, and
+    /// a miss falls back to the keyed table, so colliding keys can only
+    /// cost the SipHash they would have cost anyway.
+    #[inline]
+    fn memo_index(&self, mask: usize) -> usize {
+        let [a, b, c, d] = self.addrs;
+        let x = match self.family {
+            Family::V4 => a ^ (u64::from(self.id) << 24) ^ u64::from(self.proto),
+            Family::V6 => a ^ b.rotate_left(17) ^ c.rotate_left(31) ^ d.rotate_left(47) ^ (u64::from(self.id) << 24),
+        };
+        ((x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize) & mask
+    }
+
+    /// The IPv4 source address (max-distance rule).
+    fn v4_src(&self) -> u32 {
+        let [addrs, ..] = self.addrs;
+        addrs as u32
     }
 }
 
-/// One held fragment: `[offset, end)` of the fragmentable part, whose bytes
-/// are at `pos..pos + (end - offset)` of the queue's buffer.
-#[derive(Clone, Copy, Debug)]
-struct Range {
-    offset: usize,
-    end: usize,
-    pos: usize,
+/// Where a held fragment's payload is.
+#[derive(Debug)]
+enum Data<B> {
+    /// Copied into the queue's buffer at this position.
+    Copied(u32),
+    /// In this frame buffer, from this position.
+    Held(B, u32),
+}
+
+/// One held fragment: `[offset, end)` of the fragmentable part (both fit 16
+/// bits: longer fragments are dropped as [`DropReason::TooLarge`] first).
+#[derive(Debug)]
+struct Frag<B> {
+    offset: u16,
+    end: u16,
     more: bool,
+    data: Data<B>,
+}
+
+impl<B> Frag<B> {
+    fn offset(&self) -> usize {
+        usize::from(self.offset)
+    }
+
+    fn end(&self) -> usize {
+        usize::from(self.end)
+    }
+
+    fn len(&self) -> usize {
+        self.end().saturating_sub(self.offset())
+    }
+
+    /// The frame buffer, if held.
+    fn into_held(self) -> Option<B> {
+        match self.data {
+            Data::Held(b, _) => Some(b),
+            Data::Copied(_) => None,
+        }
+    }
+}
+
+impl<B: AsRef<[u8]>> Frag<B> {
+    /// The payload bytes (`copied`: the copy buffer its position refers to).
+    fn bytes<'a>(&'a self, copied: &'a [u8]) -> &'a [u8] {
+        let (bytes, at) = match &self.data {
+            Data::Copied(pos) => (copied, *pos as usize),
+            Data::Held(b, at) => (b.as_ref(), *at as usize),
+        };
+        bytes.get(at..at.saturating_add(self.len())).unwrap_or(&[])
+    }
 }
 
 /// Ranges held beyond which a queue's sorted vector becomes a `BTreeMap`
 /// (only with `max_frags` above it), so per-fragment work stays O(log n).
 const SMALL_RANGES: usize = 64;
+/// Range vector capacity a free slot keeps for its next queue (more is
+/// freed), so a free slot holds at most this many entries' worth.
+pub const KEEP_RANGES: usize = 8;
 
 /// The held fragments of a queue, sorted by offset and disjoint.
 #[derive(Debug)]
-enum Ranges {
+enum Ranges<B> {
     /// Sorted vector (binary search; inserts shift at most `SMALL_RANGES`).
-    Small(Vec<Range>),
+    Small(Vec<Frag<B>>),
     /// Keyed by offset, for queues past `SMALL_RANGES` fragments.
-    Big(BTreeMap<usize, Range>),
+    Big(BTreeMap<u16, Frag<B>>),
 }
 
-impl Ranges {
+impl<B> Ranges<B> {
     fn len(&self) -> usize {
         match self {
             Ranges::Small(v) => v.len(),
@@ -501,30 +608,52 @@ impl Ranges {
         }
     }
 
-    /// The range starting at `offset`.
-    fn get(&self, offset: usize) -> Option<&Range> {
+    /// The fragment starting at `offset`.
+    fn get(&self, offset: u16) -> Option<&Frag<B>> {
         match self {
             Ranges::Small(v) => v.binary_search_by_key(&offset, |r| r.offset).ok().and_then(|i| v.get(i)),
             Ranges::Big(m) => m.get(&offset),
         }
     }
 
-    /// The range starting last before `end`.
-    fn last_before(&self, end: usize) -> Option<&Range> {
+    /// The first fragment (the offset-0 one when the datagram is complete).
+    fn first(&self) -> Option<&Frag<B>> {
+        match self {
+            Ranges::Small(v) => v.first(),
+            Ranges::Big(m) => m.values().next(),
+        }
+    }
+
+    /// The end of the fragment that starts last (the largest end, as they
+    /// are disjoint).
+    fn last_end(&self) -> Option<u16> {
+        match self {
+            Ranges::Small(v) => v.last().map(|r| r.end),
+            Ranges::Big(m) => m.values().next_back().map(|r| r.end),
+        }
+    }
+
+    /// The fragment starting last before `end`.
+    fn last_before(&self, end: u16) -> Option<&Frag<B>> {
         match self {
             Ranges::Small(v) => v.partition_point(|r| r.offset < end).checked_sub(1).and_then(|i| v.get(i)),
             Ranges::Big(m) => m.range(..end).next_back().map(|(_, r)| r),
         }
     }
 
-    fn insert(&mut self, r: Range) {
+    fn insert(&mut self, r: Frag<B>) {
         match self {
             Ranges::Small(v) if v.len() < SMALL_RANGES => {
-                let i = v.partition_point(|x| x.offset < r.offset);
-                v.insert(i, r);
+                // Fragments mostly arrive in order: check the end first.
+                if v.last().is_none_or(|l| l.offset < r.offset) {
+                    v.push(r);
+                } else {
+                    let i = v.partition_point(|x| x.offset < r.offset);
+                    v.insert(i, r);
+                }
             }
             Ranges::Small(v) => {
-                let mut m: BTreeMap<usize, Range> = v.drain(..).map(|x| (x.offset, x)).collect();
+                let mut m: BTreeMap<u16, Frag<B>> = v.drain(..).map(|x| (x.offset, x)).collect();
                 m.insert(r.offset, r);
                 *self = Ranges::Big(m);
             }
@@ -534,50 +663,66 @@ impl Ranges {
         }
     }
 
-    fn iter(&self) -> RangesIter<'_> {
+    fn iter(&self) -> impl Iterator<Item = &Frag<B>> {
+        let (a, b) = match self {
+            Ranges::Small(v) => (Some(v.iter()), None),
+            Ranges::Big(m) => (None, Some(m.values())),
+        };
+        a.into_iter().flatten().chain(b.into_iter().flatten())
+    }
+
+    /// Empties the ranges, handing held frames to `released`, and keeps a
+    /// small vector (at most [`KEEP_RANGES`] entries of capacity) for reuse.
+    fn clear_into(&mut self, released: &mut Vec<B>) {
         match self {
-            Ranges::Small(v) => RangesIter::Small(v.iter()),
-            Ranges::Big(m) => RangesIter::Big(m.values()),
+            Ranges::Small(v) => {
+                if !v.is_empty() {
+                    released.extend(v.drain(..).filter_map(Frag::into_held));
+                }
+                if v.capacity() > KEEP_RANGES {
+                    *v = Vec::new();
+                }
+            }
+            Ranges::Big(m) => {
+                released.extend(std::mem::take(m).into_values().filter_map(Frag::into_held));
+                *self = Ranges::Small(Vec::new());
+            }
         }
     }
 }
 
-/// In-order iterator over [`Ranges`].
-enum RangesIter<'a> {
-    Small(std::slice::Iter<'a, Range>),
-    Big(std::collections::btree_map::Values<'a, usize, Range>),
+/// Where the offset-0 fragment's header (IPv4: the whole header, options
+/// included; IPv6: fixed header plus the extension headers before the
+/// Fragment header) is kept.
+#[derive(Debug)]
+enum HeadLoc {
+    /// `buf[..hroom]` of its queue (copied fragment, header as long as the
+    /// header room).
+    Inline,
+    /// A copy of its own (copied fragment, other length).
+    Saved(Box<[u8]>),
+    /// In the held offset-0 frame, from this position (the IP header's).
+    Held(u32),
 }
 
-impl<'a> Iterator for RangesIter<'a> {
-    type Item = &'a Range;
-
-    fn next(&mut self) -> Option<&'a Range> {
-        match self {
-            RangesIter::Small(i) => i.next(),
-            RangesIter::Big(i) => i.next(),
-        }
-    }
-}
-
-/// The header saved from the offset-0 fragment.
+/// The header of the offset-0 fragment.
 #[derive(Debug)]
 struct Head {
-    /// IPv4: the whole header (options included). IPv6: fixed header plus
-    /// the extension headers before the Fragment header. Empty when the
-    /// header sits in the buffer's headroom (`inline`).
-    bytes: Vec<u8>,
-    /// The header is `buf[..hroom]` of its queue.
-    inline: bool,
+    loc: HeadLoc,
     /// Header length.
     len: usize,
-    /// IPv6: where the Next Header field pointing at the Fragment header is,
-    /// and the Fragment header's Next Header to write there.
+    /// IPv6: where the Next Header field pointing at the Fragment header is
+    /// (from the IP header's start), and the Fragment header's Next Header
+    /// to write there.
     v6_next: Option<(usize, u8)>,
 }
 
-/// The offset-0 fragment's header, borrowed from the frame being pushed.
-struct HeadIn<'a> {
-    bytes: &'a [u8],
+/// The offset-0 fragment's header in the frame being pushed.
+#[derive(Clone, Copy)]
+struct HeadIn {
+    /// Position of the IP header in the frame.
+    at: usize,
+    len: usize,
     v6_next: Option<(usize, u8)>,
 }
 
@@ -595,22 +740,36 @@ const FREE_BUF_MIN: usize = 256;
 /// big buffers.
 const REUSE_SLACK: usize = 8192;
 
-/// One datagram being reassembled.
+/// The max-distance rule's view of a queue's source: which entry, its
+/// generation, and the source's counter when the queue was last extended.
+#[derive(Clone, Copy, Debug)]
+struct Rid {
+    idx: u32,
+    gen: u32,
+    counter: u32,
+}
+
+/// One datagram being reassembled, in its slab slot. Slots are reused in
+/// place (a free slot keeps its range vector), so a queue is never moved.
+/// `repr(C)`: what the table lookup reads comes first, in one cache line.
 #[derive(Debug)]
-struct Queue {
+#[repr(C)]
+struct Queue<B> {
+    /// The key's table hash (kept so removal does not hash again).
+    hash: u64,
     key: Key,
-    created: u64,
+    /// Next queue in the same bucket.
+    hnext: u32,
+    /// The slot holds a queue (else it is on the free list).
+    live: bool,
+    /// OR of the ECN code points seen, as Linux `IPFRAG_ECN_*` bits.
+    ecn_seen: u8,
+    /// `buf` has been set up (header room in place); some fragment may be
+    /// copied.
+    has_buf: bool,
     prev: u32,
     next: u32,
-    frags: Ranges,
-    /// The datagram buffer: `hroom` bytes for the IP header, then the
-    /// fragments' payloads in arrival order (so in offset order, and already
-    /// in place, when they arrive in order).
-    buf: Vec<u8>,
-    /// Header room at the front of `buf`: the header length of the first
-    /// fragment seen (the offset-0 header when every fragment carries the
-    /// same one, as they do in practice).
-    hroom: usize,
+    created: u64,
     /// End of the datagram, known once the last fragment arrived.
     known_end: Option<usize>,
     /// Largest end of any held fragment.
@@ -618,14 +777,67 @@ struct Queue {
     /// Payload bytes held (non-overlapping, so the datagram is complete when
     /// this equals `known_end`).
     received: usize,
-    head: Option<Head>,
-    /// OR of the ECN code points seen, as Linux `IPFRAG_ECN_*` bits.
-    ecn_seen: u8,
     /// Accounted memory of this queue.
     mem: usize,
-    /// IPv4 max-distance rule: (generation, counter) of the source's entry
-    /// when the queue was last extended.
-    rid: Option<(u32, u32)>,
+    /// IPv4 max-distance rule: the source's entry when the queue was last
+    /// extended.
+    rid: Option<Rid>,
+    frags: Ranges<B>,
+    head: Option<Head>,
+    /// The copy buffer: `hroom` bytes for the IP header, then the copied
+    /// fragments' payloads in arrival order (so in offset order, and already
+    /// in place, when they arrive in order). Empty (no allocation) until the
+    /// queue's first copied fragment.
+    buf: Vec<u8>,
+    /// Header room at the front of `buf`: the header length of the first
+    /// copied fragment (the offset-0 header when every fragment carries the
+    /// same one, as they do in practice).
+    hroom: usize,
+}
+
+impl<B> Queue<B> {
+    fn vacant() -> Self {
+        Queue {
+            hash: 0,
+            key: Key { addrs: [0; 4], id: 0, proto: 0, family: Family::V4 },
+            hnext: NIL,
+            live: false,
+            ecn_seen: 0,
+            has_buf: false,
+            prev: NIL,
+            next: NIL,
+            created: 0,
+            known_end: None,
+            max_end: 0,
+            received: 0,
+            mem: 0,
+            rid: None,
+            frags: Ranges::Small(Vec::new()),
+            head: None,
+            buf: Vec::new(),
+            hroom: 0,
+        }
+    }
+
+    /// The bytes of the offset-0 header, wherever they are kept.
+    fn head_bytes(&self) -> &[u8]
+    where
+        B: AsRef<[u8]>,
+    {
+        let Some(head) = &self.head else { return &[] };
+        let got = match &head.loc {
+            HeadLoc::Inline => self.buf.get(..self.hroom),
+            HeadLoc::Saved(b) => Some(&b[..]),
+            HeadLoc::Held(at) => match self.frags.first() {
+                Some(Frag { data: Data::Held(buf, _), .. }) => {
+                    let at = *at as usize;
+                    buf.as_ref().get(at..at.saturating_add(head.len))
+                }
+                _ => None,
+            },
+        };
+        got.unwrap_or(&[])
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -638,41 +850,130 @@ impl AgeList {
     const EMPTY: AgeList = AgeList { head: NIL, tail: NIL };
 }
 
-/// A per-core reassembler: one per worker, not shared (`Send`, not `Sync`
-/// in spirit: every method takes `&mut self` or `&self` of the owner, no
-/// interior mutability, no locks).
+/// A per-core reassembler: one per worker, not shared (every method takes
+/// `&mut self` or `&self` of the owner, no interior mutability, no locks).
+///
+/// `B` is the frame buffer type [`Reassembler::push_owned`] takes over
+/// (default `Vec<u8>`); the copying [`Reassembler::push`] works with any
+/// `B`. [`Reassembler::new`] builds the default; use
+/// [`Reassembler::new_owning`] for another buffer type.
 #[derive(Debug)]
-pub struct Reassembler {
+pub struct Reassembler<B = Vec<u8>> {
     cfg: ReasmConfig,
-    map: HashMap<Key, u32, SipBuildHasher>,
-    slots: Vec<Option<Queue>>,
+    /// SipHash-1-3 key of the table and the source table.
+    sip: (u64, u64),
+    /// Bucket heads (slot index or `NIL`); a power of two long, or empty.
+    buckets: Vec<u32>,
+    /// Lookaside memo, [`MEMO_PER_BUCKET`] entries per bucket: the slot of the last queue
+    /// created or found at each [`Key::memo_index`], so the later fragments
+    /// of a datagram usually skip the SipHash (verified by key compare).
+    memo: Vec<u32>,
+    /// Queues in the table.
+    count: usize,
+    /// The queue slab; never longer than the most queues pending at once.
+    slots: Vec<Queue<B>>,
     free: Vec<u32>,
     ages: [AgeList; 2],
+    /// No queue times out before this (a lower bound, so most pushes skip
+    /// the expiry walk with one compare).
+    next_expiry: u64,
     mem: usize,
     stats: ReasmStats,
     /// Recycled datagram buffers (cleared), at most [`FREE_BUFS`] totalling
     /// at most [`FREE_BUF_BYTES`] of capacity.
     free_bufs: Vec<Vec<u8>>,
     free_buf_bytes: usize,
-    /// Recycled range vectors (cleared), at most [`FREE_BUFS`].
-    free_ranges: Vec<Vec<Range>>,
-    /// Per-source fragment counters of the max-distance rule:
-    /// [`MAX_DIST_SOURCES`] entries once the first IPv4 fragment came, else
-    /// empty.
-    sources: Vec<SourceEntry>,
-    /// Last generation handed to a source entry (0 = never; 0 marks an
-    /// empty entry).
-    source_gen: u32,
-    /// IPv4 fragments counted by the max-distance rule (wrapping; the
-    /// entries' LRU clock).
-    source_clock: u32,
+    /// Per-source fragment counters of the max-distance rule.
+    sources: SourceTable,
+    /// Frame buffers let go of during the current call; handed to the
+    /// caller's `spare` (or dropped) before the call returns, so empty
+    /// between calls.
+    released: Vec<B>,
 }
+
+/// Lookaside memo entries per bucket (4 B each; few enough collisions among
+/// the queues in flight that most later fragments hit).
+const MEMO_PER_BUCKET: usize = 4;
 
 /// IPv4 sources the max-distance rule tracks at once (2-way buckets, LRU
 /// replacement within a bucket; see the module docs).
 pub const MAX_DIST_SOURCES: usize = 4096;
 const SOURCE_WAYS: usize = 2;
 const SOURCE_BUCKETS: usize = MAX_DIST_SOURCES / SOURCE_WAYS;
+
+/// The max-distance rule's per-source counters.
+#[derive(Debug, Default)]
+struct SourceTable {
+    /// [`MAX_DIST_SOURCES`] entries once the first IPv4 fragment came, else
+    /// empty.
+    entries: Vec<SourceEntry>,
+    /// Last generation handed to an entry (0 = never; 0 marks an empty
+    /// entry).
+    gen: u32,
+    /// IPv4 fragments counted (wrapping; the entries' LRU clock).
+    clock: u32,
+}
+
+impl SourceTable {
+    /// Counts one IPv4 fragment from `src` and returns its entry, creating
+    /// it (replacing the least recently used one of its bucket) if needed.
+    /// `hint` is the entry the fragment's queue counts on: when it still
+    /// belongs to `src` no lookup is needed.
+    #[inline]
+    fn tick(&mut self, sip: (u64, u64), src: u32, hint: Option<Rid>) -> Option<Rid> {
+        self.clock = self.clock.wrapping_add(1);
+        let clock = self.clock;
+        if let Some(h) = hint {
+            if let Some(e) = self.entries.get_mut(h.idx as usize) {
+                if e.gen == h.gen && e.src == src {
+                    e.counter = e.counter.wrapping_add(1);
+                    e.used = clock;
+                    return Some(Rid { idx: h.idx, gen: e.gen, counter: e.counter });
+                }
+            }
+        }
+        self.tick_lookup(sip, src, clock)
+    }
+
+    fn tick_lookup(&mut self, sip: (u64, u64), src: u32, clock: u32) -> Option<Rid> {
+        if self.entries.is_empty() {
+            self.entries = vec![SourceEntry::default(); MAX_DIST_SOURCES];
+        }
+        let bucket = (siphash::sip13(sip.0, sip.1, &[], u64::from(src), 4) as usize) & (SOURCE_BUCKETS - 1);
+        let base = bucket.checked_mul(SOURCE_WAYS)?;
+        let ways = self.entries.get_mut(base..base.checked_add(SOURCE_WAYS)?)?;
+        let i = match ways.iter().position(|e| e.gen != 0 && e.src == src) {
+            Some(i) => i,
+            None => {
+                let (i, victim) = ways.iter_mut().enumerate().max_by_key(|(_, e)| {
+                    if e.gen == 0 {
+                        u32::MAX
+                    } else {
+                        clock.wrapping_sub(e.used)
+                    }
+                })?;
+                self.gen = self.gen.checked_add(1).unwrap_or(1);
+                *victim = SourceEntry { src, gen: self.gen, counter: 0, used: clock };
+                i
+            }
+        };
+        let e = ways.get_mut(i)?;
+        e.counter = e.counter.wrapping_add(1);
+        e.used = clock;
+        let idx = u32::try_from(base.checked_add(i)?).ok()?;
+        Some(Rid { idx, gen: e.gen, counter: e.counter })
+    }
+}
+
+/// Whether a queue last extended at `then` is more than `max_dist`
+/// fragments of its source behind `now`. Queues from an entry since replaced
+/// (other generation) are never stale.
+fn is_stale(now: Option<Rid>, then: Option<Rid>, max_dist: u32) -> bool {
+    match (now, then) {
+        (Some(now), Some(then)) => now.gen == then.gen && now.counter.wrapping_sub(then.counter) > max_dist,
+        _ => false,
+    }
+}
 
 /// One source of the max-distance rule.
 #[derive(Clone, Copy, Debug, Default)]
@@ -686,13 +987,34 @@ struct SourceEntry {
     used: u32,
 }
 
-/// The fragment being pushed, after the per-fragment checks.
-struct Incoming<'a> {
-    offset: usize,
-    end: usize,
+/// The fragment being pushed, after the per-fragment checks (positions
+/// into its frame, so the frame itself can move into the queue).
+struct Prepared {
+    key: Key,
+    offset: u16,
+    end: u16,
     more: bool,
-    data: &'a [u8],
     ecn: u8,
+    /// Payload position and length in the frame.
+    data_at: usize,
+    len: usize,
+    /// Header room a copy buffer started by this fragment gets.
+    hroom: usize,
+    head: Option<HeadIn>,
+}
+
+/// The payload of the fragment being pushed.
+enum Payload<'a, B> {
+    /// Lent frame: copy the payload.
+    Copy(&'a [u8]),
+    /// Owned frame: keep it.
+    Own(B),
+}
+
+/// Where a completed datagram goes.
+enum Out<'a, B> {
+    Flat(&'a mut Vec<u8>),
+    Chain(&'a mut Chain<B>),
 }
 
 const ECN_NOT_ECT: u8 = 0x01;
@@ -730,20 +1052,11 @@ fn grow_target(cap: usize, needed: usize, limit: usize) -> usize {
     }
 }
 
-/// The most a queue's buffer can need once `frag` is in: header room plus
-/// the datagram's end if known, else the largest payload.
-fn buf_limit(hroom: usize, known_end: Option<usize>, frag: &Incoming<'_>) -> usize {
-    let end = if frag.more { known_end } else { Some(frag.end) };
+/// The most a queue's buffer can need once `p` is in: header room plus the
+/// datagram's end if known, else the largest payload.
+fn buf_limit(hroom: usize, known_end: Option<usize>, p: &Prepared) -> usize {
+    let end = if p.more { known_end } else { Some(usize::from(p.end)) };
     hroom.saturating_add(end.unwrap_or(MAX_IP_LEN))
-}
-
-/// Accounted bytes of an offset-0 header kept outside the buffer (one whose
-/// length differs from the header room).
-fn head_cost(hroom: usize, head: &Option<HeadIn<'_>>) -> usize {
-    match head {
-        Some(h) if h.bytes.len() != hroom => h.bytes.len(),
-        _ => 0,
-    }
 }
 
 /// Smallest upper-layer header an offset-0 fragment must carry whole
@@ -781,10 +1094,207 @@ fn v6_next_header_field(ip: &[u8], frag_at: usize) -> Option<usize> {
     (pos == frag_at && next == NH_FRAGMENT).then_some(field)
 }
 
+/// IPv4 header checksum (RFC 1071) of `hdr`, whose checksum field is zero
+/// and whose length is a multiple of 4 (IHL words): summed 32 bits at a
+/// time, which folds to the same 16-bit one's complement sum.
+fn ipv4_checksum(hdr: &[u8]) -> u16 {
+    let mut acc = 0u64;
+    if let Ok(h) = <&[u8; 20]>::try_from(hdr) {
+        // The usual option-less header, unrolled.
+        let [a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3, d0, d1, d2, d3, e0, e1, e2, e3] = *h;
+        for w in [[a0, a1, a2, a3], [b0, b1, b2, b3], [c0, c1, c2, c3], [d0, d1, d2, d3], [e0, e1, e2, e3]] {
+            acc = acc.wrapping_add(u64::from(u32::from_be_bytes(w)));
+        }
+    } else {
+        for w in hdr.chunks_exact(4) {
+            if let &[a, b, c, d] = w {
+                acc = acc.wrapping_add(u64::from(u32::from_be_bytes([a, b, c, d])));
+            }
+        }
+    }
+    // Bounded: at most 3 rounds for a 64-bit sum.
+    while acc > 0xffff {
+        acc = (acc & 0xffff).wrapping_add(acc >> 16);
+    }
+    !(acc as u16)
+}
+
+/// Appends `src` to `dst`; the usual header lengths (20, 40) as fixed-size
+/// copies, which compile to a few moves instead of a `memcpy` call.
+#[inline]
+fn copy_small(dst: &mut Vec<u8>, src: &[u8]) {
+    if let Ok(a) = <&[u8; 20]>::try_from(src) {
+        dst.extend_from_slice(a);
+    } else if let Ok(a) = <&[u8; 40]>::try_from(src) {
+        dst.extend_from_slice(a);
+    } else {
+        dst.extend_from_slice(src);
+    }
+}
+
+/// Rewrites the offset-0 header `hdr` for the reassembled datagram of
+/// `ip_len` bytes: IPv4 total length, MF and offset cleared (DF kept),
+/// CE if combined, checksum; IPv6 payload length, the Next Header that named
+/// the Fragment header, CE if combined.
+fn fix_header(family: Family, hdr: &mut [u8], ip_len: usize, set_ce: bool, v6_next: Option<(usize, u8)>) {
+    match family {
+        Family::V4 => {
+            let len = u16::try_from(ip_len).unwrap_or(u16::MAX).to_be_bytes();
+            if let Some(b) = hdr.get_mut(2..4) {
+                b.copy_from_slice(&len);
+            }
+            // Keep DF, clear MF and the offset.
+            if let Some([flags, off]) = hdr.get_mut(6..8) {
+                *flags &= 0x40;
+                *off = 0;
+            }
+            if set_ce {
+                if let Some(b) = hdr.get_mut(1) {
+                    *b |= 3;
+                }
+            }
+            if let Some(b) = hdr.get_mut(10..12) {
+                b.copy_from_slice(&[0, 0]);
+            }
+            let sum = ipv4_checksum(hdr).to_be_bytes();
+            if let Some(b) = hdr.get_mut(10..12) {
+                b.copy_from_slice(&sum);
+            }
+        }
+        Family::V6 => {
+            let plen = u16::try_from(ip_len.saturating_sub(40)).unwrap_or(u16::MAX).to_be_bytes();
+            if let Some(b) = hdr.get_mut(4..6) {
+                b.copy_from_slice(&plen);
+            }
+            if let Some((field, nh)) = v6_next {
+                if let Some(b) = hdr.get_mut(field) {
+                    *b = nh;
+                }
+            }
+            if set_ce {
+                if let Some(b) = hdr.get_mut(1) {
+                    *b |= 0x30;
+                }
+            }
+        }
+    }
+}
+
+/// A reassembled datagram delivered without copying (see
+/// [`Reassembler::push_owned`]): the rewritten IP header followed by the
+/// fragments' payload slices in offset order, each still in its frame
+/// buffer. Ready to use: the header is exactly the one the copying path
+/// delivers (IPv4 total length, MF, offset, checksum and ECN fixed; IPv6
+/// Fragment header removed, Next Header and payload length fixed, ECN
+/// combined), and [`Chain::copy_into`] gives the same bytes as
+/// [`Reassembler::push`].
+///
+/// The caller owns the chain and reuses it across pushes: delivery swaps
+/// the queue's fragment list into it (no per-piece work), and its vectors
+/// keep their capacity, so steady state does not allocate. Take the frame
+/// buffers back with [`Chain::drain_buffers`] once done; buffers still in
+/// the chain when the next datagram is delivered into it are handed back
+/// through that push's `spare`.
+#[derive(Debug)]
+pub struct Chain<B> {
+    header: Vec<u8>,
+    /// The fragments in offset order.
+    frags: Vec<Frag<B>>,
+    /// Payload bytes of fragments that were pushed by copying (only when a
+    /// queue mixed both ways of pushing).
+    copied: Vec<u8>,
+    len: usize,
+}
+
+impl<B> Default for Chain<B> {
+    fn default() -> Self {
+        Chain { header: Vec::new(), frags: Vec::new(), copied: Vec::new(), len: 0 }
+    }
+}
+
+impl<B> Chain<B> {
+    /// An empty chain.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Length of the IP datagram (header plus payload), 0 when empty.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the chain holds no datagram.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Fragments the datagram was made of.
+    pub fn fragments(&self) -> usize {
+        self.frags.len()
+    }
+
+    /// The rewritten IP header (IPv6: with the extension headers that came
+    /// before the Fragment header).
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
+    /// Moves the frame buffers out (for recycling) and empties the chain,
+    /// keeping its capacity. Dropping the iterator early drops the rest.
+    pub fn drain_buffers(&mut self) -> impl Iterator<Item = B> + '_ {
+        self.header.clear();
+        self.copied.clear();
+        self.len = 0;
+        self.frags.drain(..).filter_map(Frag::into_held)
+    }
+
+    /// The frame buffers, consuming the chain.
+    pub fn into_buffers(self) -> impl Iterator<Item = B> {
+        self.frags.into_iter().filter_map(Frag::into_held)
+    }
+}
+
+impl<B: AsRef<[u8]>> Chain<B> {
+    /// The payload pieces in offset order (the header not included).
+    pub fn payload(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.frags.iter().map(move |f| f.bytes(&self.copied))
+    }
+
+    /// Every piece of the datagram in order: the header, then the payload
+    /// pieces. Their lengths add up to [`Chain::len`].
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        std::iter::once(&self.header[..]).chain(self.payload())
+    }
+
+    /// Clears `out` and writes the datagram into it contiguously (byte for
+    /// byte what [`Reassembler::push`] delivers).
+    pub fn copy_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(self.len);
+        for piece in self.iter() {
+            out.extend_from_slice(piece);
+        }
+    }
+}
+
 impl Reassembler {
     /// A reassembler with random table keys (from `getrandom`; if the OS has
-    /// no entropy source, from std's per-process `RandomState`).
+    /// no entropy source, from std's per-process `RandomState`), holding
+    /// `Vec<u8>` frames on the zero-copy path.
     pub fn new(cfg: ReasmConfig) -> Result<Self, ReasmConfigError> {
+        Self::new_owning(cfg)
+    }
+
+    /// A reassembler with fixed table keys (deterministic tests, replays).
+    pub fn with_seed(cfg: ReasmConfig, seed: (u64, u64)) -> Result<Self, ReasmConfigError> {
+        Self::with_seed_owning(cfg, seed)
+    }
+}
+
+impl<B> Reassembler<B> {
+    /// [`Reassembler::new`] for frame buffers of type `B` (e.g. a ring frame
+    /// handle) on the zero-copy path.
+    pub fn new_owning(cfg: ReasmConfig) -> Result<Self, ReasmConfigError> {
         let mut buf = [0u8; 16];
         let seed = if getrandom::getrandom(&mut buf).is_ok() {
             let (a, b) = buf.split_at(8);
@@ -798,11 +1308,11 @@ impl Reassembler {
             h1.write_u8(1);
             (h0.finish(), h1.finish())
         };
-        Self::with_seed(cfg, seed)
+        Self::with_seed_owning(cfg, seed)
     }
 
-    /// A reassembler with fixed table keys (deterministic tests, replays).
-    pub fn with_seed(cfg: ReasmConfig, seed: (u64, u64)) -> Result<Self, ReasmConfigError> {
+    /// [`Reassembler::with_seed`] for frame buffers of type `B`.
+    pub fn with_seed_owning(cfg: ReasmConfig, seed: (u64, u64)) -> Result<Self, ReasmConfigError> {
         if cfg.low_thresh > cfg.high_thresh {
             return Err(ReasmConfigError::LowAboveHigh);
         }
@@ -811,18 +1321,20 @@ impl Reassembler {
         }
         Ok(Reassembler {
             cfg,
-            map: HashMap::with_hasher(SipBuildHasher { k0: seed.0, k1: seed.1 }),
+            sip: seed,
+            buckets: Vec::new(),
+            memo: Vec::new(),
+            count: 0,
             slots: Vec::new(),
             free: Vec::new(),
             ages: [AgeList::EMPTY; 2],
+            next_expiry: u64::MAX,
             mem: 0,
             stats: ReasmStats::default(),
             free_bufs: Vec::new(),
             free_buf_bytes: 0,
-            free_ranges: Vec::new(),
-            sources: Vec::new(),
-            source_gen: 0,
-            source_clock: 0,
+            sources: SourceTable::default(),
+            released: Vec::new(),
         })
     }
 
@@ -838,7 +1350,7 @@ impl Reassembler {
 
     /// Datagrams (queues) pending.
     pub fn pending(&self) -> usize {
-        self.map.len()
+        self.count
     }
 
     /// Counters.
@@ -849,468 +1361,18 @@ impl Reassembler {
     /// When the oldest pending queue times out (for the caller's timer
     /// wheel), or None when nothing is pending.
     pub fn poll_timeout(&self) -> Option<u64> {
-        [Family::V4, Family::V6]
-            .into_iter()
-            .filter_map(|f| {
-                let q = self.queue(self.list(f).head)?;
-                Some(q.created.saturating_add(self.timeout(f)))
-            })
-            .min()
+        [Family::V4, Family::V6].into_iter().filter_map(|f| self.deadline(self.list(f).head)).min()
     }
 
-    /// Feeds one packet. `frame` holds the packet at `l3.l3_offset` (any
-    /// link layer) and `l3` is its parse result
-    /// (`flowsteer_wire::parse_frame(..).outer`). When the fragment completes
-    /// its datagram, `out` is cleared and receives the complete IP packet
-    /// (ready to use: IPv4 header with MF=0, offset 0, new total length and
-    /// checksum; IPv6 with the Fragment header removed, the Next Header chain
-    /// and payload length fixed), and the verdict is [`Verdict::Complete`].
-    /// Otherwise `out` is left alone. Runs [`Reassembler::expire`] first.
-    pub fn push(&mut self, frame: &[u8], l3: &L3Info, now: u64, out: &mut Vec<u8>) -> Verdict {
-        self.expire(now);
-        if l3.atomic_frag {
-            self.stats.atomic = self.stats.atomic.saturating_add(1);
-            return Verdict::Atomic;
-        }
-        let Some(fi) = l3.frag else {
-            self.stats.not_fragment = self.stats.not_fragment.saturating_add(1);
-            return Verdict::NotFragment;
-        };
-        self.stats.fragments_in = self.stats.fragments_in.saturating_add(1);
-        if self.cfg.max_frags == 0 || self.cfg.max_datagrams == 0 {
-            return self.drop_single(DropReason::Disabled);
-        }
-        let (family, key_proto) = match (l3.tuple.src, l3.tuple.dst) {
-            (IpAddr::V4(_), IpAddr::V4(_)) => (Family::V4, l3.tuple.proto),
-            (IpAddr::V6(_), IpAddr::V6(_)) => (Family::V6, 0),
-            _ => return self.drop_single(DropReason::BadHeader),
-        };
-        let key = Key { family, src: l3.tuple.src, dst: l3.tuple.dst, id: fi.id, proto: key_proto };
-
-        // Per-fragment checks: nothing malformed is ever stored.
-        let Some(ip_end) = l3.l3_offset.checked_add(l3.ip_total_len) else {
-            return self.drop_single(DropReason::Truncated);
-        };
-        let Some(data_start) = l3.l3_offset.checked_add(l3.ip_header_len) else {
-            return self.drop_single(DropReason::Truncated);
-        };
-        if l3.truncated || ip_end > frame.len() {
-            return self.drop_single(DropReason::Truncated);
-        }
-        let Some(data) = frame.get(data_start..ip_end) else {
-            return self.drop_single(DropReason::BadHeader);
-        };
-        let Some(ip) = frame.get(l3.l3_offset..ip_end) else {
-            return self.drop_single(DropReason::BadHeader);
-        };
-        let offset = usize::from(fi.offset);
-        let len = data.len();
-        if len == 0 || (fi.more && !len.is_multiple_of(8)) {
-            return self.drop_single(DropReason::BadLength);
-        }
-        let end = offset.saturating_add(len);
-        let limit_end = match family {
-            Family::V4 => end.saturating_add(l3.ip_header_len),
-            Family::V6 => end,
-        };
-        if limit_end > MAX_IP_LEN {
-            return self.drop_single(DropReason::TooLarge);
-        }
-        if offset == 0 {
-            let l4_end = l3.l4_offset.map(|l4| l4.saturating_add(min_l4_len(l3.tuple.proto)));
-            if l4_end.is_none_or(|e| e > ip_end) {
-                return self.drop_single(DropReason::TinyFirst);
-            }
-        } else if family == Family::V4 && offset == 8 && l3.tuple.proto == proto::TCP {
-            return self.drop_single(DropReason::TinyFirst);
-        }
-        let hroom = match family {
-            Family::V4 => l3.ip_header_len,
-            Family::V6 => l3.ip_header_len.saturating_sub(8),
-        };
-        let head = if offset == 0 {
-            match family {
-                Family::V4 => ip.get(..l3.ip_header_len).map(|b| HeadIn { bytes: b, v6_next: None }),
-                Family::V6 => {
-                    let frag_at = hroom;
-                    match (v6_next_header_field(ip, frag_at), ip.get(frag_at), ip.get(..frag_at)) {
-                        (Some(field), Some(&nh), Some(b)) if frag_at >= 40 => {
-                            Some(HeadIn { bytes: b, v6_next: Some((field, nh)) })
-                        }
-                        _ => None,
-                    }
-                }
-            }
-        } else {
-            None
-        };
-        if offset == 0 && head.is_none() {
-            return self.drop_single(DropReason::BadHeader);
-        }
-        let frag = Incoming { offset, end, more: fi.more, data, ecn: ecn_bit(l3.ecn) };
-        self.insert(key, frag, head, hroom, now, out)
-    }
-
-    fn insert(
-        &mut self,
-        key: Key,
-        frag: Incoming<'_>,
-        head: Option<HeadIn<'_>>,
-        hroom: usize,
-        now: u64,
-        out: &mut Vec<u8>,
-    ) -> Verdict {
-        let len = frag.data.len();
-        let rid = match key.src {
-            IpAddr::V4(src) if key.family == Family::V4 => self.source_tick(src),
-            _ => None,
-        };
-        let mut existing = self.map.get(&key).copied();
-        if let Some(slot) = existing {
-            if self.is_stale(slot, rid) {
-                self.kill(slot, DropReason::StaleQueue, 0);
-                existing = None;
-            }
-        }
-        let slot = match existing {
-            Some(slot) => {
-                if let Some(reason) = self.check_existing(slot, &frag) {
-                    if reason == DropReason::Duplicate {
-                        return self.drop_single(reason);
-                    }
-                    self.kill(slot, reason, 1);
-                    return Verdict::Dropped(reason);
-                }
-                let Some(q) = self.queue(slot) else {
-                    return self.drop_single(DropReason::BadHeader);
-                };
-                let cap = q.buf.capacity();
-                let grown = grow_target(cap, q.buf.len().saturating_add(len), buf_limit(q.hroom, q.known_end, &frag));
-                let cost =
-                    grown.saturating_sub(cap).saturating_add(FRAG_OVERHEAD).saturating_add(head_cost(q.hroom, &head));
-                if !self.make_room(cost, Some(slot)) {
-                    return self.drop_single(DropReason::NoMemory);
-                }
-                slot
-            }
-            None => {
-                if self.map.len() >= self.cfg.max_datagrams {
-                    if let Some(old) = self.oldest(None) {
-                        self.kill(old, DropReason::Evicted, 0);
-                    }
-                }
-                let buf = self.take_buf(hroom, &frag);
-                let cost = DATAGRAM_OVERHEAD
-                    .saturating_add(buf.capacity())
-                    .saturating_add(FRAG_OVERHEAD)
-                    .saturating_add(head_cost(hroom, &head));
-                if !self.make_room(cost, None) {
-                    self.recycle(buf);
-                    return self.drop_single(DropReason::NoMemory);
-                }
-                match self.create(key, now, buf, hroom) {
-                    Some(slot) => slot,
-                    None => return self.drop_single(DropReason::NoMemory),
-                }
-            }
-        };
-        let Some(q) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
-            return self.drop_single(DropReason::BadHeader);
-        };
-        // Append the payload (growing the buffer as predicted above).
-        let old_cap = q.buf.capacity();
-        let needed = q.buf.len().saturating_add(len);
-        if needed > old_cap {
-            let target = grow_target(old_cap, needed, buf_limit(q.hroom, q.known_end, &frag));
-            q.buf.reserve_exact(target.saturating_sub(q.buf.len()));
-        }
-        let pos = q.buf.len();
-        q.buf.extend_from_slice(frag.data);
-        let mut cost = q.buf.capacity().saturating_sub(old_cap).saturating_add(FRAG_OVERHEAD);
-        if let Some(h) = head {
-            let hr = q.hroom;
-            let inline = h.bytes.len() == hr;
-            let bytes = if inline {
-                if let Some(b) = q.buf.get_mut(..hr) {
-                    b.copy_from_slice(h.bytes);
-                }
-                Vec::new()
-            } else {
-                cost = cost.saturating_add(h.bytes.len());
-                h.bytes.to_vec()
-            };
-            q.head = Some(Head { bytes, inline, len: h.bytes.len(), v6_next: h.v6_next });
-        }
-        if !frag.more {
-            q.known_end = Some(frag.end);
-        }
-        q.max_end = q.max_end.max(frag.end);
-        q.received = q.received.saturating_add(len);
-        q.ecn_seen |= frag.ecn;
-        q.rid = rid;
-        q.frags.insert(Range { offset: frag.offset, end: frag.end, pos, more: frag.more });
-        q.mem = q.mem.saturating_add(cost);
-        self.mem = self.mem.saturating_add(cost);
-        self.stats.mem_high_watermark = self.stats.mem_high_watermark.max(self.mem);
-        self.stats.pending = self.stats.pending.saturating_add(1);
-        if q.known_end == Some(q.received) {
-            return self.complete(slot, out);
-        }
-        Verdict::Held
-    }
-
-    /// Max-distance rule: counts one IPv4 fragment from `src` and returns its
-    /// entry's (generation, counter), creating the entry (replacing the least
-    /// recently used one of its bucket) if needed. None when the rule is off.
-    fn source_tick(&mut self, src: std::net::Ipv4Addr) -> Option<(u32, u32)> {
-        use std::hash::BuildHasher;
-        if self.cfg.max_dist == 0 {
-            return None;
-        }
-        if self.sources.is_empty() {
-            self.sources = vec![SourceEntry::default(); MAX_DIST_SOURCES];
-        }
-        let src = u32::from(src);
-        let bucket = (self.map.hasher().hash_one(src) as usize) & (SOURCE_BUCKETS - 1);
-        let base = bucket.checked_mul(SOURCE_WAYS)?;
-        self.source_clock = self.source_clock.wrapping_add(1);
-        let clock = self.source_clock;
-        let ways = self.sources.get_mut(base..base.checked_add(SOURCE_WAYS)?)?;
-        let e = match ways.iter().position(|e| e.gen != 0 && e.src == src) {
-            Some(i) => ways.get_mut(i)?,
-            None => {
-                let victim =
-                    ways.iter_mut().max_by_key(|e| if e.gen == 0 { u32::MAX } else { clock.wrapping_sub(e.used) })?;
-                self.source_gen = self.source_gen.checked_add(1).unwrap_or(1);
-                *victim = SourceEntry { src, gen: self.source_gen, counter: 0, used: clock };
-                victim
-            }
-        };
-        e.counter = e.counter.wrapping_add(1);
-        e.used = clock;
-        Some((e.gen, e.counter))
-    }
-
-    /// Whether the queue at `slot` was last extended more than `max_dist`
-    /// fragments of its source ago (`rid`: the source's entry now). Queues
-    /// from an entry since replaced (other generation) are never stale.
-    fn is_stale(&self, slot: u32, rid: Option<(u32, u32)>) -> bool {
-        match (rid, self.queue(slot).and_then(|q| q.rid)) {
-            (Some((gen, now)), Some((qgen, then))) => gen == qgen && now.wrapping_sub(then) > self.cfg.max_dist,
-            _ => false,
-        }
-    }
-
-    /// A buffer for a new queue whose first fragment is `frag`: `hroom`
-    /// bytes of header room, capacity for at least the fragment. Recycled
-    /// when one of a fitting size is free (see [`REUSE_SLACK`]).
-    fn take_buf(&mut self, hroom: usize, frag: &Incoming<'_>) -> Vec<u8> {
-        let needed = hroom.saturating_add(frag.data.len());
-        let starts = frag.offset == 0 || !frag.more;
-        let max_cap = if starts { needed.saturating_mul(4).max(REUSE_SLACK) } else { needed.saturating_mul(2) };
-        let found = self.free_bufs.iter().rposition(|b| (needed..=max_cap).contains(&b.capacity()));
-        let mut buf = match found {
-            Some(i) => {
-                let b = self.free_bufs.swap_remove(i);
-                self.free_buf_bytes = self.free_buf_bytes.saturating_sub(b.capacity());
-                b
-            }
-            None => {
-                let want = if frag.offset == 0 {
-                    needed.saturating_mul(2)
-                } else if !frag.more {
-                    hroom.saturating_add(frag.end).min(max_cap)
-                } else {
-                    needed
-                };
-                Vec::with_capacity(want.min(hroom.saturating_add(MAX_IP_LEN)).max(needed))
-            }
-        };
-        buf.clear();
-        buf.resize(hroom, 0);
-        buf
-    }
-
-    /// Keeps `buf` for a later queue if the free list has room.
-    fn recycle(&mut self, mut buf: Vec<u8>) {
-        let cap = buf.capacity();
-        if cap >= FREE_BUF_MIN
-            && self.free_bufs.len() < FREE_BUFS
-            && self.free_buf_bytes.saturating_add(cap) <= FREE_BUF_BYTES
-        {
-            buf.clear();
-            self.free_buf_bytes = self.free_buf_bytes.saturating_add(cap);
-            self.free_bufs.push(buf);
-        }
-    }
-
-    /// The checks against a queue's state, in Linux `ip_frag_queue` order:
-    /// end consistency, then duplicate, then overlap, then the cap.
-    fn check_existing(&self, slot: u32, f: &Incoming<'_>) -> Option<DropReason> {
+    /// When the queue at `slot` times out.
+    fn deadline(&self, slot: u32) -> Option<u64> {
         let q = self.queue(slot)?;
-        if !f.more {
-            if f.end < q.max_end || q.known_end.is_some_and(|e| e != f.end) {
-                return Some(DropReason::ConflictingEnd);
-            }
-        } else if q.known_end.is_some_and(|e| f.end > e) {
-            return Some(DropReason::ConflictingEnd);
-        }
-        if let Some(h) = q.frags.get(f.offset) {
-            if h.end == f.end && h.more == f.more {
-                return Some(DropReason::Duplicate);
-            }
-        }
-        // Fragments are disjoint, so the one starting last before our end is
-        // the only candidate that can overlap us (see the module docs).
-        if let Some(prev) = q.frags.last_before(f.end) {
-            if prev.end > f.offset {
-                return Some(DropReason::Overlap);
-            }
-        }
-        if q.frags.len() >= self.cfg.max_frags {
-            return Some(DropReason::TooManyFrags);
-        }
-        None
+        Some(q.created.saturating_add(self.timeout(q.key.family)))
     }
 
-    fn complete(&mut self, slot: u32, out: &mut Vec<u8>) -> Verdict {
-        let Some(q) = self.queue(slot) else {
-            return Verdict::Held;
-        };
-        let total = q.known_end.unwrap_or(0);
-        let Some(head) = q.head.as_ref() else {
-            // Unreachable in practice: full coverage includes offset 0.
-            self.kill(slot, DropReason::BadHeader, 0);
-            return Verdict::Dropped(DropReason::BadHeader);
-        };
-        let Some(set_ce) = ecn_combine(q.ecn_seen) else {
-            self.kill(slot, DropReason::EcnMismatch, 0);
-            return Verdict::Dropped(DropReason::EcnMismatch);
-        };
-        let hlen = head.len;
-        let ip_len = hlen.saturating_add(total);
-        let fits = match q.key.family {
-            Family::V4 => ip_len <= MAX_IP_LEN,
-            Family::V6 => ip_len.saturating_sub(40) <= MAX_IP_LEN,
-        };
-        if !fits {
-            self.kill(slot, DropReason::TooLarge, 0);
-            return Verdict::Dropped(DropReason::TooLarge);
-        }
-        let family = q.key.family;
-        let v6_next = head.v6_next;
-        let n = q.frags.len();
-        let hroom = q.hroom;
-        // Fragments that arrived in order are already in place behind the
-        // header: hand the buffer over. Otherwise one copy, in offset order.
-        let in_place = head.inline
-            && q.buf.len() == hroom.saturating_add(total)
-            && q.frags.iter().all(|r| r.pos == hroom.saturating_add(r.offset));
-        let Some(q) = self.queue_mut(slot) else {
-            return Verdict::Held;
-        };
-        let spare = if in_place {
-            std::mem::replace(out, std::mem::take(&mut q.buf))
-        } else {
-            out.clear();
-            out.reserve(ip_len);
-            match q.head.as_ref() {
-                Some(h) if !h.inline => out.extend_from_slice(&h.bytes),
-                _ => out.extend_from_slice(q.buf.get(..hroom).unwrap_or(&[])),
-            }
-            for r in q.frags.iter() {
-                let piece = r.pos.saturating_add(r.end.saturating_sub(r.offset));
-                out.extend_from_slice(q.buf.get(r.pos..piece).unwrap_or(&[]));
-            }
-            Vec::new()
-        };
-        match (family, v6_next) {
-            (Family::V4, _) => {
-                let len = u16::try_from(ip_len).unwrap_or(u16::MAX).to_be_bytes();
-                if let Some(b) = out.get_mut(2..4) {
-                    b.copy_from_slice(&len);
-                }
-                // Keep DF, clear MF and the offset.
-                if let Some([flags, off]) = out.get_mut(6..8) {
-                    *flags &= 0x40;
-                    *off = 0;
-                }
-                if set_ce {
-                    if let Some(b) = out.get_mut(1) {
-                        *b |= 3;
-                    }
-                }
-                let sum = flowsteer_wire::build::ipv4_header_checksum(out.get(..hlen).unwrap_or(&[])).to_be_bytes();
-                if let Some(b) = out.get_mut(10..12) {
-                    b.copy_from_slice(&sum);
-                }
-            }
-            (Family::V6, next) => {
-                let plen = u16::try_from(ip_len.saturating_sub(40)).unwrap_or(u16::MAX).to_be_bytes();
-                if let Some(b) = out.get_mut(4..6) {
-                    b.copy_from_slice(&plen);
-                }
-                if let Some((field, nh)) = next {
-                    if let Some(b) = out.get_mut(field) {
-                        *b = nh;
-                    }
-                }
-                if set_ce {
-                    if let Some(b) = out.get_mut(1) {
-                        *b |= 0x30;
-                    }
-                }
-            }
-        }
-        let fragments = u32::try_from(n).unwrap_or(u32::MAX);
-        self.remove(slot);
-        self.recycle(spare);
-        self.stats.fragments_completed = self.stats.fragments_completed.saturating_add(n as u64);
-        self.stats.datagrams_completed = self.stats.datagrams_completed.saturating_add(1);
-        Verdict::Complete { fragments }
-    }
-
-    /// Time passes: drops every queue whose timeout (from its first
-    /// fragment) has run out by `now`. O(expired). Returns the number of
-    /// queues dropped.
-    pub fn expire(&mut self, now: u64) -> usize {
-        let mut n = 0usize;
-        for fam in [Family::V4, Family::V6] {
-            let timeout = self.timeout(fam);
-            loop {
-                let head = self.list(fam).head;
-                let Some(q) = self.queue(head) else { break };
-                if now.saturating_sub(q.created) < timeout {
-                    break;
-                }
-                if q.head.is_some() {
-                    self.stats.time_exceeded = self.stats.time_exceeded.saturating_add(1);
-                }
-                self.kill(head, DropReason::TimedOut, 0);
-                n = n.saturating_add(1);
-            }
-        }
-        n
-    }
-
-    /// Drops every pending queue (end of capture, shutdown), counted as
-    /// [`DropReason::Flushed`], and frees the max-distance rule's source
-    /// table. Returns the number of queues dropped.
-    pub fn flush(&mut self) -> usize {
-        let mut n = 0usize;
-        for fam in [Family::V4, Family::V6] {
-            loop {
-                let head = self.list(fam).head;
-                if self.queue(head).is_none() {
-                    break;
-                }
-                self.kill(head, DropReason::Flushed, 0);
-                n = n.saturating_add(1);
-            }
-        }
-        // No queue refers to the max-distance entries any more.
-        self.sources = Vec::new();
-        n
+    /// Accounted cost of one fragment entry (see [`FRAG_OVERHEAD`]).
+    fn frag_cost() -> usize {
+        FRAG_OVERHEAD.max(std::mem::size_of::<Frag<B>>().saturating_mul(2))
     }
 
     fn timeout(&self, fam: Family) -> u64 {
@@ -1328,27 +1390,93 @@ impl Reassembler {
         self.ages.get_mut(fam as usize)
     }
 
-    fn queue(&self, slot: u32) -> Option<&Queue> {
-        self.slots.get(slot as usize).and_then(Option::as_ref)
+    #[inline]
+    fn queue(&self, slot: u32) -> Option<&Queue<B>> {
+        self.slots.get(slot as usize).filter(|q| q.live)
     }
 
-    fn queue_mut(&mut self, slot: u32) -> Option<&mut Queue> {
-        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
+    #[inline]
+    fn queue_mut(&mut self, slot: u32) -> Option<&mut Queue<B>> {
+        self.slots.get_mut(slot as usize).filter(|q| q.live)
     }
 
-    /// Drops the single fragment being pushed.
-    fn drop_single(&mut self, reason: DropReason) -> Verdict {
-        self.stats.drop_frags(reason, 1);
-        Verdict::Dropped(reason)
+    fn bucket(&self, hash: u64) -> usize {
+        (hash as usize) & self.buckets.len().wrapping_sub(1)
     }
 
-    /// Drops a whole queue for `reason`; `extra` fragments (the one being
-    /// pushed, not stored) are counted with it.
-    fn kill(&mut self, slot: u32, reason: DropReason, extra: u64) {
-        let held = self.queue(slot).map_or(0, |q| q.frags.len() as u64);
-        self.remove(slot);
-        self.stats.drop_frags(reason, held.saturating_add(extra));
-        self.stats.drop_datagram(reason);
+    /// The queue with this key, if any, and the key's table hash (from
+    /// the queue on a memo hit, else computed).
+    #[inline]
+    fn find(&mut self, key: &Key) -> (Option<u32>, u64) {
+        let m = key.memo_index(self.memo.len().wrapping_sub(1));
+        if let Some(&s) = self.memo.get(m) {
+            if let Some(q) = self.queue(s) {
+                if q.key == *key {
+                    return (Some(s), q.hash);
+                }
+            }
+        }
+        let hash = key.hash(self.sip);
+        let found = self.lookup(key, hash);
+        if let (Some(s), Some(e)) = (found, self.memo.get_mut(m)) {
+            *e = s;
+        }
+        (found, hash)
+    }
+
+    /// The queue with this key and hash in the table, if any.
+    #[inline]
+    fn lookup(&self, key: &Key, hash: u64) -> Option<u32> {
+        let mut s = *self.buckets.get(self.bucket(hash))?;
+        // Bounded: chains are acyclic and hold at most `count` queues.
+        while let Some(q) = self.queue(s) {
+            if q.hash == hash && q.key == *key {
+                return Some(s);
+            }
+            s = q.hnext;
+        }
+        None
+    }
+
+    /// Doubles the bucket array when the queues (with one more) would
+    /// outnumber it, relinking every queue by its stored hash.
+    fn reserve_bucket(&mut self) {
+        if self.count < self.buckets.len() {
+            return;
+        }
+        let n = self.buckets.len().saturating_mul(2).max(16);
+        self.buckets.clear();
+        self.buckets.resize(n, NIL);
+        self.memo.clear();
+        self.memo.resize(n.saturating_mul(MEMO_PER_BUCKET), NIL);
+        let mask = n.wrapping_sub(1);
+        for (i, q) in self.slots.iter_mut().enumerate() {
+            if q.live {
+                if let Some(b) = self.buckets.get_mut((q.hash as usize) & mask) {
+                    q.hnext = *b;
+                    *b = i as u32;
+                }
+            }
+        }
+    }
+
+    /// Unlinks the queue at `slot` (with this hash and bucket successor)
+    /// from its bucket.
+    fn unlink_bucket(&mut self, slot: u32, hash: u64, hnext: u32) {
+        let b = self.bucket(hash);
+        let Some(first) = self.buckets.get_mut(b) else { return };
+        if *first == slot {
+            *first = hnext;
+            return;
+        }
+        let mut s = *first;
+        while let Some(q) = self.queue_mut(s) {
+            if q.hnext == slot {
+                q.hnext = hnext;
+                return;
+            }
+            s = q.hnext;
+        }
     }
 
     /// The oldest queue other than `keep`: the older of the two list heads
@@ -1367,12 +1495,130 @@ impl Reassembler {
             .map(|(_, s)| s)
     }
 
+    /// Drops the single fragment being pushed.
+    fn drop_single(&mut self, reason: DropReason) -> Verdict {
+        self.stats.drop_frags(reason, 1);
+        Verdict::Dropped(reason)
+    }
+
+    /// Keeps `buf` for a later queue if the free list has room.
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        let cap = buf.capacity();
+        if cap >= FREE_BUF_MIN
+            && self.free_bufs.len() < FREE_BUFS
+            && self.free_buf_bytes.saturating_add(cap) <= FREE_BUF_BYTES
+        {
+            buf.clear();
+            self.free_buf_bytes = self.free_buf_bytes.saturating_add(cap);
+            self.free_bufs.push(buf);
+        }
+    }
+
+    /// A copy buffer for a queue whose first copied fragment is `p`: `hroom`
+    /// bytes of header room, capacity for at least the fragment. Recycled
+    /// when one of a fitting size is free (see [`REUSE_SLACK`]).
+    fn take_buf(&mut self, hroom: usize, p: &Prepared) -> Vec<u8> {
+        let needed = hroom.saturating_add(p.len);
+        let starts = p.offset == 0 || !p.more;
+        let max_cap = if starts { needed.saturating_mul(4).max(REUSE_SLACK) } else { needed.saturating_mul(2) };
+        let found = self.free_bufs.iter().rposition(|b| (needed..=max_cap).contains(&b.capacity()));
+        let mut buf = match found {
+            Some(i) => {
+                let b = self.free_bufs.swap_remove(i);
+                self.free_buf_bytes = self.free_buf_bytes.saturating_sub(b.capacity());
+                b
+            }
+            None => {
+                let want = if p.offset == 0 {
+                    needed.saturating_mul(2)
+                } else if !p.more {
+                    hroom.saturating_add(usize::from(p.end)).min(max_cap)
+                } else {
+                    needed
+                };
+                Vec::with_capacity(want.min(hroom.saturating_add(MAX_IP_LEN)).max(needed))
+            }
+        };
+        buf.clear();
+        buf.resize(hroom, 0);
+        buf
+    }
+
+    /// Takes the queue at `slot` out of the table and its age list and
+    /// releases its accounting; its contents stay in the slot for
+    /// [`Reassembler::vacate`].
+    fn unlink(&mut self, slot: u32) -> bool {
+        let Some(q) = self.queue(slot) else { return false };
+        let (hash, hnext, prev, next, family, mem, n) =
+            (q.hash, q.hnext, q.prev, q.next, q.key.family, q.mem, q.frags.len());
+        self.unlink_bucket(slot, hash, hnext);
+        if let Some(p) = self.queue_mut(prev) {
+            p.next = next;
+        }
+        let next_created = match self.queue_mut(next) {
+            Some(n) => {
+                n.prev = prev;
+                n.created
+            }
+            None => u64::MAX,
+        };
+        // The new head may time out before the bound when the caller's
+        // clock went backwards.
+        let deadline = next_created.saturating_add(self.timeout(family));
+        if let Some(l) = self.ages.get_mut(family as usize) {
+            if l.head == slot {
+                l.head = next;
+                self.next_expiry = self.next_expiry.min(deadline);
+            }
+            if l.tail == slot {
+                l.tail = prev;
+            }
+        }
+        if let Some(q) = self.slots.get_mut(slot as usize) {
+            q.live = false;
+        }
+        self.count = self.count.saturating_sub(1);
+        self.mem = self.mem.saturating_sub(mem);
+        self.stats.pending = self.stats.pending.saturating_sub(n as u64);
+        true
+    }
+
+    /// Empties an unlinked slot (held frames to `released`, copy buffer
+    /// recycled) and puts it on the free list.
+    fn vacate(&mut self, slot: u32) {
+        let Some(q) = self.slots.get_mut(slot as usize) else { return };
+        q.frags.clear_into(&mut self.released);
+        if matches!(q.head, Some(Head { loc: HeadLoc::Saved(_), .. })) {
+            q.head = None;
+        }
+        if q.buf.capacity() > 0 {
+            let buf = std::mem::take(&mut q.buf);
+            self.recycle(buf);
+        }
+        self.free.push(slot);
+    }
+
+    /// Drops a whole queue for `reason`; `extra` fragments (the one being
+    /// pushed, not stored) are counted with it.
+    fn kill(&mut self, slot: u32, reason: DropReason, extra: u64) {
+        let held = self.queue(slot).map_or(0, |q| q.frags.len() as u64);
+        if !self.unlink(slot) {
+            return;
+        }
+        self.vacate(slot);
+        self.stats.drop_frags(reason, held.saturating_add(extra));
+        self.stats.drop_datagram(reason);
+    }
+
     /// Ensures `cost` more bytes fit under `high_thresh`, evicting the oldest
     /// queues (never `keep`) down to `low_thresh` when they do not.
+    #[inline]
     fn make_room(&mut self, cost: usize, keep: Option<u32>) -> bool {
-        if self.mem.saturating_add(cost) <= self.cfg.high_thresh {
-            return true;
-        }
+        self.mem.saturating_add(cost) <= self.cfg.high_thresh || self.evict_for(cost, keep)
+    }
+
+    #[cold]
+    fn evict_for(&mut self, cost: usize, keep: Option<u32>) -> bool {
         while self.mem.saturating_add(cost) > self.cfg.low_thresh {
             let Some(victim) = self.oldest(keep) else { break };
             self.kill(victim, DropReason::Evicted, 0);
@@ -1380,42 +1626,170 @@ impl Reassembler {
         self.mem.saturating_add(cost) <= self.cfg.high_thresh
     }
 
-    fn create(&mut self, key: Key, now: u64, buf: Vec<u8>, hroom: usize) -> Option<u32> {
-        let mem = DATAGRAM_OVERHEAD.saturating_add(buf.capacity());
-        let q = Queue {
-            key,
-            created: now,
-            prev: NIL,
-            next: NIL,
-            frags: Ranges::Small(self.free_ranges.pop().unwrap_or_default()),
-            buf,
-            hroom,
-            known_end: None,
-            max_end: 0,
-            received: 0,
-            head: None,
-            ecn_seen: 0,
-            mem,
-            rid: None,
-        };
-        let slot = match self.free.pop() {
-            Some(s) => {
-                *self.slots.get_mut(s as usize)? = Some(q);
-                s
+    /// Time passes: drops every queue whose timeout has run out by `now`.
+    #[inline]
+    fn expire_inner(&mut self, now: u64) -> usize {
+        if now < self.next_expiry {
+            return 0;
+        }
+        self.expire_walk(now)
+    }
+
+    fn expire_walk(&mut self, now: u64) -> usize {
+        let mut n = 0usize;
+        for fam in [Family::V4, Family::V6] {
+            let timeout = self.timeout(fam);
+            loop {
+                let head = self.list(fam).head;
+                let Some(q) = self.queue(head) else { break };
+                if now.saturating_sub(q.created) < timeout {
+                    break;
+                }
+                if q.head.is_some() {
+                    self.stats.time_exceeded = self.stats.time_exceeded.wrapping_add(1);
+                }
+                self.kill(head, DropReason::TimedOut, 0);
+                n = n.saturating_add(1);
             }
+        }
+        self.next_expiry = self.poll_timeout().unwrap_or(u64::MAX);
+        n
+    }
+
+    fn flush_inner(&mut self) -> usize {
+        let mut n = 0usize;
+        for fam in [Family::V4, Family::V6] {
+            loop {
+                let head = self.list(fam).head;
+                if self.queue(head).is_none() {
+                    break;
+                }
+                self.kill(head, DropReason::Flushed, 0);
+                n = n.saturating_add(1);
+            }
+        }
+        // No queue refers to the max-distance entries, the buckets or the
+        // slots any more.
+        self.sources = SourceTable::default();
+        self.buckets = Vec::new();
+        self.memo = Vec::new();
+        self.slots = Vec::new();
+        self.free = Vec::new();
+        self.next_expiry = u64::MAX;
+        n
+    }
+
+    /// Time passes: drops every queue whose timeout (from its first
+    /// fragment) has run out by `now`. O(expired). Returns the number of
+    /// queues dropped. Frames held by those queues are dropped (their
+    /// `Drop` runs); use [`Reassembler::expire_into`] to get them back.
+    pub fn expire(&mut self, now: u64) -> usize {
+        let n = self.expire_inner(now);
+        self.released.clear();
+        n
+    }
+
+    /// [`Reassembler::expire`], appending the frames of the dropped queues
+    /// to `spare`.
+    pub fn expire_into(&mut self, now: u64, spare: &mut Vec<B>) -> usize {
+        let n = self.expire_inner(now);
+        spare.append(&mut self.released);
+        n
+    }
+
+    /// Drops every pending queue (end of capture, shutdown), counted as
+    /// [`DropReason::Flushed`], and frees the max-distance rule's source
+    /// table, the bucket array and the slab. Returns the number of queues
+    /// dropped. Held frames are dropped; use [`Reassembler::flush_into`] to
+    /// get them back.
+    pub fn flush(&mut self) -> usize {
+        let n = self.flush_inner();
+        self.released.clear();
+        n
+    }
+
+    /// [`Reassembler::flush`], appending every held frame to `spare`.
+    pub fn flush_into(&mut self, spare: &mut Vec<B>) -> usize {
+        let n = self.flush_inner();
+        spare.append(&mut self.released);
+        n
+    }
+
+    /// The checks against a queue's state, in Linux `ip_frag_queue` order:
+    /// end consistency, then duplicate, then overlap, then the cap.
+    fn check_existing(q: &Queue<B>, f: &Prepared, max_frags: usize) -> Option<DropReason> {
+        let end = usize::from(f.end);
+        if !f.more {
+            if end < q.max_end || q.known_end.is_some_and(|e| e != end) {
+                return Some(DropReason::ConflictingEnd);
+            }
+        } else if q.known_end.is_some_and(|e| end > e) {
+            return Some(DropReason::ConflictingEnd);
+        }
+        // In-order arrival (at or past the end of the last held fragment)
+        // can neither duplicate nor overlap: skip both searches.
+        if q.frags.last_end().is_some_and(|e| e > f.offset) {
+            if let Some(h) = q.frags.get(f.offset) {
+                if h.end == f.end && h.more == f.more {
+                    return Some(DropReason::Duplicate);
+                }
+            }
+            // Fragments are disjoint, so the one starting last before our end
+            // is the only candidate that can overlap us (see the module docs).
+            if let Some(prev) = q.frags.last_before(f.end) {
+                if prev.end > f.offset {
+                    return Some(DropReason::Overlap);
+                }
+            }
+        }
+        if q.frags.len() >= max_frags {
+            return Some(DropReason::TooManyFrags);
+        }
+        None
+    }
+
+    /// Creates an empty queue for `key` in a free slot (linked at the tail
+    /// of its age list and into its bucket), charging [`DATAGRAM_OVERHEAD`].
+    fn create(&mut self, key: Key, hash: u64, now: u64) -> Option<u32> {
+        self.reserve_bucket();
+        let slot = match self.free.pop() {
+            Some(s) => s,
             None => {
                 let s = u32::try_from(self.slots.len()).ok().filter(|&s| s != NIL)?;
-                self.slots.push(Some(q));
+                self.slots.push(Queue::vacant());
                 s
             }
         };
-        // Link at the tail of the family's age list.
         let tail = self.list(key.family).tail;
+        let b = self.bucket(hash);
+        let first = self.buckets.get(b).copied().unwrap_or(NIL);
+        let q = self.slots.get_mut(slot as usize)?;
+        q.hash = hash;
+        q.key = key;
+        q.hnext = first;
+        q.live = true;
+        q.ecn_seen = 0;
+        q.has_buf = false;
+        q.prev = tail;
+        q.next = NIL;
+        q.created = now;
+        q.known_end = None;
+        q.max_end = 0;
+        q.received = 0;
+        q.mem = DATAGRAM_OVERHEAD;
+        q.rid = None;
+        q.head = None;
+        q.hroom = 0;
+        if let Some(h) = self.buckets.get_mut(b) {
+            *h = slot;
+        }
+        let m = key.memo_index(self.memo.len().wrapping_sub(1));
+        if let Some(e) = self.memo.get_mut(m) {
+            *e = slot;
+        }
+        // Link at the tail of the family's age list.
         if let Some(t) = self.queue_mut(tail) {
             t.next = slot;
-        }
-        if let Some(q) = self.queue_mut(slot) {
-            q.prev = tail;
         }
         if let Some(l) = self.list_mut(key.family) {
             if l.head == NIL {
@@ -1423,43 +1797,415 @@ impl Reassembler {
             }
             l.tail = slot;
         }
-        self.map.insert(key, slot);
-        self.mem = self.mem.saturating_add(mem);
-        self.stats.mem_high_watermark = self.stats.mem_high_watermark.max(self.mem);
-        self.stats.datagrams_created = self.stats.datagrams_created.saturating_add(1);
+        self.next_expiry = self.next_expiry.min(now.saturating_add(self.timeout(key.family)));
+        self.count = self.count.saturating_add(1);
+        self.mem = self.mem.saturating_add(DATAGRAM_OVERHEAD);
+        self.stats.datagrams_created = self.stats.datagrams_created.wrapping_add(1);
         Some(slot)
     }
+}
 
-    /// Unlinks and frees a queue (no drop counters).
-    fn remove(&mut self, slot: u32) {
-        let Some(q) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
-            return;
+impl<B: AsRef<[u8]>> Reassembler<B> {
+    /// Feeds one packet, copying. `frame` holds the packet at
+    /// `l3.l3_offset` (any link layer) and `l3` is its parse result
+    /// (`flowsteer_wire::parse_frame(..).outer`). When the fragment completes
+    /// its datagram, `out` is cleared and receives the complete IP packet
+    /// (ready to use: IPv4 header with MF=0, offset 0, new total length and
+    /// checksum; IPv6 with the Fragment header removed, the Next Header chain
+    /// and payload length fixed), and the verdict is [`Verdict::Complete`].
+    /// Otherwise `out` is left alone. Runs [`Reassembler::expire`] first.
+    /// Held frames of queues dropped meanwhile (only when
+    /// [`Reassembler::push_owned`] is used on the same reassembler) are
+    /// dropped.
+    pub fn push(&mut self, frame: &[u8], l3: &L3Info, now: u64, out: &mut Vec<u8>) -> Verdict {
+        let v = match self.prepare(frame, l3, now) {
+            Ok(p) => self.insert(p, Payload::Copy(frame), now, Out::Flat(out)),
+            Err(v) => v,
         };
-        if let Some(p) = self.queue_mut(q.prev) {
-            p.next = q.next;
-        }
-        if let Some(n) = self.queue_mut(q.next) {
-            n.prev = q.prev;
-        }
-        if let Some(l) = self.list_mut(q.key.family) {
-            if l.head == slot {
-                l.head = q.next;
+        self.released.clear();
+        v
+    }
+
+    /// Feeds one packet, handing its frame buffer over (zero-copy; see the
+    /// module docs). `frame.as_ref()` holds the packet at `l3.l3_offset` and
+    /// `l3` is its parse result. Runs [`Reassembler::expire`] first.
+    ///
+    /// * [`Verdict::Held`]: the reassembler keeps the frame.
+    /// * [`Verdict::Complete`]: `out` holds the datagram, this frame among
+    ///   its buffers (frames still in `out` from before are appended to
+    ///   `spare` first).
+    /// * [`Verdict::Dropped`], [`Verdict::NotFragment`], [`Verdict::Atomic`]:
+    ///   the frame is handed back as the **last** element of `spare` (pass a
+    ///   not-fragment or atomic one on unchanged).
+    ///
+    /// Frames of queues dropped during the call (expired, evicted, stale,
+    /// or killed by this fragment) are appended to `spare` as well. Each
+    /// held frame is charged its whole length against `high_thresh`.
+    pub fn push_owned(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>, spare: &mut Vec<B>) -> Verdict {
+        let v = match self.prepare(frame.as_ref(), l3, now) {
+            Ok(p) => self.insert(p, Payload::Own(frame), now, Out::Chain(out)),
+            Err(v) => {
+                self.released.push(frame);
+                v
             }
-            if l.tail == slot {
-                l.tail = q.prev;
+        };
+        if !self.released.is_empty() {
+            spare.append(&mut self.released);
+        }
+        v
+    }
+
+    /// The per-fragment checks shared by both paths: nothing malformed is
+    /// ever stored. Err is the verdict for a packet that goes no further
+    /// (the frame is then not kept).
+    #[inline(always)]
+    fn prepare(&mut self, frame: &[u8], l3: &L3Info, now: u64) -> Result<Prepared, Verdict> {
+        self.expire_inner(now);
+        if l3.atomic_frag {
+            self.stats.atomic = self.stats.atomic.wrapping_add(1);
+            return Err(Verdict::Atomic);
+        }
+        let Some(fi) = l3.frag else {
+            self.stats.not_fragment = self.stats.not_fragment.wrapping_add(1);
+            return Err(Verdict::NotFragment);
+        };
+        self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
+        if self.cfg.max_frags == 0 || self.cfg.max_datagrams == 0 {
+            return Err(self.drop_single(DropReason::Disabled));
+        }
+        let (family, addrs, key_proto) = match (l3.tuple.src, l3.tuple.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                (Family::V4, [u64::from(u32::from(s)) | (u64::from(u32::from(d)) << 32), 0, 0, 0], l3.tuple.proto)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let (s, d) = (u128::from(s), u128::from(d));
+                (Family::V6, [s as u64, (s >> 64) as u64, d as u64, (d >> 64) as u64], 0)
+            }
+            _ => return Err(self.drop_single(DropReason::BadHeader)),
+        };
+        let key = Key { addrs, id: fi.id, proto: key_proto, family };
+
+        let Some(ip_end) = l3.l3_offset.checked_add(l3.ip_total_len) else {
+            return Err(self.drop_single(DropReason::Truncated));
+        };
+        let Some(data_at) = l3.l3_offset.checked_add(l3.ip_header_len) else {
+            return Err(self.drop_single(DropReason::Truncated));
+        };
+        if l3.truncated || ip_end > frame.len() {
+            return Err(self.drop_single(DropReason::Truncated));
+        }
+        if data_at > ip_end || u32::try_from(ip_end).is_err() {
+            return Err(self.drop_single(DropReason::BadHeader));
+        }
+        let len = ip_end.saturating_sub(data_at);
+        let offset = usize::from(fi.offset);
+        if len == 0 || (fi.more && !len.is_multiple_of(8)) {
+            return Err(self.drop_single(DropReason::BadLength));
+        }
+        let end = offset.saturating_add(len);
+        let limit_end = match family {
+            Family::V4 => end.saturating_add(l3.ip_header_len),
+            Family::V6 => end,
+        };
+        // Also makes offset and end fit 16 bits.
+        let (Ok(off16), Ok(end16)) = (u16::try_from(offset), u16::try_from(end)) else {
+            return Err(self.drop_single(DropReason::TooLarge));
+        };
+        if limit_end > MAX_IP_LEN {
+            return Err(self.drop_single(DropReason::TooLarge));
+        }
+        if offset == 0 {
+            let l4_end = l3.l4_offset.map(|l4| l4.saturating_add(min_l4_len(l3.tuple.proto)));
+            if l4_end.is_none_or(|e| e > ip_end) {
+                return Err(self.drop_single(DropReason::TinyFirst));
+            }
+        } else if family == Family::V4 && offset == 8 && l3.tuple.proto == proto::TCP {
+            return Err(self.drop_single(DropReason::TinyFirst));
+        }
+        let hroom = match family {
+            Family::V4 => l3.ip_header_len,
+            Family::V6 => l3.ip_header_len.saturating_sub(8),
+        };
+        let head = if offset == 0 {
+            let at = l3.l3_offset;
+            match family {
+                Family::V4 => Some(HeadIn { at, len: l3.ip_header_len, v6_next: None }),
+                Family::V6 => {
+                    let frag_at = hroom;
+                    let ip = frame.get(at..ip_end).unwrap_or(&[]);
+                    match (v6_next_header_field(ip, frag_at), ip.get(frag_at)) {
+                        (Some(field), Some(&nh)) if frag_at >= 40 => {
+                            Some(HeadIn { at, len: frag_at, v6_next: Some((field, nh)) })
+                        }
+                        _ => None,
+                    }
+                }
+            }
+        } else {
+            None
+        };
+        if offset == 0 && head.is_none() {
+            return Err(self.drop_single(DropReason::BadHeader));
+        }
+        Ok(Prepared { key, offset: off16, end: end16, more: fi.more, ecn: ecn_bit(l3.ecn), data_at, len, hroom, head })
+    }
+
+    /// Drops the fragment being pushed (its frame, if owned, is released;
+    /// a copy buffer taken for it is recycled). `counted`: the fragment was
+    /// already counted with its killed queue.
+    #[cold]
+    fn reject(&mut self, reason: DropReason, payload: Payload<'_, B>, buf: Option<Vec<u8>>, counted: bool) -> Verdict {
+        if let Some(b) = buf {
+            self.recycle(b);
+        }
+        if let Payload::Own(b) = payload {
+            self.released.push(b);
+        }
+        if counted {
+            Verdict::Dropped(reason)
+        } else {
+            self.drop_single(reason)
+        }
+    }
+
+    /// The table, rule and accounting part shared by both paths, then the
+    /// store and, if the datagram is whole, the delivery.
+    #[inline(always)]
+    fn insert(&mut self, p: Prepared, payload: Payload<'_, B>, now: u64, out: Out<'_, B>) -> Verdict {
+        let (mut existing, hash) = self.find(&p.key);
+        let max_dist = self.cfg.max_dist;
+        let rid = if p.key.family == Family::V4 && max_dist != 0 {
+            let hint = existing.and_then(|s| self.slots.get(s as usize)).and_then(|q| q.rid);
+            self.sources.tick(self.sip, p.key.v4_src(), hint)
+        } else {
+            None
+        };
+        let frag_cost = Self::frag_cost();
+        // A copied offset-0 header that does not fit the header room is
+        // kept (and charged) on its own.
+        let head_extra = |hroom: usize| match (&payload, p.head) {
+            (Payload::Copy(_), Some(h)) if h.len != hroom => h.len,
+            _ => 0,
+        };
+        // A copied fragment into a queue without a copy buffer yet gets one.
+        let mut new_buf = None;
+        let mut stale = None;
+        let mut cost = 0;
+        if let Some(slot) = existing {
+            let Some(q) = self.slots.get(slot as usize) else {
+                return self.reject(DropReason::BadHeader, payload, None, false);
+            };
+            if is_stale(rid, q.rid, max_dist) {
+                stale = Some(slot);
+            } else if let Some(reason) = Self::check_existing(q, &p, self.cfg.max_frags) {
+                if reason == DropReason::Duplicate {
+                    return self.reject(reason, payload, None, false);
+                }
+                self.kill(slot, reason, 1);
+                return self.reject(reason, payload, None, true);
+            } else {
+                cost = match &payload {
+                    Payload::Copy(_) if q.has_buf => {
+                        let cap = q.buf.capacity();
+                        let needed = q.buf.len().saturating_add(p.len);
+                        let grown = grow_target(cap, needed, buf_limit(q.hroom, q.known_end, &p));
+                        grown.saturating_sub(cap).saturating_add(head_extra(q.hroom))
+                    }
+                    // No copy buffer yet: taken below.
+                    Payload::Copy(_) => usize::MAX,
+                    Payload::Own(b) => b.as_ref().len(),
+                };
             }
         }
-        self.map.remove(&q.key);
-        self.free.push(slot);
-        self.mem = self.mem.saturating_sub(q.mem);
-        self.stats.pending = self.stats.pending.saturating_sub(q.frags.len() as u64);
-        self.recycle(q.buf);
-        if let Ranges::Small(mut v) = q.frags {
-            if self.free_ranges.len() < FREE_BUFS && v.capacity() <= SMALL_RANGES {
-                v.clear();
-                self.free_ranges.push(v);
+        if let Some(slot) = stale {
+            self.kill(slot, DropReason::StaleQueue, 0);
+            existing = None;
+        }
+        let slot = match existing {
+            Some(slot) => {
+                if cost == usize::MAX {
+                    let b = self.take_buf(p.hroom, &p);
+                    cost = b.capacity().saturating_add(head_extra(p.hroom));
+                    new_buf = Some(b);
+                }
+                if !self.make_room(cost.saturating_add(frag_cost), Some(slot)) {
+                    return self.reject(DropReason::NoMemory, payload, new_buf, false);
+                }
+                slot
+            }
+            None => {
+                if self.count >= self.cfg.max_datagrams {
+                    if let Some(old) = self.oldest(None) {
+                        self.kill(old, DropReason::Evicted, 0);
+                    }
+                }
+                cost = match &payload {
+                    Payload::Copy(_) => {
+                        let b = self.take_buf(p.hroom, &p);
+                        let c = b.capacity();
+                        new_buf = Some(b);
+                        c.saturating_add(head_extra(p.hroom))
+                    }
+                    Payload::Own(b) => b.as_ref().len(),
+                };
+                if !self.make_room(cost.saturating_add(frag_cost).saturating_add(DATAGRAM_OVERHEAD), None) {
+                    return self.reject(DropReason::NoMemory, payload, new_buf, false);
+                }
+                match self.create(p.key, hash, now) {
+                    Some(slot) => slot,
+                    None => return self.reject(DropReason::NoMemory, payload, new_buf, false),
+                }
+            }
+        };
+        let Some(q) = self.slots.get_mut(slot as usize) else {
+            return self.reject(DropReason::BadHeader, payload, new_buf, false);
+        };
+        let fresh = new_buf.is_some();
+        if let Some(b) = new_buf {
+            q.buf = b;
+            q.hroom = p.hroom;
+            q.has_buf = true;
+        }
+        // Store the payload (growing the copy buffer as predicted above) and
+        // the offset-0 header.
+        let mut mem = frag_cost;
+        let data = match payload {
+            Payload::Copy(frame) => {
+                let old_cap = q.buf.capacity();
+                let needed = q.buf.len().saturating_add(p.len);
+                if needed > old_cap {
+                    let target = grow_target(old_cap, needed, buf_limit(q.hroom, q.known_end, &p));
+                    q.buf.reserve_exact(target.saturating_sub(q.buf.len()));
+                }
+                let pos = q.buf.len();
+                q.buf.extend_from_slice(frame.get(p.data_at..p.data_at.saturating_add(p.len)).unwrap_or(&[]));
+                // A new buffer's capacity counts whole; a grown one, the growth.
+                let before = if fresh { 0 } else { old_cap };
+                mem = mem.saturating_add(q.buf.capacity().saturating_sub(before));
+                if let Some(h) = p.head {
+                    let bytes = frame.get(h.at..h.at.saturating_add(h.len)).unwrap_or(&[]);
+                    let loc = if h.len == q.hroom {
+                        if let Some(b) = q.buf.get_mut(..h.len) {
+                            b.copy_from_slice(bytes);
+                        }
+                        HeadLoc::Inline
+                    } else {
+                        mem = mem.saturating_add(h.len);
+                        HeadLoc::Saved(bytes.into())
+                    };
+                    q.head = Some(Head { loc, len: h.len, v6_next: h.v6_next });
+                }
+                Data::Copied(pos as u32)
+            }
+            Payload::Own(b) => {
+                mem = mem.saturating_add(b.as_ref().len());
+                if let Some(h) = p.head {
+                    q.head = Some(Head { loc: HeadLoc::Held(h.at as u32), len: h.len, v6_next: h.v6_next });
+                }
+                Data::Held(b, p.data_at as u32)
+            }
+        };
+        let end = usize::from(p.end);
+        if !p.more {
+            q.known_end = Some(end);
+        }
+        q.max_end = q.max_end.max(end);
+        q.received = q.received.saturating_add(p.len);
+        q.ecn_seen |= p.ecn;
+        q.rid = rid;
+        q.frags.insert(Frag { offset: p.offset, end: p.end, more: p.more, data });
+        q.mem = q.mem.saturating_add(mem);
+        let done = q.known_end == Some(q.received);
+        self.mem = self.mem.saturating_add(mem);
+        self.stats.mem_high_watermark = self.stats.mem_high_watermark.max(self.mem);
+        self.stats.pending = self.stats.pending.wrapping_add(1);
+        if done {
+            return self.complete(slot, out);
+        }
+        Verdict::Held
+    }
+
+    /// Delivers the whole datagram at `slot` into `out` (or drops it when
+    /// the datagram-level checks fail).
+    fn complete(&mut self, slot: u32, out: Out<'_, B>) -> Verdict {
+        let Some(q) = self.queue(slot) else {
+            return Verdict::Held;
+        };
+        let total = q.known_end.unwrap_or(0);
+        let Some(head) = q.head.as_ref() else {
+            // Unreachable in practice: full coverage includes offset 0.
+            self.kill(slot, DropReason::BadHeader, 0);
+            return Verdict::Dropped(DropReason::BadHeader);
+        };
+        let Some(set_ce) = ecn_combine(q.ecn_seen) else {
+            self.kill(slot, DropReason::EcnMismatch, 0);
+            return Verdict::Dropped(DropReason::EcnMismatch);
+        };
+        let (hlen, v6_next, inline) = (head.len, head.v6_next, matches!(head.loc, HeadLoc::Inline));
+        let ip_len = hlen.saturating_add(total);
+        let family = q.key.family;
+        let fits = match family {
+            Family::V4 => ip_len <= MAX_IP_LEN,
+            Family::V6 => ip_len.saturating_sub(40) <= MAX_IP_LEN,
+        };
+        if !fits {
+            self.kill(slot, DropReason::TooLarge, 0);
+            return Verdict::Dropped(DropReason::TooLarge);
+        }
+        let n = q.frags.len();
+        if !self.unlink(slot) {
+            return Verdict::Held;
+        }
+        let Some(q) = self.slots.get_mut(slot as usize) else {
+            return Verdict::Held;
+        };
+        match out {
+            Out::Flat(out) => {
+                let hroom = q.hroom;
+                // Fragments that arrived in order are already in place behind
+                // the header: hand the buffer over. Otherwise one copy, in
+                // offset order.
+                let in_place = inline
+                    && q.buf.len() == hroom.saturating_add(total)
+                    && q.frags.iter().all(|r| match r.data {
+                        Data::Copied(pos) => pos as usize == hroom.saturating_add(r.offset()),
+                        Data::Held(..) => false,
+                    });
+                if in_place {
+                    std::mem::swap(out, &mut q.buf);
+                } else {
+                    out.clear();
+                    out.reserve(ip_len);
+                    out.extend_from_slice(q.head_bytes());
+                    for f in q.frags.iter() {
+                        out.extend_from_slice(f.bytes(&q.buf));
+                    }
+                }
+                fix_header(family, out.get_mut(..hlen).unwrap_or(&mut []), ip_len, set_ce, v6_next);
+            }
+            Out::Chain(ch) => {
+                self.released.extend(ch.frags.drain(..).filter_map(Frag::into_held));
+                ch.header.clear();
+                copy_small(&mut ch.header, q.head_bytes());
+                fix_header(family, &mut ch.header, ip_len, set_ce, v6_next);
+                if q.has_buf {
+                    std::mem::swap(&mut ch.copied, &mut q.buf);
+                } else {
+                    ch.copied.clear();
+                }
+                // Hand the fragment list over whole; the chain's empty vector
+                // stays with the slot for its next queue.
+                match &mut q.frags {
+                    Ranges::Small(v) => std::mem::swap(v, &mut ch.frags),
+                    Ranges::Big(m) => ch.frags.extend(std::mem::take(m).into_values()),
+                }
+                ch.len = ip_len;
             }
         }
+        self.vacate(slot);
+        self.stats.fragments_completed = self.stats.fragments_completed.wrapping_add(n as u64);
+        self.stats.datagrams_completed = self.stats.datagrams_completed.wrapping_add(1);
+        Verdict::Complete { fragments: u32::try_from(n).unwrap_or(u32::MAX) }
     }
 }
 
@@ -1467,12 +2213,14 @@ impl Reassembler {
 mod tests {
     use super::*;
 
-    /// [`DATAGRAM_OVERHEAD`] covers the slab slot and the map entry (plus
-    /// 2 x 16 B of allocator headers).
+    /// [`DATAGRAM_OVERHEAD`] covers the slab slot and up to two bucket heads
+    /// (plus 2 x 16 B of allocator headers); the fragment charge covers two
+    /// entries.
     #[test]
     fn datagram_overhead_covers_slot_and_entry() {
-        let fixed = std::mem::size_of::<Option<Queue>>() + std::mem::size_of::<(Key, u32)>() + 32;
+        let fixed = std::mem::size_of::<Queue<Vec<u8>>>() + 2 * std::mem::size_of::<u32>() + 32;
         assert!(fixed <= DATAGRAM_OVERHEAD, "{fixed}");
-        assert!(2 * std::mem::size_of::<Range>() <= FRAG_OVERHEAD);
+        assert!(2 * std::mem::size_of::<Frag<u32>>() <= FRAG_OVERHEAD);
+        assert!(Reassembler::<Vec<u8>>::frag_cost() >= 2 * std::mem::size_of::<Frag<Vec<u8>>>());
     }
 }

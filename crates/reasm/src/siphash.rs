@@ -1,33 +1,44 @@
-//! Keyed SipHash (Aumasson & Bernstein) as a [`BuildHasher`], so the
-//! reassembly table can be seeded deterministically in tests
+//! Keyed SipHash-1-3 (Aumasson & Bernstein) for the reassembly table, so it
+//! can be seeded deterministically in tests
 //! ([`crate::Reassembler::with_seed`]) and randomly in production
 //! ([`crate::Reassembler::new`], keys from `getrandom`). A keyed hash keeps an
 //! attacker who controls fragment ids and addresses from choosing colliding
 //! keys (Crosby & Wallach; reliability check 17).
 //!
-//! The table uses SipHash-1-3 (one compression round, three finalisation
-//! rounds), the variant std's `HashMap` and the per-core flow table use for
-//! the same hash-flooding argument: the key is secret and random, the output
-//! never leaves the process, so the attacker cannot run the offline
-//! cryptanalysis that 2-4's margin is for. The key is hashed as 2 (IPv4) or
-//! 5 (IPv6) whole 64-bit words (see `Key`'s `Hash`), not byte by byte.
+//! SipHash-1-3 (one compression round, three finalisation rounds) is the
+//! variant std's `HashMap` and the per-core flow table use for the same
+//! hash-flooding argument: the key is secret and random, the output never
+//! leaves the process, so the attacker cannot run the offline cryptanalysis
+//! that 2-4's margin is for. It stays a PRF even against an attacker who
+//! learns bucket collisions through timing, which the faster
+//! multiply-based keyed hashes (aHash's fallback, foldhash, NH/UMAC-style
+//! universal hashing) do not claim. The cost is kept down instead: at most
+//! one hash per fragment ([`sip13`] over the packed key: IPv4 is 11 bytes =
+//! one word plus the final block, 5 rounds; IPv6 is 36 bytes, 8 rounds), the
+//! hash remembered in the queue so completion and removal never hash again,
+//! and a verified lookaside memo in front of the table (see the crate docs)
+//! so the later fragments of a datagram usually skip it; colliding in the
+//! memo only costs an attacker's fragments the keyed lookup.
 
-use std::hash::{BuildHasher, Hasher};
-
-/// Builds [`SipHasher13`]s with a fixed 128-bit key.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SipBuildHasher {
-    pub(crate) k0: u64,
-    pub(crate) k1: u64,
-}
-
-impl BuildHasher for SipBuildHasher {
-    type Hasher = SipHasher13;
-
-    fn build_hasher(&self) -> SipHasher13 {
-        SipHasher13::new(self.k0, self.k1)
+/// SipHash-1-3 of the `len`-byte message whose little-endian 64-bit words
+/// are `words` followed by `tail` (the last `len % 8` bytes, zero above).
+/// Equal to feeding those bytes to a streaming SipHash-1-3 (tested below),
+/// without the streaming bookkeeping.
+#[inline]
+pub(crate) fn sip13(k0: u64, k1: u64, words: &[u64], tail: u64, len: u64) -> u64 {
+    let mut s = SipHasher13::new(k0, k1);
+    for &w in words {
+        s.compress(w);
     }
+    s.compress(((len & 0xff) << 56) | tail);
+    s.v[2] ^= 0xff;
+    for _ in 0..3 {
+        SipHasher13::round(&mut s.v);
+    }
+    s.v[0] ^ s.v[1] ^ s.v[2] ^ s.v[3]
 }
+
+use std::hash::Hasher;
 
 /// Streaming SipHash-c-d with 64-bit output: `C` compression rounds per
 /// word, `D` finalisation rounds.
@@ -189,5 +200,22 @@ mod tests {
         b.write(&0x0102_0304_0506_0708u64.to_le_bytes()[3..]);
         b.write(&9u64.to_le_bytes());
         assert_eq!(a.finish(), b.finish());
+    }
+
+    /// The word-wise [`sip13`] equals streaming the same bytes, for every
+    /// tail length the table uses (IPv4 key 11 bytes, IPv6 36, source 4).
+    #[test]
+    fn sip13_words_equal_streaming() {
+        let bytes: Vec<u8> = (0u8..40).map(|b| b.wrapping_mul(37).wrapping_add(5)).collect();
+        for len in [0usize, 4, 8, 11, 16, 36, 40] {
+            let msg = &bytes[..len];
+            let words: Vec<u64> = msg.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().unwrap())).collect();
+            let rest = &msg[words.len() * 8..];
+            let mut t = [0u8; 8];
+            t[..rest.len()].copy_from_slice(rest);
+            let mut h = SipHasher13::new(3, 4);
+            h.write(msg);
+            assert_eq!(sip13(3, 4, &words, u64::from_le_bytes(t), len as u64), h.finish(), "len {len}");
+        }
     }
 }
