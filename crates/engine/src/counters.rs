@@ -12,8 +12,10 @@
 //!   + (Queued - Len)` holds at every snapshot (reliability check 18).
 //!
 //! Conservation (B5): `received + reassembled = delivered + dropped (by
-//! reason) + in flight + absorbed`, where in flight is the sum of `Len` (zero
-//! after the final drain), `delivered = Handled - worker drops`, `reassembled`
+//! reason) + in flight + absorbed`, where in flight is the sum of `Len` plus
+//! fragments waiting for their first fragment (zero after the final drain),
+//! `delivered = Handled - worker drops - fragments taken into a worker's
+//! reassembler`, `reassembled`
 //! counts datagrams rebuilt from fragments (each re-enters as one packet) and
 //! `absorbed` the fragments inside them or still pending. Without
 //! reassembly the last two are zero: `received = delivered + dropped + in flight`.
@@ -50,6 +52,12 @@ pub struct LcoreCounters {
     /// datagrams or still pending.
     pub reasm_absorbed: u64,
     pub reasm_pending: u64,
+    /// Fragments a worker took into its reassembler (policies `rehash` and
+    /// `owner`): handled, but not delivered (the datagram is).
+    pub frag_taken: u64,
+    /// Fragments waiting on the receive side for their first fragment
+    /// (policy `owner`; a gauge, counted as in flight).
+    pub frag_held: u64,
     /// Fragments the reassembler dropped, by reason.
     pub reasm_drops: Vec<(&'static str, u64)>,
     pub order_violations: u64,
@@ -129,13 +137,17 @@ pub struct Totals {
     /// Timers fired, each on its own core.
     pub timers_fired: u64,
     pub flows_expired: u64,
-    /// Reassembly (fragment policy `rehash`): datagrams rebuilt, of which
-    /// steered to another owner than their fragments' 2-tuple one; fragments
-    /// absorbed into datagrams or pending.
+    /// Reassembly (fragment policies `local`, `rehash`, `owner`): datagrams
+    /// rebuilt, of which steered on to another worker than the one that
+    /// reassembled them; fragments absorbed into datagrams or pending.
     pub reassembled: u64,
     pub reinjected: u64,
     pub reasm_absorbed: u64,
     pub reasm_pending: u64,
+    /// Fragments taken into a worker's reassembler after a hand-off.
+    pub frag_taken: u64,
+    /// Fragments waiting for their first fragment (included in `in_flight`).
+    pub frag_held: u64,
     pub pps: f64,
     pub bytes: u64,
 }
@@ -215,13 +227,13 @@ pub fn snapshot(
         });
         totals.received += c.received;
         totals.handled += handled;
-        let worker_drops = c.drop_flow_full + c.drop_no_listener;
-        totals.delivered += handled - worker_drops.min(handled);
+        let not_delivered = c.drop_flow_full + c.drop_no_listener + c.frag_taken;
+        totals.delivered += handled - not_delivered.min(handled);
         totals.listener_bucket += c.listener_bucket;
         totals.listener_wildcard += c.listener_wildcard;
         totals.timers_fired += c.timers_fired;
         totals.flows_expired += c.flows_expired;
-        totals.in_flight += len;
+        totals.in_flight += len + c.frag_held;
         totals.order_violations += c.order_violations;
         totals.steer_moves += c.steer_moves;
         totals.held_for_drain += c.held_for_drain;
@@ -235,6 +247,8 @@ pub fn snapshot(
         totals.reinjected += c.reinjected;
         totals.reasm_absorbed += c.reasm_absorbed;
         totals.reasm_pending += c.reasm_pending;
+        totals.frag_taken += c.frag_taken;
+        totals.frag_held += c.frag_held;
         let qd: u64 = c.qdrops_to.iter().sum();
         if qd > 0 {
             *totals.drops.entry("queue_full".into()).or_insert(0) += qd;

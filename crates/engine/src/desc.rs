@@ -26,4 +26,7 @@ pub struct PacketDesc {
     pub rxq: u16,
     /// The packet is an IP fragment (no order stamp unless the first one).
     pub fragment: bool,
+    /// The frame's bytes follow in the fragment channel beside this queue
+    /// (fragment policies `rehash` and `owner`: the worker reassembles).
+    pub carry: bool,
 }

@@ -3,6 +3,7 @@
 
 use crate::counters::{snapshot, LcoreCounters, Snapshot};
 use crate::desc::PacketDesc;
+use crate::fraghold::FragHoldConfig;
 use crate::lcore::{FlowState, Lcore, LcoreParts};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
@@ -27,27 +28,55 @@ pub const DEFAULT_BUCKETS: usize = 128;
 /// Most receive queues.
 pub const MAX_RX_QUEUES: usize = 1024;
 
-/// What the receive side does with IP fragments.
+/// What the engine does with IP fragments (M14, B2). A NIC hashes a
+/// fragment on its address pair only (a non-first fragment has no ports),
+/// so a UDP flow's fragments and its whole datagrams land on different
+/// cores; the policies differ in where the fragments are reassembled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FragSteer {
-    /// Steer each fragment on its own (2-tuple hash, as a NIC does); no
-    /// reassembly.
+    /// Steer each fragment on its own (2-tuple hash); no reassembly.
     Off,
-    /// FreeBSD's way (M14): reassemble on the core where the fragments land
-    /// (their 2-tuple queue), then hash the datagram with the configured
-    /// hash types and steer it to its owner like any packet; counted as
-    /// `reinjected` when that owner is not the 2-tuple one.
+    /// Reassemble on the receiving core before steering, then steer the
+    /// datagram by its own hash. In order with one receive queue; costs the
+    /// receive core the reassembly work.
+    Local,
+    /// FreeBSD's way: a fragment goes (with its bytes) to the worker its
+    /// 2-tuple hash selects, is reassembled there, and the datagram is
+    /// re-hashed with the configured hash types and re-injected to its
+    /// owner when that differs (`reinjected`). The extra hop lets a flow's
+    /// later small datagrams overtake a reassembled one: reordering.
     Rehash,
+    /// Beyond FreeBSD: the first fragment's ports pick the flow's owner and
+    /// the datagram id is remembered, so every fragment goes to the owner,
+    /// behind the flow's earlier packets, and is reassembled there; earlier
+    /// fragments wait in a bounded holding area ([`crate::fraghold`]).
+    /// Keeps a mixed-size flow in order.
+    Owner,
 }
 
 impl FragSteer {
     pub fn parse(s: &str) -> Result<FragSteer, String> {
         match s {
             "off" => Ok(FragSteer::Off),
+            "local" => Ok(FragSteer::Local),
             "rehash" => Ok(FragSteer::Rehash),
-            "owner" => Err("the owner policy is not built yet (use rehash or off)".into()),
-            _ => Err(format!("unknown fragment policy '{s}' (expected rehash or off)")),
+            "owner" => Ok(FragSteer::Owner),
+            _ => Err(format!("unknown fragment policy '{s}' (expected owner, rehash, local or off)")),
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FragSteer::Off => "off",
+            FragSteer::Local => "local",
+            FragSteer::Rehash => "rehash",
+            FragSteer::Owner => "owner",
+        }
+    }
+
+    /// Fragments travel to a worker with their bytes.
+    pub fn carries_bytes(self) -> bool {
+        matches!(self, FragSteer::Rehash | FragSteer::Owner)
     }
 }
 
@@ -83,6 +112,9 @@ pub struct EngineConfig {
     pub seed: Option<u64>,
     /// What to do with IP fragments (see [`FragSteer`]).
     pub frag_steer: FragSteer,
+    /// Holding area of the `owner` policy (its timeout is the longer of the
+    /// reassembly timeouts).
+    pub frag_hold: FragHoldConfig,
     /// Limits of each core's reassembler (`FragSteer::Rehash`).
     pub reasm: flowsteer_reasm::ReasmConfig,
     /// `(protocol, port)` the built-in application listens on, with one
@@ -111,6 +143,7 @@ impl EngineConfig {
             tracked_flows: 1024,
             order_stamps: true,
             frag_steer: FragSteer::Off,
+            frag_hold: FragHoldConfig::default(),
             reasm: flowsteer_reasm::ReasmConfig::default(),
             seed: None,
             listen: Vec::new(),
@@ -215,6 +248,22 @@ impl Engine {
                 c.push(q);
             }
         }
+        // Fragment bytes beside the descriptor queues (policies that carry
+        // them): carry_out[r][w] pairs with producers[r][w], same capacity.
+        let (mut carry_out, mut carry_in): (Vec<Vec<_>>, Vec<Vec<_>>) = if cfg.frag_steer.carries_bytes() {
+            let mut outs: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
+            let mut ins: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
+            for o in outs.iter_mut() {
+                for i in ins.iter_mut() {
+                    let (a, b) = crate::carry::link(cfg.ring_capacity);
+                    o.push(a);
+                    i.push(b);
+                }
+            }
+            (outs, ins)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let ring_stats = producers.iter().map(|ps| ps.iter().map(|p| p.stats()).collect()).collect();
         let mut lcores = Vec::with_capacity(n);
         let mut seed = cfg.seed;
@@ -248,10 +297,9 @@ impl Engine {
             let flows: FlowTable<FlowState> = flows;
             let reasm = match cfg.frag_steer {
                 FragSteer::Off => None,
-                FragSteer::Rehash => {
-                    Some(flowsteer_reasm::Reassembler::new(cfg.reasm).map_err(|e| EngineError::Reasm(e.to_string()))?)
-                }
+                _ => Some(flowsteer_reasm::Reassembler::new(cfg.reasm).map_err(|e| EngineError::Reasm(e.to_string()))?),
             };
+            let (carry_out, carry_in) = carry_out.pop().zip(carry_in.pop()).unwrap_or_default();
             let source = sources.pop().ok_or(EngineError::Sources { given: 0, workers: n })?;
             lcores.push(
                 Lcore::new(LcoreParts {
@@ -272,6 +320,13 @@ impl Engine {
                     listen: cfg.listen.clone(),
                     order_stamps: cfg.order_stamps,
                     reasm,
+                    frag_steer: cfg.frag_steer,
+                    frag_hold: FragHoldConfig {
+                        timeout_ns: cfg.reasm.timeout_v4_ns.max(cfg.reasm.timeout_v6_ns),
+                        ..cfg.frag_hold
+                    },
+                    carry_out,
+                    carry_in,
                 })
                 .map_err(EngineError::Timers)?,
             );

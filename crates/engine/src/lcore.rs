@@ -4,7 +4,10 @@
 //! the deterministic simulation drive the same [`Lcore`] methods.
 
 use crate::counters::LcoreCounters;
+use crate::carry::{CarryIn, CarryOut};
 use crate::desc::{PacketDesc, NO_FLOW_ID};
+use crate::engine::FragSteer;
+use crate::fraghold::{DgramKey, FragHold, FragHoldConfig, HoldVerdict};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
 use flowsteer_flow::{FlowKey, FlowTable, Listeners, TimerWheel, TimerWheelConfig};
@@ -71,10 +74,14 @@ struct RxSide {
     rss: RssConfig,
     opts: ParseOptions,
     order_stamps: bool,
-    reasm: Option<Reassembler>,
-    /// Reassembled datagram (raw IP) and its parse result, reused.
-    reasm_out: Vec<u8>,
-    reasm_parsed: Parsed,
+    frag_steer: FragSteer,
+    /// Policy `owner`: datagram id -> owner hash, and early fragments.
+    hold: FragHold,
+    /// Fragment bytes to each worker (policies `rehash` and `owner`),
+    /// paired with `producers`.
+    carry_out: Vec<CarryOut>,
+    /// Reused parse result of a fragment taken by this worker.
+    frag_parsed: Parsed,
     /// Reused parse result (no per-packet copy of the summary).
     parsed: Parsed,
     steerer: Steerer,
@@ -98,6 +105,13 @@ struct WorkSide {
     listeners: Listeners<Listener>,
     listening: bool,
     bucket_mask: u32,
+    /// This core's reassembler (every fragment policy but `off`).
+    reasm: Option<Reassembler>,
+    /// Reassembled datagram (raw IP) and its parse result, reused.
+    reasm_out: Vec<u8>,
+    reasm_parsed: Parsed,
+    /// Fragment bytes from each receive core, paired with `consumers`.
+    carry_in: Vec<CarryIn>,
 }
 
 /// What an [`Lcore`] is built from.
@@ -120,8 +134,14 @@ pub struct LcoreParts {
     pub listen: Vec<(u8, u16)>,
     /// Read generator stamps for the order check.
     pub order_stamps: bool,
-    /// This core's reassembler (fragment policy `rehash`), if any.
+    /// This core's reassembler (every fragment policy but `off`).
     pub reasm: Option<Reassembler>,
+    pub frag_steer: FragSteer,
+    pub frag_hold: FragHoldConfig,
+    /// Fragment byte channels to every worker / from every receive core
+    /// (empty unless the policy carries bytes).
+    pub carry_out: Vec<CarryOut>,
+    pub carry_in: Vec<CarryIn>,
 }
 
 impl Lcore {
@@ -154,9 +174,10 @@ impl Lcore {
                 rss: p.rss,
                 opts: ParseOptions::default(),
                 order_stamps: p.order_stamps,
-                reasm: p.reasm,
-                reasm_out: Vec::with_capacity(2048),
-                reasm_parsed: Parsed::default(),
+                frag_steer: p.frag_steer,
+                hold: FragHold::new(p.frag_hold),
+                carry_out: p.carry_out,
+                frag_parsed: Parsed::default(),
                 parsed: Parsed::default(),
                 steerer: p.steerer,
                 shared: p.shared.clone(),
@@ -176,6 +197,10 @@ impl Lcore {
                 listening: !p.listen.is_empty(),
                 listeners,
                 bucket_mask: (p.shared.buckets.len() as u32).wrapping_sub(1),
+                reasm: p.reasm,
+                reasm_out: Vec::with_capacity(2048),
+                reasm_parsed: Parsed::default(),
+                carry_in: p.carry_in,
             },
             published: Arc::new(Mutex::new(counters.clone())),
             counters,
@@ -225,14 +250,30 @@ impl Lcore {
     /// Drain up to `max` descriptors from each queue addressed to this
     /// worker; returns descriptors processed.
     pub fn poll_rings(&mut self, max: usize, now: u64) -> usize {
-        let Lcore { work, counters, .. } = self;
+        let Lcore { work, rx, counters, .. } = self;
         let mut total = 0;
         for r in 0..work.consumers.len() {
             let want = max.min(work.buf.len());
             let n = work.consumers[r].pop_burst(&mut work.buf[..want]);
             for i in 0..n {
                 let d = work.buf[i];
-                work.process(counters, &d, now);
+                if d.carry {
+                    // The bytes were sent before the descriptor was pushed.
+                    match work.carry_in.get(r).and_then(CarryIn::recv) {
+                        Some(bytes) => {
+                            rx.take_fragment(work, counters, &bytes, d.rxq, now);
+                            if let Some(c) = work.carry_in.get(r) {
+                                c.give_back(bytes);
+                            }
+                        }
+                        None => {
+                            counters.frag_taken += 1;
+                            *counters.parse_drops.entry("frag_bytes_missing").or_insert(0) += 1;
+                        }
+                    }
+                } else {
+                    work.process(counters, &d, now);
+                }
             }
             if n > 0 {
                 let head = work.consumers[r].head();
@@ -241,6 +282,8 @@ impl Lcore {
                 total += n;
             }
         }
+        // Datagrams reassembled here may have been queued to their owner.
+        rx.flush_all(counters);
         total
     }
 
@@ -258,15 +301,25 @@ impl Lcore {
 
     /// Time out reassembly queues and idle flows (at most 256 per call).
     fn expire_idle(&mut self, now: u64) {
-        if let Some(r) = self.rx.reasm.as_mut() {
+        if let Some(r) = self.work.reasm.as_mut() {
             r.expire(now);
         }
+        self.rx.hold.expire(now);
+        self.collect_hold_drops();
         let expired = self.work.flows.expire(now, 256, |_, _| {});
         self.counters.flows_expired += expired as u64;
     }
 
+    fn collect_hold_drops(&mut self) {
+        for (reason, n) in self.rx.hold.take_drops() {
+            *self.counters.parse_drops.entry(reason).or_insert(0) += n;
+        }
+        self.counters.frag_held = self.rx.hold.waiting() as u64;
+    }
+
     fn publish(&mut self) {
-        if let Some(r) = &self.rx.reasm {
+        self.collect_hold_drops();
+        if let Some(r) = &self.work.reasm {
             let st = r.stats();
             self.counters.reasm_absorbed = st.fragments_completed + st.pending;
             self.counters.reasm_pending = st.pending;
@@ -314,6 +367,7 @@ impl PacketDesc {
             len: 0,
             rxq: 0,
             fragment: false,
+            carry: false,
         }
     }
 }
@@ -327,46 +381,144 @@ impl RxSide {
             *c.parse_drops.entry(e.reason()).or_insert(0) += 1;
             return;
         }
-        let Some(l3) = self.parsed.outer.as_ref() else {
+        let Some(l3) = self.parsed.outer else {
             *c.parse_drops.entry("not_ip").or_insert(0) += 1;
             return;
         };
-        if l3.frag.is_some() {
-            if let Some(r) = self.reasm.as_mut() {
-                match r.push(bytes, l3, now, &mut self.reasm_out) {
-                    Verdict::Complete { .. } => {
-                        // The datagram (raw IP) continues as one packet,
-                        // steered by its own hash under the hash types.
-                        let two_tuple = self.rss.hash_frame(bytes, l3).0;
-                        c.reassembled += 1;
-                        let parsed =
-                            parse_frame_into(&self.reasm_out, LinkType::RawIp, &self.opts, &mut self.reasm_parsed);
-                        let Some(dl3) = self.reasm_parsed.outer.filter(|_| parsed.is_ok()) else {
-                            *c.parse_drops.entry("reasm_unparsable").or_insert(0) += 1;
-                            return;
-                        };
-                        let (hash, _) = self.rss.hash_frame(&self.reasm_out, &dl3);
-                        let out = std::mem::take(&mut self.reasm_out);
-                        let owner_changed = self.shared.buckets.worker(self.shared.buckets.bucket_for(hash))
-                            != self.shared.buckets.worker(self.shared.buckets.bucket_for(two_tuple));
-                        if owner_changed {
-                            c.reinjected += 1;
-                        }
-                        self.steer_packet(work, c, &out, &dl3, hash, q, now);
-                        self.reasm_out = out;
-                        return;
-                    }
-                    Verdict::Held | Verdict::Dropped(_) => return, // counted by the reassembler
-                    Verdict::Atomic | Verdict::NotFragment => {}
+        if let Some(fi) = l3.frag {
+            match self.frag_steer {
+                FragSteer::Off => {}
+                FragSteer::Local => {
+                    // Absorbed here, before steering: never handled.
+                    self.reassemble(work, c, bytes, &l3, q, now);
+                    return;
+                }
+                FragSteer::Rehash => {
+                    // Where the NIC hash (2-tuple) sends it, bytes and all.
+                    let (hash, _) = self.rss.hash_frame(bytes, &l3);
+                    self.steer_packet(work, c, bytes, &l3, hash, q, now, true);
+                    return;
+                }
+                FragSteer::Owner => {
+                    self.steer_to_owner(work, c, bytes, &l3, fi.offset == 0, q, now);
+                    return;
                 }
             }
         }
-        let (hash, _fields) = self.rss.hash_frame(bytes, l3);
-        let l3 = *l3;
-        self.steer_packet(work, c, bytes, &l3, hash, q, now);
+        let (hash, _fields) = self.rss.hash_frame(bytes, &l3);
+        self.steer_packet(work, c, bytes, &l3, hash, q, now, false);
     }
 
-    /// Steer one packet (a received frame or a reassembled datagram).
+    /// Policy `owner`: the first fragment's 4-tuple hash picks the owner and
+    /// is remembered under the datagram id; later fragments follow it, and
+    /// fragments ahead of their first one wait (bounded).
+    #[allow(clippy::too_many_arguments)]
+    fn steer_to_owner(
+        &mut self,
+        work: &mut WorkSide,
+        c: &mut LcoreCounters,
+        bytes: &[u8],
+        l3: &L3Info,
+        first: bool,
+        q: u16,
+        now: u64,
+    ) {
+        let Some(fi) = l3.frag else { return };
+        let key = DgramKey { src: l3.tuple.src, dst: l3.tuple.dst, proto: l3.tuple.proto, id: fi.id };
+        if first {
+            // The flow's hash as a whole datagram would get it (ports included).
+            let hash = self.rss.place(&l3.tuple, false).hash;
+            let early = self.hold.resolve(key, hash, now);
+            self.steer_packet(work, c, bytes, l3, hash, q, now, true);
+            for frame in early {
+                let ok = parse_frame_into(&frame, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
+                match self.frag_parsed.outer.filter(|_| ok) {
+                    Some(el3) => self.steer_packet(work, c, &frame, &el3, hash, q, now, true),
+                    None => *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1,
+                }
+            }
+        } else if let Some(hash) = self.hold.owner(&key) {
+            self.steer_packet(work, c, bytes, l3, hash, q, now, true);
+        } else if let HoldVerdict::Dropped(reason) = self.hold.hold(key, bytes, now) {
+            *c.parse_drops.entry(reason).or_insert(0) += 1;
+        }
+        c.frag_held = self.hold.waiting() as u64;
+    }
+
+    /// A fragment handed to this core's reassembler (counted in
+    /// `frag_taken`); a completed datagram is steered by its own hash.
+    fn take_fragment(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: u16, now: u64) {
+        c.frag_taken += 1;
+        let ok = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
+        let Some(l3) = self.frag_parsed.outer.filter(|_| ok) else {
+            *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+            return;
+        };
+        self.reassemble(work, c, bytes, &l3, q, now);
+    }
+
+    /// Pushes a fragment into this core's reassembler; a completed datagram
+    /// continues as one packet, steered by its own hash under the hash types
+    /// (counted as `reinjected` when its owner is another worker).
+    fn reassemble(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], l3: &L3Info, q: u16, now: u64) {
+        let Some(r) = work.reasm.as_mut() else {
+            *c.parse_drops.entry("no_reassembler").or_insert(0) += 1;
+            return;
+        };
+        match r.push(bytes, l3, now, &mut work.reasm_out) {
+            Verdict::Complete { .. } => {}
+            // Held or dropped: counted by the reassembler.
+            Verdict::Held | Verdict::Dropped(_) => return,
+            Verdict::Atomic | Verdict::NotFragment => {
+                // Not a fragment after all (cannot happen: the parse said so).
+                *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+                return;
+            }
+        }
+        c.reassembled += 1;
+        let out = std::mem::take(&mut work.reasm_out);
+        let parsed = parse_frame_into(&out, LinkType::RawIp, &self.opts, &mut work.reasm_parsed);
+        match work.reasm_parsed.outer.filter(|_| parsed.is_ok()) {
+            Some(dl3) => {
+                let (hash, _) = self.rss.hash_frame(&out, &dl3);
+                let owner = self.shared.buckets.worker(self.shared.buckets.bucket_for(hash));
+                let worker_side = self.frag_steer.carries_bytes();
+                if worker_side && (owner == work.id || self.dispatch == Dispatch::Direct) {
+                    // Reassembled by its owner: deliver here, now, behind the
+                    // flow's earlier packets (a hop through our own queue
+                    // would let later ones overtake it).
+                    c.hdispatched += 1;
+                    let (seq, flow_id) =
+                        if self.order_stamps { stamp(&out, &dl3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
+                    let desc = PacketDesc {
+                        key: FlowKey::from(dl3.tuple),
+                        hash,
+                        seq,
+                        flow_id,
+                        len: out.len().min(usize::from(u16::MAX)) as u16,
+                        rxq: q,
+                        fragment: false,
+                        carry: false,
+                    };
+                    if let Some(slot) = c.bucket_packets.get_mut(self.shared.buckets.bucket_for(hash)) {
+                        *slot += 1;
+                    }
+                    work.process(c, &desc, now);
+                } else {
+                    if owner != work.id && self.dispatch != Dispatch::Direct {
+                        c.reinjected += 1;
+                    }
+                    self.steer_packet(work, c, &out, &dl3, hash, q, now, false);
+                }
+            }
+            None => *c.parse_drops.entry("reasm_unparsable").or_insert(0) += 1,
+        }
+        work.reasm_out = out;
+    }
+
+    /// Steer one packet (a received frame or a reassembled datagram). With
+    /// `carry` the frame is a fragment whose bytes go along to the worker
+    /// that reassembles it.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn steer_packet(
@@ -378,10 +530,11 @@ impl RxSide {
         hash: u32,
         q: u16,
         now: u64,
+        carry: bool,
     ) {
         let fragment = l3.frag.is_some();
         let (seq, flow_id) =
-            if self.order_stamps { stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
+            if self.order_stamps && !carry { stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
         let desc = PacketDesc {
             key: FlowKey::from(l3.tuple),
             hash,
@@ -390,6 +543,7 @@ impl RxSide {
             len: bytes.len().min(usize::from(u16::MAX)) as u16,
             rxq: q,
             fragment,
+            carry,
         };
         let b = self.shared.buckets.bucket_for(hash);
         if let Some(slot) = c.bucket_packets.get_mut(b) {
@@ -397,20 +551,42 @@ impl RxSide {
         }
         if self.dispatch == Dispatch::Direct {
             c.dispatched += 1;
-            work.process(c, &desc, now);
+            if carry {
+                self.take_fragment(work, c, bytes, q, now);
+            } else {
+                work.process(c, &desc, now);
+            }
             return;
         }
         let (target, slot) = self.steerer.target(hash, &Rings(&self.stats));
         match decide(self.dispatch, work.id, target) {
             Action::Inline => {
                 c.hdispatched += 1;
-                work.process(c, &desc, now);
+                if carry {
+                    self.take_fragment(work, c, bytes, q, now);
+                } else {
+                    work.process(c, &desc, now);
+                }
             }
             Action::Queue(w) => {
                 let wi = w.index();
                 if wi >= self.producers.len() {
                     // A steering table named a worker that does not exist.
                     *c.parse_drops.entry("no_such_worker").or_insert(0) += 1;
+                    return;
+                }
+                if carry {
+                    // Bytes first, then the descriptor, pushed at once (not
+                    // staged) so the two queues cannot disagree.
+                    self.flush(c, wi);
+                    let sent = self.producers[wi].free_slots() > 0
+                        && self.carry_out.get(wi).is_some_and(|c| c.send(bytes));
+                    if sent && self.producers[wi].push(desc).is_ok() {
+                        c.queued_to[wi] += 1;
+                        self.steerer.enqueued(slot, self.producers[wi].tail());
+                    } else {
+                        c.qdrops_to[wi] += 1;
+                    }
                     return;
                 }
                 if self.stage[wi].is_empty() {

@@ -10,9 +10,11 @@
 //! tested exactly.
 #![forbid(unsafe_code)]
 
+pub mod carry;
 pub mod counters;
 pub mod desc;
 pub mod engine;
+pub mod fraghold;
 pub mod lcore;
 pub mod order;
 pub mod runtime;

@@ -32,6 +32,8 @@ pub struct RunOptions {
     pub migrate_every: Option<Duration>,
     /// Pin worker threads to their CPUs.
     pub pin: bool,
+    /// Stop when this flag is set (SIGINT/SIGTERM handlers set it).
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// One bucket move, as logged.
@@ -100,7 +102,8 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
         std::thread::sleep(Duration::from_millis(2));
         let now = Instant::now();
         let finished = rx_done.load(Ordering::Acquire) >= n || handles.iter().all(|h| h.is_finished());
-        if opts.duration.is_some_and(|d| now >= start + d) || finished {
+        let stopped = opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
+        if opts.duration.is_some_and(|d| now >= start + d) || finished || stopped {
             break;
         }
         if let Some(t) = next_report.filter(|t| now >= *t) {

@@ -30,6 +30,8 @@ struct Setup {
     listen: Vec<(u8, u16)>,
     idle_timeout_ns: Option<u64>,
     frag_share: f64,
+    frag_every: u32,
+    tcp_share: f64,
     hash_types: &'static str,
     frag_steer: flowsteer_engine::engine::FragSteer,
 }
@@ -50,6 +52,8 @@ impl Setup {
             listen: Vec::new(),
             idle_timeout_ns: None,
             frag_share: 0.0,
+            frag_every: 1,
+            tcp_share: 0.5,
             hash_types: "default",
             frag_steer: flowsteer_engine::engine::FragSteer::Off,
         }
@@ -63,6 +67,8 @@ impl Setup {
             zipf: self.zipf,
             seed: self.seed,
             frag_share: self.frag_share,
+            frag_every: self.frag_every,
+            tcp_share: self.tcp_share,
             ..GenConfig::default()
         };
         let spread = || {
@@ -327,21 +333,36 @@ fn timers_fire_on_each_core_and_expire_idle_flows() {
 }
 
 #[test]
-fn fragments_are_reassembled_where_they_land_and_rehashed() {
+fn fragments_are_reassembled_and_rehashed_under_every_policy() {
     use flowsteer_engine::engine::FragSteer;
-    for dispatch in [Dispatch::Deferred, Dispatch::Hybrid] {
+    for (dispatch, policy) in [
+        (Dispatch::Deferred, FragSteer::Local),
+        (Dispatch::Hybrid, FragSteer::Local),
+        (Dispatch::Deferred, FragSteer::Rehash),
+        (Dispatch::Hybrid, FragSteer::Rehash),
+        (Dispatch::Deferred, FragSteer::Owner),
+        (Dispatch::Direct, FragSteer::Owner),
+        (Dispatch::Direct, FragSteer::Rehash),
+    ] {
         let mut setup = Setup::new(Policy::Rss, dispatch);
         setup.frag_share = 0.5;
         setup.hash_types = "all"; // UDP on the 4-tuple: datagrams and fragments hash differently
-        setup.frag_steer = FragSteer::Rehash;
+        setup.frag_steer = policy;
         let (mut sim, _) = setup.build().unwrap();
         sim.run_packets(30_000);
         sim.drain();
         let snap = sim.snapshot();
         assert_conserved(&snap);
         let t = &snap.totals;
-        assert!(t.reassembled > 1000, "{t:?}");
-        assert!(t.reinjected > 0 && t.reinjected < t.reassembled, "{t:?}");
+        assert!(t.reassembled > 1000, "{policy:?} {dispatch:?}: {t:?}");
+        match (policy, dispatch) {
+            // Reassembled where the 2-tuple sends the fragments, then moved on.
+            (FragSteer::Rehash | FragSteer::Local, Dispatch::Deferred | Dispatch::Hybrid) => {
+                assert!(t.reinjected > 0 && t.reinjected < t.reassembled, "{policy:?}: {t:?}")
+            }
+            // Reassembled at the owner / everything on one core.
+            _ => assert_eq!(t.reinjected, 0, "{policy:?} {dispatch:?}: {t:?}"),
+        }
         assert_eq!(t.order_violations, 0);
         // Every datagram is 3 fragments here.
         assert_eq!(t.reasm_absorbed, 3 * t.reassembled + t.reasm_pending, "{t:?}");
@@ -360,4 +381,83 @@ fn fragments_are_reassembled_where_they_land_and_rehashed() {
     assert_conserved(&snap);
     assert_eq!(snap.totals.reassembled, 0);
     assert_eq!(snap.totals.received, snap.totals.delivered + snap.totals.dropped);
+}
+
+/// The comparison: one receive queue (software steering), UDP flows
+/// that mix small whole datagrams with fragmented ones, hashed on the
+/// 4-tuple. `owner` reassembles at the flow's owner, behind its earlier
+/// packets: in order. `rehash` (FreeBSD) reassembles where the 2-tuple hash
+/// sends the fragments and re-injects the datagram to the owner: the extra
+/// hop lets later small datagrams overtake it.
+#[test]
+fn owner_keeps_mixed_size_flows_in_order_where_rehash_reorders() {
+    use flowsteer_engine::engine::FragSteer;
+    let mut violations = Vec::new();
+    for policy in [FragSteer::Owner, FragSteer::Rehash, FragSteer::Local] {
+        let mut setup = Setup::new(Policy::Rss, Dispatch::Deferred);
+        setup.workers = 3;
+        setup.rx_queues = 1;
+        setup.tcp_share = 0.0;
+        setup.frag_share = 1.0;
+        setup.frag_every = 4;
+        setup.hash_types = "all";
+        setup.frag_steer = policy;
+        let (mut sim, _) = setup.build().unwrap();
+        sim.run_packets(40_000);
+        sim.drain();
+        let snap = sim.snapshot();
+        assert_conserved(&snap);
+        let t = &snap.totals;
+        assert!(t.reassembled > 1000, "{policy:?}: {t:?}");
+        assert!(t.drops.is_empty(), "{policy:?}: {:?}", t.drops);
+        if policy == FragSteer::Owner {
+            assert_eq!(t.reinjected, 0, "{t:?}");
+        }
+        violations.push((policy, t.order_violations));
+    }
+    assert_eq!(violations[0].1, 0, "owner: {violations:?}");
+    assert!(violations[1].1 > 0, "rehash should reorder mixed flows: {violations:?}");
+    assert_eq!(violations[2].1, 0, "local: {violations:?}");
+}
+
+/// `owner` with fragments arriving before their first fragment: they wait
+/// on the receive side and follow it; nothing is lost or counted twice.
+#[test]
+fn owner_holds_fragments_that_overtake_their_first() {
+    use flowsteer_engine::engine::{EngineConfig, FragSteer};
+    use flowsteer_engine::source::{Replay, ReplaySource};
+    use flowsteer_wire::build::{ipv4_fragments, udp_frame};
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+    let (src, dst) = (Ipv4Addr::new(10, 1, 0, 1), Ipv4Addr::new(10, 1, 0, 2));
+    let mut frames = Vec::new();
+    for id in 0..200u16 {
+        let payload = vec![id as u8; 3000];
+        let mut frags = ipv4_fragments(src, dst, 4000 + (id % 7), 53, id, &payload, 1500);
+        if id % 2 == 0 {
+            frags.reverse(); // last first, the first fragment last
+        }
+        frames.extend(frags);
+        frames.push(udp_frame(src.into(), dst.into(), 4000 + (id % 7), 53, &[1, 2, 3]));
+    }
+    let n = frames.len() as u64;
+    let mut rss = RssConfig::default_for_queues(1).unwrap();
+    rss.types = flowsteer_rss::HashTypes::parse("all").unwrap();
+    let replay = Arc::new(Replay { queues: vec![frames] });
+    let sources: Vec<Box<dyn RxSource>> =
+        (0..2).map(|_| Box::new(ReplaySource::new(replay.clone(), 1)) as Box<dyn RxSource>).collect();
+    let mut cfg = EngineConfig::new(vec![0, 1], rss);
+    cfg.rx_queues = 1;
+    cfg.frag_steer = FragSteer::Owner;
+    let engine = Engine::build(cfg, sources).unwrap();
+    let mut sim = Sim::new(engine, 3);
+    sim.run_packets(n);
+    sim.drain();
+    let snap = sim.snapshot();
+    assert_conserved(&snap);
+    let t = &snap.totals;
+    assert_eq!(t.received, n);
+    assert_eq!(t.reassembled, 200, "{t:?}");
+    assert_eq!(t.delivered, 400, "{t:?}");
+    assert_eq!((t.dropped, t.in_flight, t.frag_held), (0, 0, 0), "{t:?}");
 }

@@ -66,6 +66,14 @@ pub struct GenConfig {
     /// `0..=1`; default 0. Chosen per flow (not per datagram) so that a
     /// flow's packets always hash to one queue and its order can be checked.
     pub frag_share: f64,
+    /// Fragmenting flows send one datagram in `frag_every` as fragments and
+    /// the others whole at the configured size (a mixed-size UDP flow, the
+    /// case that separates the fragment policies); 1 = every datagram
+    /// fragmented (default). Above 1 the generator needs one receive queue
+    /// ([`Spread::Single`] or one RSS queue): a NIC puts a mixed flow's
+    /// fragments (2-tuple hash) and whole datagrams (4-tuple hash) on two
+    /// queues, and no order can be promised across queues.
+    pub frag_every: u32,
     /// Seed of every random choice (addresses, ports, shares, draws).
     pub seed: u64,
 }
@@ -79,6 +87,7 @@ impl Default for GenConfig {
             size: SizeDist::Fixed(64),
             zipf: None,
             frag_share: 0.0,
+            frag_every: 1,
             seed: 0,
         }
     }
@@ -106,6 +115,9 @@ impl GenConfig {
             if !(s.is_finite() && s >= 0.0) {
                 return Err(GenError::Zipf(s));
             }
+        }
+        if self.frag_every == 0 {
+            return Err(GenError::FragEvery);
         }
         Ok(())
     }
@@ -149,6 +161,10 @@ pub enum GenError {
     Zipf(f64),
     /// `Spread::Rss` with zero queues.
     NoQueues,
+    /// `frag_every` is 0.
+    FragEvery,
+    /// Mixed-size fragmenting flows (`frag_every > 1`) with several receive queues.
+    MixedNeedsOneQueue(u16),
     /// The RSS configuration placed a flow on a queue `>= queues`.
     QueueOutOfRange {
         /// The queue selected.
@@ -166,6 +182,12 @@ impl fmt::Display for GenError {
             GenError::FrameSize(n) => write!(f, "frame size must be {MIN_FRAME_LEN}..={MAX_FRAME_LEN} bytes, got {n}"),
             GenError::Zipf(s) => write!(f, "zipf exponent must be finite and >= 0, got {s}"),
             GenError::NoQueues => write!(f, "RSS spread needs at least one queue"),
+            GenError::FragEvery => write!(f, "frag_every must be at least 1"),
+            GenError::MixedNeedsOneQueue(q) => write!(
+                f,
+                "mixed-size fragmenting flows (frag_every > 1) need one receive queue, got {q}: a NIC would put \
+                 their fragments and their whole datagrams on different queues"
+            ),
             GenError::QueueOutOfRange { queue, queues } => {
                 write!(f, "RSS configuration selects queue {queue} but only {queues} queues exist")
             }

@@ -260,6 +260,8 @@ pub struct Generator {
     params: FlowParams,
     flows: u32,
     size: SizeDist,
+    /// See [`GenConfig::frag_every`].
+    frag_every: u64,
     /// Templates of flows `0..templates.len()`.
     templates: Vec<Template>,
     /// Next sequence number per flow.
@@ -280,6 +282,9 @@ impl Generator {
             Spread::Rss { queues, .. } => *queues,
             Spread::Single => 1,
         };
+        if cfg.frag_every > 1 && cfg.frag_share > 0.0 && nq > 1 {
+            return Err(GenError::MixedNeedsOneQueue(nq));
+        }
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); usize::from(nq)];
         let templated = cfg.flows.min(MAX_TEMPLATED_FLOWS);
         let mut templates = Vec::with_capacity(templated as usize);
@@ -313,6 +318,7 @@ impl Generator {
             params,
             flows: cfg.flows,
             size: cfg.size,
+            frag_every: u64::from(cfg.frag_every.max(1)),
             templates,
             seqs: vec![0; cfg.flows as usize],
             queues,
@@ -331,7 +337,7 @@ impl Generator {
     /// (see the crate docs for the selection); fragments of a datagram are
     /// consecutive and may continue in the next burst for `q`.
     pub fn next_burst(&mut self, q: u16, out: &mut [Frame]) -> usize {
-        let Generator { params, size, templates, seqs, queues, scratch, .. } = self;
+        let Generator { params, size, templates, seqs, queues, scratch, frag_every, .. } = self;
         let Some(st) = queues.get_mut(usize::from(q)) else {
             return 0;
         };
@@ -362,7 +368,7 @@ impl Generator {
             };
             frame.flow_id = flow;
             frame.seq = seq;
-            if t.kind.is_frag() {
+            if t.kind.is_frag() && (offset > 0 || seq.is_multiple_of(*frag_every)) {
                 let (len, next) = t.emit_fragment(&mut frame.buf, seq, offset);
                 frame.len = len;
                 frame.fragment = true;

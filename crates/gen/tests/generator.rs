@@ -482,3 +482,42 @@ fn flows_beyond_the_template_limit_are_built_on_the_fly() {
         }
     }
 }
+
+#[test]
+fn mixed_size_flows_send_one_datagram_in_n_as_fragments() {
+    let cfg = GenConfig { flows: 4, tcp_share: 0.0, frag_share: 1.0, frag_every: 4, ..GenConfig::default() };
+    let mut g = Generator::new(&cfg, Spread::Single).unwrap();
+    let mut out = frames(16);
+    let (mut whole, mut firsts, mut later) = (0, 0, 0);
+    let mut next: HashMap<u32, u64> = HashMap::new();
+    for _ in 0..50 {
+        g.next_burst(0, &mut out);
+        for f in &out {
+            let l3 = check_frame(&g, f);
+            match l3.frag {
+                None => {
+                    whole += 1;
+                    assert_ne!(f.seq() % 4, 0, "seq {} should be fragmented", f.seq());
+                    assert_eq!(l3.tuple.ports, g.flow_tuple(f.flow_id()).ports);
+                }
+                Some(fr) if fr.offset == 0 => {
+                    firsts += 1;
+                    assert_eq!(f.seq() % 4, 0);
+                }
+                Some(_) => {
+                    later += 1;
+                    continue;
+                }
+            }
+            let n = next.entry(f.flow_id()).or_insert(0);
+            assert_eq!(f.seq(), *n, "flow {} skipped a datagram", f.flow_id());
+            *n += 1;
+        }
+    }
+    assert!(whole > 3 * firsts - 8 && firsts > 0 && later >= 2 * firsts - 2, "{whole} {firsts} {later}");
+    assert_eq!(cfg.validate(), Ok(()));
+    assert_eq!(GenConfig { frag_every: 0, ..cfg.clone() }.validate(), Err(GenError::FragEvery));
+    let err = Generator::new(&cfg, rss(2)).unwrap_err();
+    assert_eq!(err, GenError::MixedNeedsOneQueue(2));
+    assert!(err.to_string().contains("one receive queue"));
+}

@@ -1,0 +1,364 @@
+//! The receive side's bookkeeping for the `owner` fragment policy.
+//!
+//! A non-first fragment carries no ports, so it cannot be hashed to its
+//! flow's owner. The first fragment (offset 0) can: its 4-tuple hash picks
+//! the owner, and this table remembers that hash under the datagram's
+//! identity (source, destination, protocol, IP id), so the later fragments
+//! follow it. Fragments that arrive before their first fragment wait here,
+//! bounded, and are released behind it.
+//!
+//! Bounds (per receive core; see [`FragHoldConfig`]): at most `max_ids`
+//! datagram ids remembered (owned or waiting), `max_frags` waiting fragments
+//! and `max_bytes` of waiting frames, 64 waiting fragments per datagram.
+//! Overflow policy: the oldest id is forgotten first (its waiting fragments
+//! are dropped as `frag_hold_evicted`), as the reassembler evicts its oldest
+//! datagram, so a flood of orphan fragments cannot pin the table; a datagram
+//! past its per-id cap drops the new fragment (`frag_hold_full`). Ids time out
+//! after `timeout_ns` (waiting fragments dropped as `frag_hold_timeout`).
+//! The map is keyed by SipHash with a random key (std `RandomState`), so
+//! crafted ids cannot force collisions. Every operation is O(1) amortised.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+
+/// Limits of a [`FragHold`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragHoldConfig {
+    /// Datagram ids remembered at most; default 4096.
+    pub max_ids: usize,
+    /// Fragments waiting for their first fragment at most; default 1024.
+    pub max_frags: usize,
+    /// Bytes of waiting frames at most; default 1 MiB.
+    pub max_bytes: usize,
+    /// An id is forgotten this long after it was first seen; default 30 s
+    /// (Linux's IPv4 reassembly timeout).
+    pub timeout_ns: u64,
+}
+
+impl Default for FragHoldConfig {
+    fn default() -> Self {
+        FragHoldConfig { max_ids: 4096, max_frags: 1024, max_bytes: 1 << 20, timeout_ns: 30_000_000_000 }
+    }
+}
+
+/// Waiting fragments per datagram at most.
+pub const MAX_WAITING_PER_ID: usize = 64;
+
+/// A datagram's identity (RFC 791 / RFC 8200 reassembly key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DgramKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub id: u32,
+}
+
+#[derive(Debug)]
+enum State {
+    /// The first fragment came: the flow's hash.
+    Owned(u32),
+    /// Fragments waiting for the first one.
+    Waiting(Vec<Vec<u8>>),
+}
+
+#[derive(Debug)]
+struct Entry {
+    state: State,
+    created: u64,
+    gen: u64,
+}
+
+/// Counters of a [`FragHold`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HoldStats {
+    /// Fragments that had to wait.
+    pub held: u64,
+    /// Waiting fragments released behind their first fragment.
+    pub released: u64,
+    /// Waiting fragments dropped because their id was forgotten to make room.
+    pub evicted: u64,
+    /// Waiting fragments dropped because their id timed out.
+    pub timed_out: u64,
+    /// Fragments refused because their datagram already had
+    /// [`MAX_WAITING_PER_ID`] waiting, or the frame alone exceeds `max_bytes`.
+    pub full: u64,
+}
+
+/// What became of a fragment offered to [`FragHold::hold`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldVerdict {
+    Held,
+    /// Dropped; the reason's counter name.
+    Dropped(&'static str),
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct FragHold {
+    cfg: FragHoldConfig,
+    map: HashMap<DgramKey, Entry>,
+    /// Ids in creation order (lazily pruned: an item whose generation no
+    /// longer matches its entry is skipped).
+    order: VecDeque<(DgramKey, u64)>,
+    next_gen: u64,
+    waiting: usize,
+    waiting_bytes: usize,
+    stats: HoldStats,
+    /// Drops by reason not yet collected by [`FragHold::take_drops`].
+    new_drops: [u64; 3],
+}
+
+const R_EVICTED: usize = 0;
+const R_TIMEOUT: usize = 1;
+const R_FULL: usize = 2;
+const REASONS: [&str; 3] = ["frag_hold_evicted", "frag_hold_timeout", "frag_hold_full"];
+
+impl FragHold {
+    pub fn new(cfg: FragHoldConfig) -> FragHold {
+        let cfg = FragHoldConfig { max_ids: cfg.max_ids.max(1), ..cfg };
+        FragHold {
+            cfg,
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            next_gen: 0,
+            waiting: 0,
+            waiting_bytes: 0,
+            stats: HoldStats::default(),
+            new_drops: [0; 3],
+        }
+    }
+
+    pub fn stats(&self) -> HoldStats {
+        self.stats
+    }
+
+    /// Fragments waiting now.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Ids remembered now.
+    pub fn ids(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The owner hash of a datagram whose first fragment was seen.
+    pub fn owner(&self, key: &DgramKey) -> Option<u32> {
+        match self.map.get(key) {
+            Some(Entry { state: State::Owned(h), .. }) => Some(*h),
+            _ => None,
+        }
+    }
+
+    /// The first fragment of `key` came with flow hash `hash`: remember it
+    /// and hand back the fragments that waited for it (to be sent behind it).
+    pub fn resolve(&mut self, key: DgramKey, hash: u32, now: u64) -> Vec<Vec<u8>> {
+        self.expire(now);
+        if let Some(e) = self.map.get_mut(&key) {
+            let old = std::mem::replace(&mut e.state, State::Owned(hash));
+            if let State::Waiting(frames) = old {
+                self.waiting -= frames.len();
+                self.waiting_bytes -= frames.iter().map(Vec::len).sum::<usize>();
+                self.stats.released += frames.len() as u64;
+                return frames;
+            }
+            return Vec::new();
+        }
+        self.insert(key, State::Owned(hash), now);
+        Vec::new()
+    }
+
+    /// A non-first fragment whose owner is unknown: keep a copy until its
+    /// first fragment comes (or drop it, counted).
+    pub fn hold(&mut self, key: DgramKey, frame: &[u8], now: u64) -> HoldVerdict {
+        self.expire(now);
+        if frame.len() > self.cfg.max_bytes {
+            return self.refuse();
+        }
+        if let Some(Entry { state: State::Waiting(v), .. }) = self.map.get(&key) {
+            if v.len() >= MAX_WAITING_PER_ID {
+                return self.refuse();
+            }
+        }
+        // Room: forget the oldest ids (never the one we add to).
+        while self.waiting + 1 > self.cfg.max_frags || self.waiting_bytes + frame.len() > self.cfg.max_bytes {
+            if !self.forget_oldest(Some(&key)) {
+                return self.refuse();
+            }
+        }
+        match self.map.get_mut(&key) {
+            Some(Entry { state: State::Waiting(v), .. }) => v.push(frame.to_vec()),
+            // The caller asks owner() first; refuse rather than mis-hold.
+            Some(Entry { state: State::Owned(_), .. }) => return self.refuse(),
+            None => self.insert(key, State::Waiting(vec![frame.to_vec()]), now),
+        }
+        self.waiting += 1;
+        self.waiting_bytes += frame.len();
+        self.stats.held += 1;
+        HoldVerdict::Held
+    }
+
+    fn refuse(&mut self) -> HoldVerdict {
+        self.stats.full += 1;
+        self.new_drops[R_FULL] += 1;
+        HoldVerdict::Dropped(REASONS[R_FULL])
+    }
+
+    fn insert(&mut self, key: DgramKey, state: State, now: u64) {
+        while self.map.len() >= self.cfg.max_ids {
+            if !self.forget_oldest(None) {
+                break;
+            }
+        }
+        self.next_gen += 1;
+        let gen = self.next_gen;
+        self.map.insert(key, Entry { state, created: now, gen });
+        self.order.push_back((key, gen));
+    }
+
+    /// Forgets the oldest id (not `keep`); false when there is none.
+    fn forget_oldest(&mut self, keep: Option<&DgramKey>) -> bool {
+        let mut skipped = None;
+        let mut found = false;
+        while let Some((key, gen)) = self.order.pop_front() {
+            match self.map.get(&key) {
+                Some(e) if e.gen == gen => {
+                    if Some(&key) == keep {
+                        skipped = Some((key, gen));
+                        continue;
+                    }
+                    self.remove(&key, R_EVICTED);
+                    found = true;
+                    break;
+                }
+                _ => {} // stale
+            }
+        }
+        if let Some(item) = skipped {
+            self.order.push_front(item);
+        }
+        found
+    }
+
+    fn remove(&mut self, key: &DgramKey, reason: usize) {
+        if let Some(Entry { state: State::Waiting(frames), .. }) = self.map.remove(key) {
+            let n = frames.len() as u64;
+            self.waiting -= frames.len();
+            self.waiting_bytes -= frames.iter().map(Vec::len).sum::<usize>();
+            match reason {
+                R_TIMEOUT => self.stats.timed_out += n,
+                _ => self.stats.evicted += n,
+            }
+            if let Some(d) = self.new_drops.get_mut(reason) {
+                *d += n;
+            }
+        }
+    }
+
+    /// Forgets ids older than the timeout. O(expired).
+    pub fn expire(&mut self, now: u64) {
+        while let Some(&(key, gen)) = self.order.front() {
+            match self.map.get(&key) {
+                Some(e) if e.gen == gen => {
+                    if now.saturating_sub(e.created) < self.cfg.timeout_ns {
+                        break;
+                    }
+                    self.order.pop_front();
+                    self.remove(&key, R_TIMEOUT);
+                }
+                _ => {
+                    self.order.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Forgets everything (end of run): waiting fragments count as timed out.
+    pub fn flush(&mut self) {
+        while let Some((key, _)) = self.order.pop_front() {
+            self.remove(&key, R_TIMEOUT);
+        }
+        self.map.clear();
+    }
+
+    /// Drops since the last call, by counter name (for the drop map).
+    pub fn take_drops(&mut self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        let d = std::mem::take(&mut self.new_drops);
+        REASONS.into_iter().zip(d).filter(|(_, n)| *n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn key(id: u32) -> DgramKey {
+        DgramKey { src: Ipv4Addr::new(10, 0, 0, 1).into(), dst: Ipv4Addr::new(10, 0, 0, 2).into(), proto: 17, id }
+    }
+
+    fn conserved(h: &FragHold) -> bool {
+        let s = h.stats();
+        s.held == s.released + s.evicted + s.timed_out + h.waiting() as u64
+    }
+
+    #[test]
+    fn early_fragments_wait_and_follow_their_first() {
+        let mut h = FragHold::new(FragHoldConfig::default());
+        assert_eq!(h.hold(key(1), &[1; 100], 0), HoldVerdict::Held);
+        assert_eq!(h.hold(key(1), &[2; 100], 1), HoldVerdict::Held);
+        assert_eq!(h.owner(&key(1)), None);
+        let released = h.resolve(key(1), 0xabcd, 2);
+        assert_eq!(released, vec![vec![1; 100], vec![2; 100]]);
+        assert_eq!(h.owner(&key(1)), Some(0xabcd));
+        assert_eq!(h.resolve(key(1), 0xabcd, 3), Vec::<Vec<u8>>::new());
+        assert_eq!(h.waiting(), 0);
+        assert!(conserved(&h));
+    }
+
+    #[test]
+    fn bounded_by_frames_bytes_and_ids_oldest_forgotten_first() {
+        let cfg = FragHoldConfig { max_ids: 8, max_frags: 4, max_bytes: 1000, timeout_ns: 1000 };
+        let mut h = FragHold::new(cfg);
+        for id in 0..100 {
+            assert_eq!(h.hold(key(id), &[0; 10], u64::from(id)), HoldVerdict::Held);
+            assert!(h.waiting() <= 4 && h.ids() <= 8);
+        }
+        // The newest four survive.
+        for id in 96..100 {
+            assert_eq!(h.resolve(key(id), 7, 100).len(), 1);
+        }
+        assert_eq!(h.stats().evicted, 96);
+        let drops: Vec<_> = h.take_drops().collect();
+        assert_eq!(drops, vec![("frag_hold_evicted", 96)]);
+        // Byte bound.
+        assert_eq!(h.hold(key(500), &[0; 600], 100), HoldVerdict::Held);
+        assert_eq!(h.hold(key(501), &[0; 600], 100), HoldVerdict::Held);
+        assert_eq!(h.stats().evicted, 97);
+        assert_eq!(h.hold(key(502), &[0; 1001], 100), HoldVerdict::Dropped("frag_hold_full"));
+        // Per-id cap.
+        let mut h2 = FragHold::new(FragHoldConfig::default());
+        for i in 0..MAX_WAITING_PER_ID {
+            assert_eq!(h2.hold(key(9), &[i as u8], 0), HoldVerdict::Held);
+        }
+        assert_eq!(h2.hold(key(9), &[0], 0), HoldVerdict::Dropped("frag_hold_full"));
+        assert!(conserved(&h) && conserved(&h2));
+    }
+
+    #[test]
+    fn ids_time_out_and_flush_drops_the_rest() {
+        let cfg = FragHoldConfig { timeout_ns: 100, ..FragHoldConfig::default() };
+        let mut h = FragHold::new(cfg);
+        h.hold(key(1), &[0; 10], 0);
+        h.resolve(key(2), 5, 50);
+        h.hold(key(3), &[0; 10], 60);
+        h.expire(120);
+        assert_eq!(h.stats().timed_out, 1);
+        assert_eq!(h.owner(&key(2)), Some(5));
+        h.expire(151);
+        assert_eq!(h.owner(&key(2)), None);
+        h.flush();
+        assert_eq!((h.stats().timed_out, h.waiting(), h.ids()), (2, 0, 0));
+        assert!(conserved(&h));
+    }
+}
