@@ -464,6 +464,97 @@ impl XskSocket {
         n
     }
 
+    /// Receives up to `max` frames and lets `f` rewrite each one in place:
+    /// `f(buf, len)` gets the frame's whole room in the UMEM with the
+    /// received `len` bytes at its start. When `f` returns `Some(out)`
+    /// (`1..=buf.len()`), that very UMEM frame (no copy) is queued
+    /// for transmit with `len` bytes and comes back through the completion
+    /// ring; `None` recycles it for receive. The fill ring is topped up from
+    /// free frames for those that left for transmit. A frame the transmit
+    /// ring has no room for, or whose `out` does not fit its frame, is
+    /// recycled and counted in `tx_rejected`. Returns (received, reflected).
+    ///
+    /// This is the echo/forward path of M21: zero-copy from the socket's
+    /// point of view in both directions (in copy mode the kernel still
+    /// copies between the driver and the UMEM).
+    pub fn reflect_burst(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&mut [u8], usize) -> Option<usize>,
+    ) -> (usize, usize) {
+        self.reclaim();
+        let n = (self.rx.available() as usize).min(max);
+        self.scratch.clear();
+        let mut reflected = 0usize;
+        for i in 0..n {
+            let d = self.rx.read(i as u32);
+            let Some(idx) = self.frame_index(d.addr).filter(|&f| self.owner[f] == Owner::Rx) else {
+                self.st.rx_bad_descs += 1;
+                continue;
+            };
+            let base = self.frame_base(d.addr);
+            let room = (u64::from(self.frame_size) - (d.addr - base)) as usize;
+            let len = d.len as usize;
+            let verdict = match self.umem.get_mut(d.addr, room).filter(|_| len <= room) {
+                Some(buf) => {
+                    self.st.rx_packets += 1;
+                    self.st.rx_bytes += len as u64;
+                    f(buf, len)
+                }
+                None => {
+                    self.st.rx_bad_descs += 1;
+                    None
+                }
+            };
+            match verdict {
+                Some(out) if out > 0 && out <= room => {
+                    let desc = libc::xdp_desc { addr: d.addr, len: out as u32, options: 0 };
+                    if self.tx.push(desc) {
+                        self.owner[idx] = Owner::Tx;
+                        self.rx_owned -= 1;
+                        self.tx_owned += 1;
+                        self.st.tx_packets += 1;
+                        self.st.tx_bytes += out as u64;
+                        reflected += 1;
+                    } else {
+                        self.st.tx_rejected += 1;
+                        self.scratch.push(base);
+                    }
+                }
+                Some(_) => {
+                    self.st.tx_rejected += 1;
+                    self.scratch.push(base);
+                }
+                None => self.scratch.push(base),
+            }
+        }
+        self.rx.release(n as u32);
+        if reflected > 0 {
+            self.tx.submit();
+        }
+        let mut pushed = false;
+        for k in 0..self.scratch.len() {
+            let addr = self.scratch[k];
+            if self.fill.push(addr) {
+                pushed = true;
+            } else if let Some(i) = self.frame_index(addr) {
+                self.owner[i] = Owner::Free;
+                self.free.push(addr);
+                self.rx_owned -= 1;
+            }
+        }
+        if pushed {
+            self.fill.submit();
+        }
+        if self.rx_owned < self.rx_target && !self.free.is_empty() {
+            self.top_up_fill();
+        }
+        if reflected > 0 {
+            self.kick_tx();
+        }
+        (n, reflected)
+    }
+
     /// Waits until received frames are ready or `timeout` passes (poll(2)).
     pub fn wait_rx(&self, timeout: Duration) -> Result<bool, Error> {
         if self.rx.waiting() > 0 {
