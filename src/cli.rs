@@ -25,6 +25,12 @@ pub enum Command {
     Defrag(DefragArgs),
     /// Benchmarks.
     Bench(BenchArgs),
+    /// List an interface's receive/transmit queues, RPS/XPS CPUs, IRQs and the CPU each poller would use.
+    Queues(QueuesArgs),
+    /// UDP echo/sink server: one socket and pinned thread per CPU (SO_REUSEPORT, steered by receiving CPU).
+    UdpEcho(UdpEchoArgs),
+    /// UDP load generator: flows (optionally spread over RSS queues), rate, echo checks, RTT percentiles.
+    UdpGen(UdpGenArgs),
 }
 
 /// RSS configuration flags shared by `hash`, `plan` and `analyze`.
@@ -60,6 +66,18 @@ pub struct RssArgs {
     /// Hash implementation: auto, reference, table, gfni.
     #[arg(long = "impl", default_value = "auto")]
     pub imp: String,
+}
+
+#[derive(Args, Debug)]
+pub struct QueuesArgs {
+    /// Interface name (in the current network namespace).
+    pub iface: String,
+    /// Receive queue -> poller CPU, comma list (queue i on list[i % len]) [default: the CPUs this process may use].
+    #[arg(long, value_delimiter = ',')]
+    pub queue_cpus: Vec<u32>,
+    /// Print JSON (schema flowsteer.queues.v1).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -190,9 +208,15 @@ pub struct RunArgs {
     /// Idle flow timeout in seconds.
     #[arg(long, default_value_t = 30.0)]
     pub flow_timeout: f64,
-    /// Packet source: gen (built-in generator) or pcap:FILE (replayed from memory).
+    /// Packet source: gen (built-in generator), pcap:FILE (replayed from memory), afxdp:IFACE[:Q,...] (AF_XDP socket per queue) or afpacket:IFACE (TPACKET_V3 rings in a fanout group, one per receive queue).
     #[arg(long, default_value = "gen")]
     pub source: String,
+    /// afxdp: XDP attach mode: auto (native, then generic), native or skb.
+    #[arg(long, default_value = "auto")]
+    pub xdp_mode: String,
+    /// afpacket: fanout mode: rss (our Toeplitz RSS as a classic BPF program: ring i gets the RETA's queue i), hash, cpu, qm or lb.
+    #[arg(long, default_value = "rss")]
+    pub fanout: String,
     /// Times to replay a capture.
     #[arg(long, default_value_t = 1)]
     pub loops: u64,
@@ -217,11 +241,14 @@ pub struct RunArgs {
     /// Generator: share of UDP flows sent as IP fragments.
     #[arg(long, default_value_t = 0.0)]
     pub frag_share: f64,
+    /// Generator: fragmenting flows send one datagram in N as fragments and the others whole (mixed-size flows; needs one receive queue).
+    #[arg(long, default_value_t = 1)]
+    pub frag_every: u32,
     /// Generator: seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Fragments: rehash (reassemble where they land, then steer the datagram by its own hash) or off.
-    #[arg(long, default_value = "rehash")]
+    /// Fragments: owner (the first fragment's ports pick the flow's worker, which reassembles), rehash (FreeBSD: reassemble where the 2-tuple hash sends them, re-inject to the owner), local (reassemble on the receiving core) or off.
+    #[arg(long, default_value = "owner")]
     pub frag_steer: String,
     /// Reassembly memory limit per core in bytes (high threshold; eviction down to 3/4).
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
@@ -271,6 +298,33 @@ pub enum BenchWhat {
     Steer(BenchSteerArgs),
     /// Reassembly: datagrams/s on one core by size, datagrams in flight and order; the flood case.
     Reasm(BenchReasmArgs),
+    /// UDP echo on a veth pair in namespaces it creates: kernel single socket vs per-core sockets vs AF_XDP; flows added one per bucket.
+    Udp(BenchUdpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchUdpArgs {
+    /// Seconds of traffic per measurement.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// UDP payload bytes.
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// Flows in the mode comparison.
+    #[arg(long, default_value_t = 8)]
+    pub flows: usize,
+    /// The flows experiment adds flows one per bucket up to this many.
+    #[arg(long, default_value_t = 4)]
+    pub max_flows: usize,
+    /// Modes to compare (kernel-single, kernel, xdp).
+    #[arg(long, value_delimiter = ',', default_value = "kernel-single,kernel,xdp")]
+    pub modes: Vec<String>,
+    /// XDP attach mode for the xdp server: auto, native or skb.
+    #[arg(long, default_value = "auto")]
+    pub xdp_mode: String,
+    /// Print {"results": [...]}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -280,6 +334,12 @@ pub struct BenchReasmArgs {
     pub seconds: f64,
     #[arg(long)]
     pub json: bool,
+    /// Only the rows of this frame set: "cold" (32 MB, read from memory) or "warm" (a few blocks, cache-resident).
+    #[arg(long)]
+    pub set: Option<String>,
+    /// Only the rows of this delivery: "copy" (contiguous datagram) or "chain" (zero-copy).
+    #[arg(long)]
+    pub delivery: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -346,6 +406,102 @@ pub struct BenchHashArgs {
     /// Repetitions per measurement.
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct UdpEchoArgs {
+    /// Address and port to serve, e.g. 10.0.0.2:9000 or [fd00::2]:9000 (0.0.0.0:PORT = every IPv4 address).
+    pub addr: String,
+    /// Answer every datagram with its bytes unchanged, from the socket and core that received it (the default).
+    #[arg(long, conflicts_with = "sink")]
+    pub echo: bool,
+    /// Only count datagrams.
+    #[arg(long)]
+    pub sink: bool,
+    /// Socket layer: kernel (SO_REUSEPORT socket per CPU) or xdp (AF_XDP socket per receive queue of --iface, one pinned thread each).
+    #[arg(long, default_value = "kernel")]
+    pub mode: String,
+    /// --mode xdp: the interface whose queues to serve.
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// --mode xdp: queues to serve, comma list [default: every receive queue].
+    #[arg(long, value_delimiter = ',')]
+    pub queues: Vec<u32>,
+    /// --mode xdp: XDP attach mode: auto (native, then generic), native or skb.
+    #[arg(long, default_value = "auto")]
+    pub xdp_mode: String,
+    /// CPUs to serve on, one socket and pinned thread each [default: every CPU this process may use].
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Vec<u32>,
+    /// How a socket is tied to its CPU: incoming-cpu (SO_INCOMING_CPU, Linux >= 6.1) or cbpf (reuseport BPF program).
+    #[arg(long, default_value = "incoming-cpu")]
+    pub bind: String,
+    /// Stop after this many seconds [default: run until SIGINT or SIGTERM].
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Print the counters every N seconds.
+    #[arg(long)]
+    pub interval: Option<f64>,
+    /// Datagrams per recvmmsg/sendmmsg call (1..=1024).
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Receive slot per datagram in bytes; longer datagrams are dropped as truncated (memory per core = batch * this).
+    #[arg(long, default_value_t = 65535)]
+    pub max_size: usize,
+    /// Socket receive buffer in bytes (SO_RCVBUFFORCE with CAP_NET_ADMIN) [default: the system's].
+    #[arg(long)]
+    pub rcvbuf: Option<usize>,
+    /// Print JSON (one object at the end; with --interval one per line).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct UdpGenArgs {
+    /// The receiver's RSS configuration (used by --spread).
+    #[command(flatten)]
+    pub rss: RssArgs,
+    /// Remote address.
+    #[arg(short = 'r', long)]
+    pub remote: String,
+    /// Remote UDP port.
+    #[arg(short = 'p', long)]
+    pub port: u16,
+    /// Local address to send from; repeatable, flows use them round robin [default: the routed source address].
+    #[arg(short = 'l', long = "local")]
+    pub local: Vec<String>,
+    /// Datagrams to send over all flows [default: run for --duration, 3 s when neither is given].
+    #[arg(short = 'n', long)]
+    pub count: Option<u64>,
+    /// Datagram size in bytes (32..=65507; the first 32 are the header).
+    #[arg(short = 's', long, default_value_t = 64)]
+    pub size: usize,
+    /// Datagrams per second over all flows (0 = as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Seconds to send.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Flows (connected sockets, distinct source ports) [default: --spread N, else 1].
+    #[arg(long)]
+    pub flows: Option<usize>,
+    /// Plan source ports (or pick local addresses) so the flows land on N distinct receive queues of the RSS configuration.
+    #[arg(long)]
+    pub spread: Option<u16>,
+    /// Source ports --spread may use.
+    #[arg(long, default_value = "1024-65535")]
+    pub sport_range: String,
+    /// Wait for echoed replies: byte-exact check, loss, reordering, round-trip percentiles.
+    #[arg(long)]
+    pub echo: bool,
+    /// Seconds to wait for outstanding replies after the last send.
+    #[arg(long, default_value_t = 1.0)]
+    pub drain: f64,
+    /// Datagrams per sendmmsg call (1..=1024).
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
     #[arg(long)]
     pub json: bool,
 }

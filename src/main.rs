@@ -20,12 +20,16 @@ fn main() {
         cli::Command::Analyze(a) => cmd::analyze::run(a),
         cli::Command::Run(a) => cmd::run::run(a),
         cli::Command::Defrag(a) => cmd::defrag::run(a),
+        cli::Command::Queues(a) => cmd::queues::run(a),
         cli::Command::Bench(b) => match &b.what {
             cli::BenchWhat::Hash(a) => cmd::bench::hash(a),
             cli::BenchWhat::Analyze(a) => cmd::analyze::bench(a),
             cli::BenchWhat::Steer(a) => cmd::bench_steer::run(a),
             cli::BenchWhat::Reasm(a) => cmd::bench_reasm::run(a),
+            cli::BenchWhat::Udp(a) => cmd::bench_udp::run(a),
         },
+        cli::Command::UdpEcho(a) => cmd::udp_echo::run(a),
+        cli::Command::UdpGen(a) => cmd::udp_gen::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -124,7 +124,8 @@ fn run_bad_flags_give_one_line_errors() {
         &["run", "--listen", "sctp:5"][..],
         &["run", "--buckets", "0"][..],
         &["run", "--burst", "0"][..],
-        &["run", "--frag-steer", "owner"][..],
+        &["run", "--frag-steer", "sideways"][..],
+        &["run", "--frag-every", "0"][..],
     ] {
         let o = flowsteer(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");

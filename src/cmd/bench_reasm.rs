@@ -11,7 +11,8 @@
 //!   random source and id) spread evenly between the fragments of 20,032
 //!   legitimate 4,416-byte datagrams (64 in flight, in order), with the
 //!   default 4 MiB configuration. The point: accounted memory stays under the
-//!   threshold and the legitimate datagrams still complete.
+//!   threshold, the legitimate datagrams still complete, and the cost per
+//!   fragment stays flat (compare its ns/frag with the in-order row).
 //!
 //! Fragment sizes are what Linux sends at MTU 1500: IPv4 1,480 bytes of
 //! fragment payload (1500 - 20), IPv6 1,448 (1500 - 40 - 8 rounded down to a
@@ -22,20 +23,38 @@
 //! pushed round-robin, then fragment k+1, ..., so `in_flight` datagrams are
 //! open at once. "Order" is the order of the fragments within each datagram.
 //!
+//! Two frame sets (`set`):
+//! * `cold`: about 32 MB of frames (at least two blocks), so fragment
+//!   payloads are read from memory, not from the cache, as a NIC's receive
+//!   buffers would be.
+//! * `warm`: two blocks only (64 in flight: ~0.6 MB of IPv4 frames), so the
+//!   frames stay in the cache, as in DPDK's perf test
+//!   (`app/test/test_reassembly_perf.c`), which builds its fragment mbufs
+//!   and then times only the reassemble calls.
+//!
+//! Two deliveries (`delivery`):
+//! * `copy`: [`Reassembler::push`] lends the frame, the datagram comes out
+//!   contiguous; the loop counts it and reads its length.
+//! * `chain`: [`Reassembler::push_owned`] takes the frame buffer over (a
+//!   pool of frame handles, index + buffer, like ring frames), the datagram
+//!   comes out as a [`Chain`] (rewritten header + payload slices, no copy);
+//!   the loop counts it, reads its length and its header's first bytes (as
+//!   DPDK's test does with the reassembled mbuf), and puts the frame
+//!   buffers back into the pool ([`Chain::drain_buffers`], and `spare` for
+//!   dropped ones). No allocation per fragment or per datagram.
+//!
 //! Every frame and its parse result are built before timing; only the
-//! `push` calls and the delivered datagram's handling (count it, read its
-//! length) are timed, with a clock read per block of `in_flight` datagrams
-//! (its time is passed as `now`). A round replays the pre-built set; a
-//! (src, dst, id) is reused only in a later round, once the earlier one has
-//! completed. The in-flight sets hold about 32 MB of frames (at least two
-//! blocks), so fragment payloads are read from memory, not from the cache,
-//! as a NIC's receive buffers would be. Each case warms up for one round, then runs 3 repetitions of
-//! about `--seconds`; the median is reported. In-flight cases use a generous
-//! configuration (64 MiB high threshold) so nothing is evicted.
+//! push calls and the delivered datagram's handling are timed, with a clock
+//! read per block of `in_flight` datagrams (its time is passed as `now`). A
+//! round replays the pre-built set; a (src, dst, id) is reused only in a
+//! later round, once the earlier one has completed. Each case warms up for
+//! one round, then runs 3 repetitions of about `--seconds`; the median is
+//! reported. In-flight cases use a generous configuration (64 MiB high
+//! threshold) so nothing is evicted.
 
 use crate::cli::BenchReasmArgs;
 use anyhow::{bail, Context, Result};
-use flowsteer_reasm::{ReasmConfig, Reassembler, Verdict};
+use flowsteer_reasm::{Chain, ReasmConfig, Reassembler, Verdict};
 use flowsteer_rss::quality::SplitMix64;
 use flowsteer_wire::build::{ipv4_fragments, ipv4_header_checksum, ipv6_fragments};
 use flowsteer_wire::{parse_frame, L3Info, LinkType, ParseOptions};
@@ -52,9 +71,11 @@ const SMALL: usize = 4416;
 const LARGE: usize = 65507;
 const FLOOD_DGRAMS: usize = 200_000;
 const FLOOD_LEGIT: usize = 20_000;
-/// Pre-built frames per in-flight case: about this many bytes (at least two
-/// blocks), so the set does not sit in the cache.
+/// Pre-built frames per cold in-flight case: about this many bytes (at least
+/// two blocks), so the set does not sit in the cache.
 const SET_BYTES: usize = 32 << 20;
+/// Blocks of `in_flight` datagrams in a warm set.
+const WARM_BLOCKS: usize = 2;
 const ETH: usize = 14;
 
 #[derive(Clone, Debug, Serialize)]
@@ -64,6 +85,8 @@ struct Row {
     fragments: usize,
     in_flight: usize,
     order: &'static str,
+    delivery: &'static str,
+    set: &'static str,
     dgrams_per_s: f64,
     ns_per_frag: f64,
     peak_mem: usize,
@@ -89,10 +112,53 @@ impl Order {
     }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delivery {
+    Copy,
+    Chain,
+}
+
+impl Delivery {
+    fn name(self) -> &'static str {
+        match self {
+            Delivery::Copy => "copy",
+            Delivery::Chain => "chain",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Set {
+    Cold,
+    Warm,
+}
+
+impl Set {
+    fn name(self) -> &'static str {
+        match self {
+            Set::Cold => "cold",
+            Set::Warm => "warm",
+        }
+    }
+}
+
 /// One pre-built fragment: the frame and its parse result.
 struct Push {
     frame: Vec<u8>,
     l3: L3Info,
+}
+
+/// A frame buffer handed to the reassembler on the chain path: its slot in
+/// the pool and its bytes (the shape of a ring frame handle).
+struct Frame {
+    slot: u32,
+    bytes: Vec<u8>,
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 /// A stretch of pushes after which every legitimate datagram in it has been
@@ -108,6 +174,7 @@ struct Case {
     fragments: usize,
     in_flight: usize,
     order: &'static str,
+    set: Set,
     flood: Option<usize>,
     cfg: ReasmConfig,
     pushes: Vec<Push>,
@@ -116,28 +183,72 @@ struct Case {
     ip_len: usize,
 }
 
+fn parse_filter<T: Copy>(what: &str, arg: &Option<String>, all: &[(&str, T)]) -> Result<Vec<T>> {
+    match arg {
+        None => Ok(all.iter().map(|(_, v)| *v).collect()),
+        Some(s) => match all.iter().find(|(n, _)| n == s) {
+            Some((_, v)) => Ok(vec![*v]),
+            None => {
+                let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
+                bail!("--{what} {s}: expected one of {}", names.join(", "))
+            }
+        },
+    }
+}
+
 pub fn run(args: &BenchReasmArgs) -> Result<i32> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
         bail!("--seconds must be positive");
     }
+    let sets = parse_filter("set", &args.set, &[("cold", Set::Cold), ("warm", Set::Warm)])?;
+    let deliveries = parse_filter("delivery", &args.delivery, &[("copy", Delivery::Copy), ("chain", Delivery::Chain)])?;
+    let want = |s: Set, d: Delivery| sets.contains(&s) && deliveries.contains(&d);
     let generous = ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, ..ReasmConfig::default() };
     let mut rows = Vec::new();
     let mut rng = SplitMix64(0x5eed_4ea5_0000_0001);
     for family in [4u8, 6] {
+        // Cold set: every copy row as before; chain rows for the in-order
+        // 4,416-byte cases (the flood's baseline).
         for (payload, in_flights) in [(SMALL, &[64usize, 4096][..]), (LARGE, &[64usize][..])] {
             for &in_flight in in_flights {
                 for order in [Order::Forward, Order::Reversed, Order::Shuffled] {
-                    let case = in_flight_case(family, payload, in_flight, order, generous, &mut rng)?;
-                    rows.push(measure(&case, args.seconds)?);
+                    let chain = payload == SMALL && order == Order::Forward && want(Set::Cold, Delivery::Chain);
+                    if !want(Set::Cold, Delivery::Copy) && !chain {
+                        continue;
+                    }
+                    let mut case = in_flight_case(family, payload, in_flight, order, Set::Cold, generous, &mut rng)?;
+                    if want(Set::Cold, Delivery::Copy) {
+                        rows.push(measure(&mut case, Delivery::Copy, args.seconds)?);
+                    }
+                    if chain {
+                        rows.push(measure(&mut case, Delivery::Chain, args.seconds)?);
+                    }
                 }
             }
         }
-        let case = flood_case(family, &mut rng)?;
-        rows.push(measure(&case, args.seconds)?);
+        if want(Set::Cold, Delivery::Copy) || want(Set::Cold, Delivery::Chain) {
+            let mut case = flood_case(family, &mut rng)?;
+            for d in [Delivery::Copy, Delivery::Chain] {
+                if want(Set::Cold, d) {
+                    rows.push(measure(&mut case, d, args.seconds)?);
+                }
+            }
+        }
+        // Warm set (DPDK's shape): 4,416-byte payloads, both deliveries.
+        if sets.contains(&Set::Warm) {
+            for in_flight in [64usize, 4096] {
+                for order in [Order::Forward, Order::Reversed, Order::Shuffled] {
+                    let mut case = in_flight_case(family, SMALL, in_flight, order, Set::Warm, generous, &mut rng)?;
+                    for &d in &deliveries {
+                        rows.push(measure(&mut case, d, args.seconds)?);
+                    }
+                }
+            }
+        }
     }
     if args.json {
         let doc = serde_json::json!({
-            "schema": "flowsteer.bench.reasm.v1",
+            "schema": "flowsteer.bench.reasm.v2",
             "cpu": crate::cmd::bench::cpu_model(),
             "results": rows,
         });
@@ -155,17 +266,19 @@ fn print_text(rows: &[Row], seconds: f64) {
         crate::cmd::bench::cpu_model()
     );
     println!(
-        "{:>3} {:>7} {:>5} {:>9} {:<9} {:>12} {:>9} {:>12} {:>9}",
-        "fam", "payload", "frags", "in_flight", "order", "dgrams/s", "ns/frag", "peak_mem", "completed"
+        "{:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12} {:>9} {:>12} {:>9}",
+        "fam", "payload", "frags", "in_flight", "order", "deliv", "set", "dgrams/s", "ns/frag", "peak_mem", "completed"
     );
     for r in rows {
         println!(
-            "{:>3} {:>7} {:>5} {:>9} {:<9} {:>12.0} {:>9.1} {:>12} {:>9.4}",
+            "{:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12.0} {:>9.1} {:>12} {:>9.4}",
             r.family,
             r.payload,
             r.fragments,
             r.in_flight,
             r.order,
+            r.delivery,
+            r.set,
             r.dgrams_per_s,
             r.ns_per_frag,
             r.peak_mem,
@@ -247,12 +360,16 @@ fn in_flight_case(
     payload: usize,
     in_flight: usize,
     order: Order,
+    set: Set,
     cfg: ReasmConfig,
     rng: &mut SplitMix64,
 ) -> Result<Case> {
     let data: Vec<u8> = (0..payload).map(|i| (i * 7) as u8).collect();
     let per_dgram = ip_len(family, payload) + 64;
-    let blocks = (SET_BYTES / per_dgram).div_ceil(in_flight).max(2);
+    let blocks = match set {
+        Set::Cold => (SET_BYTES / per_dgram).div_ceil(in_flight).max(2),
+        Set::Warm => WARM_BLOCKS,
+    };
     let mut pushes = Vec::new();
     let mut segments = Vec::new();
     let mut fragments = 0;
@@ -268,6 +385,7 @@ fn in_flight_case(
         fragments,
         in_flight,
         order: order.name(),
+        set,
         flood: None,
         cfg,
         pushes,
@@ -336,6 +454,7 @@ fn flood_case(family: u8, rng: &mut SplitMix64) -> Result<Case> {
         fragments,
         in_flight,
         order: "flood",
+        set: Set::Cold,
         flood: Some(FLOOD_DGRAMS),
         cfg: ReasmConfig::default(),
         pushes,
@@ -352,15 +471,92 @@ struct Tally {
     legit: u64,
     bytes: u64,
     bad_len: u64,
+    /// Frames the chain loop found still held by the reassembler (must stay 0).
+    missing: u64,
+}
+
+/// What a timed loop needs besides the reassembler: the frames in the form
+/// its delivery takes.
+enum Frames<'a> {
+    Copy(&'a [Push]),
+    Chain { pool: &'a mut [Frame], l3: &'a [L3Info] },
+}
+
+/// A chain-path reassembler and its reusable output.
+struct ChainState {
+    r: Reassembler<Frame>,
+    out: Chain<Frame>,
+    spare: Vec<Frame>,
+}
+
+enum State {
+    Copy { r: Box<Reassembler>, out: Vec<u8> },
+    Chain(Box<ChainState>),
+}
+
+impl State {
+    fn new(d: Delivery, cfg: ReasmConfig, ip_len: usize) -> Result<State> {
+        Ok(match d {
+            Delivery::Copy => State::Copy {
+                r: Box::new(Reassembler::new(cfg).map_err(anyhow::Error::msg)?),
+                out: Vec::with_capacity(ip_len),
+            },
+            Delivery::Chain => State::Chain(Box::new(ChainState {
+                r: Reassembler::new_owning(cfg).map_err(anyhow::Error::msg)?,
+                out: Chain::new(),
+                spare: Vec::new(),
+            })),
+        })
+    }
+
+    fn peak_mem(&self) -> usize {
+        match self {
+            State::Copy { r, .. } => r.stats().mem_high_watermark,
+            State::Chain(c) => c.r.stats().mem_high_watermark,
+        }
+    }
+
+    /// Drops whatever is pending and gives every held frame back.
+    fn finish(&mut self, frames: &mut Frames<'_>) {
+        match (self, frames) {
+            (State::Copy { r, .. }, _) => {
+                r.flush();
+            }
+            (State::Chain(c), Frames::Chain { pool, .. }) => {
+                c.r.flush_into(&mut c.spare);
+                put_back(pool, c.out.drain_buffers());
+                put_back(pool, c.spare.drain(..));
+            }
+            (State::Chain(_), Frames::Copy(_)) => {}
+        }
+    }
+}
+
+/// Returns frames to their pool slots.
+#[inline]
+fn put_back(pool: &mut [Frame], frames: impl Iterator<Item = Frame>) {
+    for f in frames {
+        let slot = f.slot as usize;
+        if let Some(s) = pool.get_mut(slot) {
+            *s = f;
+        }
+    }
 }
 
 /// Pushes segments from `*seg` on (wrapping round the set) until `deadline`
 /// seconds have passed since `t0`. The clock is read once per segment; its
 /// time is the `now` of the segment's pushes.
-fn drive(r: &mut Reassembler, case: &Case, seg: &mut usize, t0: Instant, deadline: Option<f64>) -> Tally {
+fn drive(
+    st: &mut State,
+    frames: &mut Frames<'_>,
+    case: &Case,
+    seg: &mut usize,
+    t0: Instant,
+    deadline: Option<f64>,
+) -> Tally {
     let mut t = Tally::default();
-    let mut out = Vec::with_capacity(case.ip_len);
     let mut done_one_round = false;
+    let mut header_sum = 0u64;
     loop {
         let elapsed = t0.elapsed();
         match deadline {
@@ -371,12 +567,40 @@ fn drive(r: &mut Reassembler, case: &Case, seg: &mut usize, t0: Instant, deadlin
         let now = elapsed.as_nanos() as u64;
         let start = if *seg == 0 { 0 } else { case.segments[*seg - 1].end };
         let s = &case.segments[*seg];
-        for p in &case.pushes[start..s.end] {
-            if let Verdict::Complete { .. } = r.push(&p.frame, &p.l3, now, &mut out) {
-                t.completed += 1;
-                t.bytes += out.len() as u64;
-                t.bad_len += u64::from(out.len() != case.ip_len);
+        match (&mut *st, &mut *frames) {
+            (State::Copy { r, out }, Frames::Copy(pushes)) => {
+                for p in &pushes[start..s.end] {
+                    if let Verdict::Complete { .. } = r.push(&p.frame, &p.l3, now, out) {
+                        t.completed += 1;
+                        t.bytes += out.len() as u64;
+                        t.bad_len += u64::from(out.len() != case.ip_len);
+                    }
+                }
             }
+            (State::Chain(c), Frames::Chain { pool, l3 }) => {
+                for (i, l3) in l3[start..s.end].iter().enumerate() {
+                    let Some(slot) = pool.get_mut(start + i) else { break };
+                    let frame = std::mem::replace(slot, Frame { slot: u32::MAX, bytes: Vec::new() });
+                    if frame.slot == u32::MAX {
+                        t.missing += 1;
+                        continue;
+                    }
+                    if let Verdict::Complete { .. } = c.r.push_owned(frame, l3, now, &mut c.out, &mut c.spare) {
+                        t.completed += 1;
+                        t.bytes += c.out.len() as u64;
+                        t.bad_len += u64::from(c.out.len() != case.ip_len);
+                        // Read the header as a consumer would (version, length).
+                        let h = c.out.header();
+                        header_sum +=
+                            u64::from(h.first().copied().unwrap_or(0)) + u64::from(h.get(3).copied().unwrap_or(0));
+                        put_back(pool, c.out.drain_buffers());
+                    }
+                    if !c.spare.is_empty() {
+                        put_back(pool, c.spare.drain(..));
+                    }
+                }
+            }
+            _ => break,
         }
         t.pushes += (s.end - start) as u64;
         t.legit += s.legit as u64;
@@ -386,41 +610,82 @@ fn drive(r: &mut Reassembler, case: &Case, seg: &mut usize, t0: Instant, deadlin
             done_one_round = true;
         }
     }
+    black_box(header_sum);
     black_box(t.bytes);
     t
 }
 
-fn measure(case: &Case, seconds: f64) -> Result<Row> {
-    let mut r = Reassembler::new(case.cfg).map_err(anyhow::Error::msg)?;
-    let t0 = Instant::now();
-    let mut seg = 0;
-    // Warm-up: one round, untimed; it also checks the datagrams.
-    let warm = drive(&mut r, case, &mut seg, t0, None);
-    if warm.bad_len != 0 {
-        bail!("{} reassembled datagrams of the wrong length", warm.bad_len);
+fn measure(case: &mut Case, delivery: Delivery, seconds: f64) -> Result<Row> {
+    let mut st = State::new(delivery, case.cfg, case.ip_len)?;
+    // The chain path takes the frames over: move them into a pool of
+    // handles for the measurement, and back into the case afterwards.
+    let (mut pool, l3s): (Vec<Frame>, Vec<L3Info>) = match delivery {
+        Delivery::Copy => (Vec::new(), Vec::new()),
+        Delivery::Chain => case
+            .pushes
+            .iter_mut()
+            .enumerate()
+            .map(|(i, p)| (Frame { slot: i as u32, bytes: std::mem::take(&mut p.frame) }, p.l3))
+            .unzip(),
+    };
+    // The frames borrow the pool until the reassembler gave everything back.
+    let result = {
+        let mut frames = match delivery {
+            Delivery::Copy => Frames::Copy(&case.pushes),
+            Delivery::Chain => Frames::Chain { pool: &mut pool, l3: &l3s },
+        };
+        let t0 = Instant::now();
+        let mut seg = 0;
+        let result = (|| {
+            // Warm-up: one round, untimed; it also checks the datagrams.
+            let warm = drive(&mut st, &mut frames, case, &mut seg, t0, None);
+            if warm.bad_len != 0 {
+                bail!("{} reassembled datagrams of the wrong length", warm.bad_len);
+            }
+            if case.flood.is_none() && warm.completed != warm.legit {
+                bail!("only {} of {} datagrams completed in the warm-up", warm.completed, warm.legit);
+            }
+            let mut samples = Vec::new();
+            for _ in 0..REPS {
+                let start = Instant::now();
+                let offset = start.duration_since(t0).as_secs_f64();
+                let t = drive(&mut st, &mut frames, case, &mut seg, t0, Some(offset + seconds));
+                let secs = start.elapsed().as_secs_f64();
+                if t.missing != 0 {
+                    bail!("{} frames were still held by the reassembler when replayed", t.missing);
+                }
+                samples.push((
+                    t.completed as f64 / secs,
+                    secs * 1e9 / t.pushes as f64,
+                    t.completed as f64 / t.legit as f64,
+                ));
+            }
+            samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Ok(samples[samples.len() / 2])
+        })();
+        st.finish(&mut frames);
+        result
+    };
+    if delivery == Delivery::Chain {
+        for (p, f) in case.pushes.iter_mut().zip(pool) {
+            p.frame = f.bytes;
+        }
+        if case.pushes.iter().any(|p| p.frame.is_empty()) {
+            bail!("a frame was not given back by the reassembler");
+        }
     }
-    if case.flood.is_none() && warm.completed != warm.legit {
-        bail!("only {} of {} datagrams completed in the warm-up", warm.completed, warm.legit);
-    }
-    let mut samples = Vec::new();
-    for _ in 0..REPS {
-        let start = Instant::now();
-        let offset = start.duration_since(t0).as_secs_f64();
-        let t = drive(&mut r, case, &mut seg, t0, Some(offset + seconds));
-        let secs = start.elapsed().as_secs_f64();
-        samples.push((t.completed as f64 / secs, secs * 1e9 / t.pushes as f64, t.completed as f64 / t.legit as f64));
-    }
-    samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (dgrams_per_s, ns_per_frag, completed_share) = samples[samples.len() / 2];
+    let (dgrams_per_s, ns_per_frag, completed_share) = result?;
     Ok(Row {
         family: case.family,
         payload: case.payload,
         fragments: case.fragments,
         in_flight: case.in_flight,
         order: case.order,
+        delivery: delivery.name(),
+        set: case.set.name(),
         dgrams_per_s,
         ns_per_frag,
-        peak_mem: r.stats().mem_high_watermark,
+        peak_mem: st.peak_mem(),
         completed_share,
         flood_dgrams: case.flood,
     })

@@ -4,10 +4,16 @@ pub mod analyze;
 pub mod bench;
 pub mod bench_reasm;
 pub mod bench_steer;
+pub mod bench_udp;
 pub mod defrag;
 pub mod hash;
+pub mod live;
 pub mod plan;
+pub mod queues;
 pub mod run;
+pub mod udp_echo;
+pub mod udp_echo_xdp;
+pub mod udp_gen;
 
 /// Print warnings once, to stderr.
 pub fn warn_all(warnings: &[String]) {

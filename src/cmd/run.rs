@@ -21,7 +21,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub fn run(args: &RunArgs) -> Result<i32> {
-    let (engine, opts, warnings) = build(args)?;
+    let (engine, mut opts, warnings, guard) = build(args)?;
+    if !matches!(guard, crate::cmd::live::Guard::None) || args.source.starts_with("af") {
+        // Live traffic never ends by itself: stop cleanly on SIGINT/SIGTERM
+        // (the XDP program is detached when `guard` drops).
+        opts.stop = Some(crate::cmd::udp_echo::stop_on_signals()?);
+    }
     crate::cmd::warn_all(&warnings);
     let header = describe(&engine.cfg, args);
     if !args.json {
@@ -41,6 +46,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
         print_table(&report.snapshot);
         print_summary(&report);
     }
+    drop(guard);
     if !report.snapshot.conservation_ok {
         eprintln!("error: counters do not add up (received != delivered + dropped + in flight): this is a bug");
         return Ok(1);
@@ -49,7 +55,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
 }
 
 /// Build the engine and options from the flags (shared with `bench steer`).
-pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
+pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::cmd::live::Guard)> {
     let available = available_cpus();
     let cpus: Vec<u32> = if args.cores.is_empty() { available.clone() } else { args.cores.clone() };
     if cpus.is_empty() {
@@ -67,7 +73,16 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
         bail!("--cores lists a CPU twice");
     }
     let single = args.single_queue;
-    let rx_queues = if single { 1 } else { args.rx_queues.unwrap_or(cpus.len() as u16) };
+    let live = crate::cmd::live::LiveSpec::parse(&args.source)?;
+    let live_queues = match &live {
+        Some(spec) => Some(spec.rx_queues(args.rx_queues.unwrap_or(cpus.len() as u16))?),
+        None => None,
+    };
+    let rx_queues = match &live_queues {
+        Some(q) => u16::try_from(q.len()).map_err(|_| anyhow::anyhow!("too many receive queues"))?,
+        None if single => 1,
+        None => args.rx_queues.unwrap_or(cpus.len() as u16),
+    };
     if rx_queues == 0 {
         bail!("--rx-queues must be at least 1");
     }
@@ -122,6 +137,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
         )
     };
     let n = cpus.len();
+    let mut guard = crate::cmd::live::Guard::None;
     let (sources, tracked): (Vec<Box<dyn RxSource>>, usize) = if args.source == "gen" {
         let size = match args.size.as_str() {
             "imix" => SizeDist::Imix,
@@ -136,6 +152,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
             size,
             zipf: args.zipf,
             frag_share: args.frag_share,
+            frag_every: args.frag_every,
             seed: args.seed,
         };
         gen_cfg.validate().map_err(|e| anyhow::anyhow!("generator: {e}"))?;
@@ -156,8 +173,16 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
         let sources =
             (0..n).map(|_| Box::new(ReplaySource::new(replay.clone(), args.loops)) as Box<dyn RxSource>).collect();
         (sources, 1)
+    } else if let (Some(spec), Some(queues)) = (&live, &live_queues) {
+        let worker_of: Vec<usize> = (0..queues.len())
+            .map(|i| rxq_worker.as_ref().and_then(|m| m.get(i)).map_or(i % n, |&w| usize::from(w)))
+            .collect();
+        let lopts = crate::cmd::live::LiveOptions { xdp_mode: &args.xdp_mode, fanout: &args.fanout, rss: &rss };
+        let (sources, g) = crate::cmd::live::open(spec, queues, &worker_of, n, &lopts)?;
+        guard = g;
+        (sources, 1)
     } else {
-        bail!("--source '{}': expected gen or pcap:FILE", args.source);
+        bail!("--source '{}': expected gen, pcap:FILE, afxdp:IFACE[:Q,...] or afpacket:IFACE", args.source);
     };
     let mut cfg = EngineConfig::new(cpus, rss);
     cfg.rx_queues = rx_queues;
@@ -211,8 +236,9 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>)> {
         rebalance_interval: Some(Duration::from_millis(100)),
         migrate_every: args.migrate.filter(|m| *m > 0.0).map(Duration::from_secs_f64),
         pin: !args.no_pin,
+        stop: None,
     };
-    Ok((engine, opts, warnings))
+    Ok((engine, opts, warnings, guard))
 }
 
 /// CPUs this process may run on.

@@ -1,0 +1,355 @@
+//! `flowsteer bench udp`: UDP echo throughput on live interfaces, side by
+//! side in one run. The bench builds its own lab (two network namespaces
+//! joined by a veth pair with one queue per CPU, removed at the end) and
+//! runs this binary's `udp-echo` in namespace B against `udp-gen --echo` in
+//! namespace A, one generator pinned to each CPU (veth runs the receive
+//! path on the sender's CPU, so pinned senders spread the work the way NIC
+//! RSS queues would).
+//!
+//! Modes (the `mode` field):
+//! * `kernel-single`: one kernel UDP socket, one thread on CPU 0: the
+//!   baseline every server starts from;
+//! * `kernel`: one SO_REUSEPORT socket per CPU, steered by CPU
+//!   (`udp-echo --mode kernel`);
+//! * `xdp`: one AF_XDP socket per queue (`udp-echo --mode xdp`).
+//!
+//! `pps` is echo replies received by the generators per second of
+//! traffic; `pps_per_core` is echoes the server transmitted divided by the
+//! CPU seconds the echo server process used (user + system, from
+//! `/proc/PID/stat`), so a server that needs fewer cycles per packet scores
+//! higher even when the generators are the bottleneck. Caveat, stated in BENCHMARKS.md: the veth receive path
+//! runs in the sender's softirq context and is charged to neither. The
+//! server's own counters (`received`, `delivered`, drops) are reported
+//! beside the generator's (`sent`, `replies`, `lost`).
+//!
+//! The second experiment (the seeds' one): flows are added one per bucket
+//! and the server's received and delivered rates are reported for each N.
+//! On veth the "bucket" is the receive queue, which the sender's CPU picks
+//! (XPS is set so transmit queue i is CPU i's), so flow i's generator is
+//! pinned to CPU i % n; on a NIC `udp-gen --spread N` plans the tuples.
+
+use crate::cli::BenchUdpArgs;
+use anyhow::{anyhow, bail, Context, Result};
+use flowsteer_netns::{Lab, LabConfig, Side};
+use serde::Serialize;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PORT: u16 = 45_000;
+
+#[derive(Debug, Serialize, Clone)]
+struct Row {
+    experiment: &'static str,
+    mode: &'static str,
+    flows: usize,
+    server_cpus: usize,
+    seconds: f64,
+    sent: u64,
+    replies: u64,
+    lost: u64,
+    pps: f64,
+    server_cpu_s: f64,
+    pps_per_core: f64,
+    received: u64,
+    delivered: u64,
+    /// Echoes the server transmitted.
+    server_sent: u64,
+    received_pps: f64,
+    delivered_pps: f64,
+    server_drops: u64,
+    conservation_ok: bool,
+}
+
+pub fn run(args: &BenchUdpArgs) -> Result<i32> {
+    if let Some(why) = flowsteer_netns::skip_reason() {
+        bail!("bench udp builds network namespaces and needs root: {why}");
+    }
+    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
+        bail!("--seconds must be positive");
+    }
+    if args.max_flows == 0 || args.flows == 0 {
+        bail!("--flows and --max-flows must be at least 1");
+    }
+    let cpus = crate::cmd::run::available_cpus();
+    let lab = Lab::new("bu", &LabConfig { queues: cpus.len().clamp(1, 64) as u16, mtu: 1500 })
+        .map_err(|e| anyhow!("bench udp: {e}"))?;
+    xps_per_cpu(&lab, &cpus)?;
+    let mut rows = Vec::new();
+    let modes: Vec<&'static str> = args.modes.iter().map(|m| mode_name(m)).collect::<Result<_>>()?;
+    for &mode in &modes {
+        let row = measure(&lab, mode, &cpus, args.flows, None, args)?;
+        if !args.json {
+            print_row(&row);
+        }
+        rows.push(row);
+    }
+    for &mode in modes.iter().filter(|m| **m != "kernel-single") {
+        for n in 1..=args.max_flows {
+            let row = measure(&lab, mode, &cpus, n, Some(n), args)?;
+            if !args.json {
+                print_row(&row);
+            }
+            rows.push(row);
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"schema": "flowsteer.bench.udp.v1", "results": rows}))?
+        );
+    } else {
+        let base = rows.iter().find(|r| r.experiment == "modes" && r.mode == "kernel-single").map(|r| r.pps_per_core);
+        if let Some(b) = base.filter(|b| *b > 0.0) {
+            for r in rows.iter().filter(|r| r.experiment == "modes" && r.mode != "kernel-single") {
+                println!("{:>14}: {:.2}x the kernel single-socket packets per core", r.mode, r.pps_per_core / b);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// Transmit queue i of A's veth (and B's, for the replies) is used by CPU
+/// `cpus[i]` only (XPS), so a sender pinned to a CPU always reaches the
+/// same receive queue of the peer: the per-CPU RSS queue of a real NIC.
+fn xps_per_cpu(lab: &Lab, cpus: &[u32]) -> Result<()> {
+    for side in [Side::A, Side::B] {
+        for (q, cpu) in cpus.iter().enumerate() {
+            let mask = format!("{:x}", 1u64 << (cpu % 64));
+            let path = format!("/sys/class/net/{}/queues/tx-{q}/xps_cpus", lab.dev(side));
+            let st = Command::new("ip")
+                .args(["netns", "exec", lab.ns(side), "sh", "-c", &format!("echo {mask} > {path}")])
+                .status()
+                .context("set XPS")?;
+            if !st.success() {
+                bail!("could not set {path} to {mask}");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn mode_name(m: &str) -> Result<&'static str> {
+    match m {
+        "kernel-single" => Ok("kernel-single"),
+        "kernel" => Ok("kernel"),
+        "xdp" => Ok("xdp"),
+        _ => bail!("--modes: unknown mode '{m}' (expected kernel-single, kernel, xdp)"),
+    }
+}
+
+fn print_row(r: &Row) {
+    println!(
+        "{:<6} {:<14} flows {:>3}  replies/s {:>10.0}  server CPU {:>5.2} s  pps/core {:>10.0}  received/s {:>10.0}  delivered/s {:>10.0}  lost {:>7}  drops {:>6}  {}",
+        r.experiment,
+        r.mode,
+        r.flows,
+        r.pps,
+        r.server_cpu_s,
+        r.pps_per_core,
+        r.received_pps,
+        r.delivered_pps,
+        r.lost,
+        r.server_drops,
+        if r.conservation_ok { "ok" } else { "COUNTERS DO NOT ADD UP" }
+    );
+}
+
+/// A child with stderr lines forwarded to a channel and stdout collected.
+struct Proc {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    out: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command) -> Result<Proc> {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("start a child process")?;
+        let mut o = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = o.read_to_string(&mut s);
+            s
+        });
+        let e = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(e).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Proc { child, lines, out: Some(out) })
+    }
+
+    fn wait_line(&mut self, needle: &str, limit: Duration) -> Result<()> {
+        let until = Instant::now() + limit;
+        let mut seen = Vec::new();
+        while Instant::now() < until {
+            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                if l.contains(needle) {
+                    return Ok(());
+                }
+                seen.push(l);
+            } else if let Ok(Some(st)) = self.child.try_wait() {
+                bail!("echo server exited ({st}): {}", seen.join(" | "));
+            }
+        }
+        bail!("echo server not ready within {limit:?}: {}", seen.join(" | "))
+    }
+
+    /// Waits (bounded) and returns stdout; kills on timeout.
+    fn finish(mut self, limit: Duration) -> Result<(bool, String)> {
+        let until = Instant::now() + limit;
+        let ok = loop {
+            if let Some(st) = self.child.try_wait()? {
+                break st.success();
+            }
+            if Instant::now() > until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                bail!("a child process did not finish within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = self.out.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        Ok((ok, out))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn in_ns(lab: &Lab, side: Side, pin: Option<u32>, args: &[String]) -> Result<Command> {
+    let exe = std::env::current_exe().context("find this executable")?;
+    let mut c = match pin {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &cpu.to_string(), "ip"]);
+            c
+        }
+        None => Command::new("ip"),
+    };
+    c.args(["netns", "exec", lab.ns(side)]).arg(exe).args(args);
+    Ok(c)
+}
+
+/// utime + stime of a process in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    let Some((_, after)) = stat.rsplit_once(')') else { return 0.0 };
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of stat(5); `after` starts at field 3.
+    let ticks: f64 = [11usize, 12].iter().filter_map(|&i| f.get(i)?.parse::<f64>().ok()).sum();
+    ticks / 100.0
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or(0)
+}
+
+fn measure(
+    lab: &Lab,
+    mode: &'static str,
+    cpus: &[u32],
+    flows: usize,
+    spread: Option<usize>,
+    args: &BenchUdpArgs,
+) -> Result<Row> {
+    let server_cpus: Vec<u32> = if mode == "kernel-single" { cpus[..1].to_vec() } else { cpus.to_vec() };
+    let list = server_cpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let addr = format!("{}:{PORT}", lab.v4(Side::B));
+    let mut sargs: Vec<String> = vec!["udp-echo".into(), addr, "--cpus".into(), list, "--json".into()];
+    if mode == "xdp" {
+        sargs.extend(["--mode".into(), "xdp".into(), "--iface".into(), lab.dev(Side::B).to_string()]);
+        sargs.extend(["--xdp-mode".into(), args.xdp_mode.clone()]);
+    } else {
+        sargs.extend(["--mode".into(), "kernel".into(), "--rcvbuf".into(), (4 << 20).to_string()]);
+    }
+    let mut server = Proc::spawn(in_ns(lab, Side::B, None, &sargs)?)?;
+    server.wait_line("udp-echo: serving", Duration::from_secs(20))?;
+    let pid = server.child.id();
+    // Generators pinned to CPUs (veth: the sender's CPU picks the transmit
+    // queue through XPS, hence the peer's receive queue and the receiving
+    // CPU: the "bucket" of a flow here). Modes: one generator per CPU with
+    // the flows split; flows experiment: one generator per flow, flow i on
+    // CPU i % n, so flows land in distinct buckets up to the CPU count.
+    let have_taskset = Command::new("taskset").arg("-V").output().is_ok_and(|o| o.status.success());
+    let gens_n = if spread.is_some() { flows } else { cpus.len().min(flows).max(1) };
+    let cpu0 = cpu_seconds(pid);
+    let mut gens = Vec::new();
+    for g in 0..gens_n {
+        let my_flows = flows / gens_n + usize::from(g < flows % gens_n);
+        let gargs: Vec<String> = vec![
+            "udp-gen".into(),
+            "-r".into(),
+            lab.v4(Side::B).to_string(),
+            "-p".into(),
+            PORT.to_string(),
+            "-l".into(),
+            lab.v4(Side::A).to_string(),
+            "--echo".into(),
+            "--flows".into(),
+            my_flows.to_string(),
+            "--duration".into(),
+            args.seconds.to_string(),
+            "-s".into(),
+            args.size.to_string(),
+            "--drain".into(),
+            "0.5".into(),
+            "--json".into(),
+        ];
+        let pin = have_taskset.then(|| cpus[g % cpus.len()]);
+        gens.push(Proc::spawn(in_ns(lab, Side::A, pin, &gargs)?)?);
+    }
+    let (mut sent, mut replies, mut lost) = (0u64, 0u64, 0u64);
+    for g in gens {
+        let (ok, out) = g.finish(Duration::from_secs_f64(args.seconds + 30.0))?;
+        let v: Value = serde_json::from_str(&out).map_err(|e| anyhow!("udp-gen printed no report ({e}): {out}"))?;
+        if !ok {
+            bail!("udp-gen failed: {out}");
+        }
+        sent += u(&v, "sent");
+        replies += u(&v, "unique");
+        lost += u(&v, "lost");
+    }
+    let secs = args.seconds;
+    let server_cpu_s = (cpu_seconds(pid) - cpu0).max(0.01);
+    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let (_, out) = server.finish(Duration::from_secs(15))?;
+    let s: Value = serde_json::from_str(&out).map_err(|e| anyhow!("udp-echo output ({e}): {out}"))?;
+    let total = &s["total"];
+    let received = u(total, "received");
+    let delivered = u(total, "delivered");
+    let server_sent = u(total, "sent");
+    let server_drops =
+        u(total, "dropped") + u(total, "rcvbuf_drops") + u(total, "kernel_drops") + u(total, "dropped_tx_full");
+    Ok(Row {
+        experiment: if spread.is_some() { "flows" } else { "modes" },
+        mode,
+        flows,
+        server_cpus: server_cpus.len(),
+        seconds: secs,
+        sent,
+        replies,
+        lost,
+        pps: replies as f64 / secs,
+        server_cpu_s,
+        pps_per_core: server_sent as f64 / server_cpu_s,
+        received,
+        delivered,
+        server_sent,
+        received_pps: received as f64 / secs,
+        delivered_pps: delivered as f64 / secs,
+        server_drops,
+        conservation_ok: s["conservation_ok"].as_bool().unwrap_or(false),
+    })
+}

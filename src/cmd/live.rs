@@ -1,0 +1,194 @@
+//! Live packet sources for `flowsteer run`: AF_XDP and AF_PACKET receive
+//! queues behind the engine's [`RxSource`] seam. Engine receive queue `i`
+//! is the backend's queue `i` (an AF_XDP socket on device queue `ids[i]`,
+//! or the `i`-th member of an AF_PACKET fanout group); the worker that
+//! polls it is `--queue-cpus[i]` (default `i % workers`).
+//!
+//! Specs:
+//! * `afxdp:IFACE` (every receive queue of IFACE) or `afxdp:IFACE:0,1`;
+//!   `--xdp-mode auto|native|skb` (auto: native, then generic).
+//! * `afpacket:IFACE` with `--fanout rss|hash|cpu|qm|lb` (default rss: our
+//!   Toeplitz RSS compiled to a classic BPF fanout program, so ring `i`
+//!   receives exactly what the RETA sends to queue `i`); one ring per
+//!   engine receive queue (`--rx-queues`, default one per worker).
+
+use anyhow::{anyhow, bail, Result};
+use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing};
+use flowsteer_engine::source::RxSource;
+use flowsteer_rss::RssConfig;
+use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
+
+/// What must stay alive for the run (the XDP program attachment).
+pub enum Guard {
+    None,
+    /// Dropping it detaches the program.
+    Xdp {
+        _program: XdpProgram,
+    },
+}
+
+/// A parsed `--source` naming a live backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveSpec {
+    Xdp { iface: String, queues: Option<Vec<u32>> },
+    Packet { iface: String },
+}
+
+impl LiveSpec {
+    /// `None` when `spec` is not a live source.
+    pub fn parse(spec: &str) -> Result<Option<LiveSpec>> {
+        if let Some(rest) = spec.strip_prefix("afxdp:") {
+            let (iface, queues) = match rest.split_once(':') {
+                Some((i, q)) => {
+                    let qs = q
+                        .split(',')
+                        .map(|x| x.trim().parse::<u32>().map_err(|_| anyhow!("--source '{spec}': bad queue '{x}'")))
+                        .collect::<Result<Vec<_>>>()?;
+                    (i, Some(qs))
+                }
+                None => (rest, None),
+            };
+            if iface.is_empty() {
+                bail!("--source '{spec}': expected afxdp:IFACE[:QUEUE,...]");
+            }
+            return Ok(Some(LiveSpec::Xdp { iface: iface.to_string(), queues }));
+        }
+        if let Some(iface) = spec.strip_prefix("afpacket:") {
+            if iface.is_empty() || iface.contains(':') {
+                bail!("--source '{spec}': expected afpacket:IFACE");
+            }
+            return Ok(Some(LiveSpec::Packet { iface: iface.to_string() }));
+        }
+        Ok(None)
+    }
+
+    /// Receive queues the engine will have: the listed AF_XDP queues (or
+    /// every device queue), or `default` fanout members.
+    pub fn rx_queues(&self, default: u16) -> Result<Vec<u32>> {
+        match self {
+            LiveSpec::Xdp { queues: Some(q), .. } => Ok(q.clone()),
+            LiveSpec::Xdp { iface, queues: None } => {
+                let q = crate::cmd::udp_echo_xdp::rx_queues(iface)?;
+                if q.is_empty() {
+                    bail!("interface {iface} reports no receive queues");
+                }
+                Ok(q)
+            }
+            LiveSpec::Packet { .. } => Ok((0..u32::from(default.max(1))).collect()),
+        }
+    }
+}
+
+/// One worker's queues.
+struct XskSource {
+    socks: Vec<(u16, XskSocket)>,
+}
+
+impl RxSource for XskSource {
+    fn poll(&mut self, q: u16, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
+        match self.socks.iter_mut().find(|(i, _)| *i == q) {
+            Some((_, s)) => s.rx_burst(max, sink),
+            None => 0,
+        }
+    }
+
+    fn exhausted(&self, _q: u16) -> bool {
+        false
+    }
+}
+
+struct PacketSource {
+    rings: Vec<(u16, RxRing)>,
+}
+
+impl RxSource for PacketSource {
+    fn poll(&mut self, q: u16, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
+        match self.rings.iter_mut().find(|(i, _)| *i == q) {
+            Some((_, r)) => r.poll_burst(max, &mut |bytes, _meta| sink(bytes)),
+            None => 0,
+        }
+    }
+
+    fn exhausted(&self, _q: u16) -> bool {
+        false
+    }
+}
+
+/// Options of the live backends.
+pub struct LiveOptions<'a> {
+    pub xdp_mode: &'a str,
+    pub fanout: &'a str,
+    pub rss: &'a RssConfig,
+}
+
+/// Opens the backend and returns one source per worker (engine queue `i`
+/// goes to worker `worker_of[i]`) plus what must stay alive.
+pub fn open(
+    spec: &LiveSpec,
+    queues: &[u32],
+    worker_of: &[usize],
+    workers: usize,
+    opts: &LiveOptions<'_>,
+) -> Result<(Vec<Box<dyn RxSource>>, Guard)> {
+    match spec {
+        LiveSpec::Xdp { iface, .. } => {
+            let mode = match opts.xdp_mode {
+                "auto" => XdpMode::Auto,
+                "native" => XdpMode::Native,
+                "skb" => XdpMode::Skb,
+                m => bail!("--xdp-mode '{m}': expected auto, native or skb"),
+            };
+            let port = XdpPort::open(iface, queues, &PortConfig::with_mode(mode))
+                .map_err(|e| anyhow!("--source afxdp:{iface}: {e}"))?;
+            let (program, sockets) = port.into_parts();
+            let mut per: Vec<XskSource> = (0..workers).map(|_| XskSource { socks: Vec::new() }).collect();
+            for (i, s) in sockets.into_iter().enumerate() {
+                let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
+                per[w].socks.push((i as u16, s));
+            }
+            Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::Xdp { _program: program }))
+        }
+        LiveSpec::Packet { iface } => {
+            let group = (std::process::id() & 0xffff) as u16;
+            let fanout = match opts.fanout {
+                "rss" => Fanout::toeplitz(group, opts.rss).map_err(|e| anyhow!("--fanout rss: {e}"))?,
+                "hash" => Fanout::new(group, FanoutMode::Hash),
+                "cpu" => Fanout::new(group, FanoutMode::Cpu),
+                "qm" => Fanout::new(group, FanoutMode::QueueMapping),
+                "lb" => Fanout::new(group, FanoutMode::LoadBalance),
+                m => bail!("--fanout '{m}': expected rss, hash, cpu, qm or lb"),
+            };
+            let mut per: Vec<PacketSource> = (0..workers).map(|_| PacketSource { rings: Vec::new() }).collect();
+            // Join in queue order: the kernel picks member `ret % n` in join order.
+            for i in 0..queues.len() {
+                let cfg = RxConfig { fanout: Some(fanout.clone()), ..RxConfig::default() };
+                let ring = RxRing::open(iface, &cfg).map_err(|e| anyhow!("--source afpacket:{iface}: {e}"))?;
+                let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
+                per[w].rings.push((i as u16, ring));
+            }
+            Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::None))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        assert_eq!(LiveSpec::parse("gen").unwrap(), None);
+        assert_eq!(
+            LiveSpec::parse("afxdp:veth0:0,2").unwrap(),
+            Some(LiveSpec::Xdp { iface: "veth0".into(), queues: Some(vec![0, 2]) })
+        );
+        assert_eq!(
+            LiveSpec::parse("afxdp:veth0").unwrap(),
+            Some(LiveSpec::Xdp { iface: "veth0".into(), queues: None })
+        );
+        assert_eq!(LiveSpec::parse("afpacket:eth1").unwrap(), Some(LiveSpec::Packet { iface: "eth1".into() }));
+        assert!(LiveSpec::parse("afxdp:").is_err());
+        assert!(LiveSpec::parse("afxdp:x:a").is_err());
+        assert!(LiveSpec::parse("afpacket:").is_err());
+    }
+}

@@ -1,0 +1,202 @@
+//! `flowsteer udp-echo`: the per-core UDP echo/sink server over kernel
+//! sockets. Runs the loopback self-test first and refuses to serve when the
+//! sockets are not steered by CPU. SIGINT/SIGTERM (or --duration) stop every
+//! thread; the final counters are printed and the exit code is 0 when they
+//! add up.
+
+use crate::cli::UdpEchoArgs;
+use anyhow::{bail, Context, Result};
+use flowsteer_udp::server::format_table;
+use flowsteer_udp::{allowed_cpus, BindMode, Reply, Server, ServerConfig, ServerStats};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A flag set by SIGINT or SIGTERM; a second signal while it is set exits at once (code 1).
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone()).context("install signal handler")?;
+        signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
+    }
+    Ok(stop)
+}
+
+/// Parse `ADDR:PORT` with a message that shows the expected form.
+pub fn parse_socket_addr(s: &str) -> Result<SocketAddr> {
+    s.parse().map_err(|_| anyhow::anyhow!("'{s}' is not ADDR:PORT (e.g. 10.0.0.2:9000 or [fd00::2]:9000)"))
+}
+
+pub fn run(args: &UdpEchoArgs) -> Result<i32> {
+    match args.mode.as_str() {
+        "kernel" => {}
+        "xdp" => return run_xdp(args),
+        other => bail!("unknown --mode '{other}' (expected kernel or xdp)"),
+    }
+    let addr = parse_socket_addr(&args.addr)?;
+    let bind: BindMode = args.bind.parse().map_err(anyhow::Error::msg).context("--bind")?;
+    let cpus = if args.cpus.is_empty() { allowed_cpus().map_err(anyhow::Error::msg)? } else { args.cpus.clone() };
+    let mut cfg = ServerConfig::new(addr, cpus);
+    cfg.bind = bind;
+    cfg.reply = if args.sink { Reply::Sink } else { Reply::Echo };
+    cfg.batch = args.batch;
+    cfg.slot = args.max_size;
+    cfg.rcvbuf = args.rcvbuf;
+    let duration = match args.duration {
+        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
+        d => d.map(Duration::from_secs_f64),
+    };
+    let interval = match args.interval {
+        Some(i) if !(i > 0.0 && i.is_finite()) => bail!("--interval must be a positive number of seconds"),
+        i => i.map(Duration::from_secs_f64),
+    };
+
+    let stop = stop_on_signals()?;
+    let server = Server::start(&cfg, stop.clone()).map_err(anyhow::Error::msg)?;
+    let cpu_list: Vec<String> = cfg.cpus.iter().map(u32::to_string).collect();
+    let per = server.self_test_report().map_or(0, |r| r.per_cpu);
+    eprintln!(
+        "udp-echo: serving {} ({}) on CPUs {} with --bind {}; self-test passed (each socket got exactly its CPU's {per} loopback datagrams)",
+        server.local_addr(),
+        if cfg.reply == Reply::Echo { "echo" } else { "sink" },
+        cpu_list.join(","),
+        cfg.bind
+    );
+
+    let started = Instant::now();
+    let mut next_print = interval.map(|i| started + i);
+    while !stop.load(Ordering::Relaxed) {
+        if duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if let (Some(at), Some(every)) = (next_print, interval) {
+            if Instant::now() >= at {
+                emit(&server.snapshot(), args.json, true)?;
+                next_print = Some(at + every);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let stats = server.join();
+    emit(&stats, args.json, interval.is_some())?;
+    for e in &stats.errors {
+        eprintln!("error: {e}");
+    }
+    if !stats.errors.is_empty() {
+        return Ok(1);
+    }
+    if !stats.conservation_ok {
+        eprintln!("error: counters do not add up (received != delivered + dropped): this is a bug");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn emit(stats: &ServerStats, json: bool, line: bool) -> Result<()> {
+    if json {
+        if line {
+            println!("{}", serde_json::to_string(stats)?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(stats)?);
+        }
+    } else {
+        print!("{}", format_table(stats));
+        println!();
+    }
+    Ok(())
+}
+
+/// `--mode xdp`: see [`crate::cmd::udp_echo_xdp`].
+fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
+    use crate::cmd::udp_echo_xdp::{self as x, XdpCoreCounters};
+    let addr = parse_socket_addr(&args.addr)?;
+    let Some(iface) = args.iface.clone() else {
+        bail!("udp-echo --mode xdp needs --iface IFACE (the interface whose receive queues to serve)");
+    };
+    if addr.ip().is_unspecified() || addr.port() == 0 {
+        bail!("udp-echo --mode xdp needs a specific address and port (the XDP dataplane answers only those)");
+    }
+    let mode = match args.xdp_mode.as_str() {
+        "auto" => flowsteer_xsk::XdpMode::Auto,
+        "native" => flowsteer_xsk::XdpMode::Native,
+        "skb" => flowsteer_xsk::XdpMode::Skb,
+        m => bail!("--xdp-mode '{m}': expected auto, native or skb"),
+    };
+    let queues = if args.queues.is_empty() { x::rx_queues(&iface)? } else { args.queues.clone() };
+    let cpus = if args.cpus.is_empty() { allowed_cpus().map_err(anyhow::Error::msg)? } else { args.cpus.clone() };
+    let duration = match args.duration {
+        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
+        d => d.map(Duration::from_secs_f64),
+    };
+    let stop = stop_on_signals()?;
+    if let Some(d) = duration {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            while t.elapsed() < d && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    let opts = x::XdpEchoOptions { iface, addr, echo: !args.sink, cpus, queues, mode };
+    let rows = x::run(&opts, stop)?;
+    let mut total = XdpCoreCounters { queue: u32::MAX, cpu: u32::MAX, ..Default::default() };
+    for r in &rows {
+        total.received += r.received;
+        total.delivered += r.delivered;
+        total.sent += r.sent;
+        total.dropped_tx_full += r.dropped_tx_full;
+        total.not_for_us += r.not_for_us;
+        total.kernel_drops += r.kernel_drops;
+        total.cpu_mismatch += r.cpu_mismatch;
+    }
+    let echo = !args.sink;
+    let adds_up = |c: &XdpCoreCounters| {
+        c.received == c.delivered + c.not_for_us && (!echo || c.delivered == c.sent + c.dropped_tx_full)
+    };
+    let ok = rows.iter().all(adds_up) && adds_up(&total);
+    if args.json {
+        let v = serde_json::json!({
+            "schema": "flowsteer.udp-echo.v1",
+            "mode": "xdp",
+            "cores": rows,
+            "total": total,
+            "conservation_ok": ok,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
+            "Queue", "CPU", "Received", "Delivered", "Sent", "TxFull", "NotForUs", "KernDrops"
+        );
+        for r in &rows {
+            println!(
+                "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
+                r.queue, r.cpu, r.received, r.delivered, r.sent, r.dropped_tx_full, r.not_for_us, r.kernel_drops
+            );
+        }
+        println!(
+            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
+            "total",
+            "",
+            total.received,
+            total.delivered,
+            total.sent,
+            total.dropped_tx_full,
+            total.not_for_us,
+            total.kernel_drops
+        );
+        println!(
+            "conservation: received = delivered + not for us, delivered = sent + tx full: {}",
+            if ok { "OK" } else { "FAILED" }
+        );
+    }
+    if !ok {
+        eprintln!("error: counters do not add up: this is a bug");
+        return Ok(1);
+    }
+    Ok(0)
+}
