@@ -3,8 +3,8 @@
 //! it, run the flow table and the application). The threaded runtime and
 //! the deterministic simulation drive the same [`Lcore`] methods.
 
-use crate::counters::LcoreCounters;
 use crate::carry::{CarryIn, CarryOut};
+use crate::counters::LcoreCounters;
 use crate::desc::{PacketDesc, NO_FLOW_ID};
 use crate::engine::FragSteer;
 use crate::fraghold::{DgramKey, FragHold, FragHoldConfig, HoldVerdict};
@@ -579,8 +579,8 @@ impl RxSide {
                     // Bytes first, then the descriptor, pushed at once (not
                     // staged) so the two queues cannot disagree.
                     self.flush(c, wi);
-                    let sent = self.producers[wi].free_slots() > 0
-                        && self.carry_out.get(wi).is_some_and(|c| c.send(bytes));
+                    let sent =
+                        self.producers[wi].free_slots() > 0 && self.carry_out.get(wi).is_some_and(|c| c.send(bytes));
                     if sent && self.producers[wi].push(desc).is_ok() {
                         c.queued_to[wi] += 1;
                         self.steerer.enqueued(slot, self.producers[wi].tail());
