@@ -9,10 +9,12 @@ mod cli;
 mod cmd;
 mod plot;
 mod rssopts;
+mod sys;
 
 use clap::Parser;
 
 fn main() {
+    sys::default_sigpipe();
     let cli = cli::Cli::parse();
     let result = match &cli.command {
         cli::Command::Hash(a) => cmd::hash::run(a),

@@ -222,3 +222,22 @@ fn a_degenerate_user_key_is_flagged() {
     let o = flowsteer(&["hash", "--src", "1.2.3.4", "--dst", "5.6.7.8", "--key", "symmetric"]);
     assert!(stderr(&o).contains("16 bits"), "{}", stderr(&o));
 }
+
+/// `flowsteer ... | head`: a reader that goes away ends the process the
+/// way it ends C tools (SIGPIPE), never with a panic.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    // The read end is closed before the child starts: every write fails.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["plan", "--src-net", "10.11.0.0/16", "--dst", "10.11.2.1", "--dport", "8080", "--per-bucket", "8"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.code() == Some(0) || out.status.signal() == Some(13), "{:?} {err}", out.status);
+}

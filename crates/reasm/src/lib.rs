@@ -900,6 +900,9 @@ const MEMO_PER_BUCKET: usize = 4;
 pub const MAX_DIST_SOURCES: usize = 4096;
 const SOURCE_WAYS: usize = 2;
 const SOURCE_BUCKETS: usize = MAX_DIST_SOURCES / SOURCE_WAYS;
+const SOURCE_MEMO_BITS: u32 = 10;
+/// Entries of the max-distance rule's source memo (4 B each).
+const SOURCE_MEMO: usize = 1 << SOURCE_MEMO_BITS;
 
 /// The max-distance rule's per-source counters.
 #[derive(Debug, Default)]
@@ -912,6 +915,12 @@ struct SourceTable {
     gen: u32,
     /// IPv4 fragments counted (wrapping; the entries' LRU clock).
     clock: u32,
+    /// Lookaside memo ([`SOURCE_MEMO`] entry indexes at a cheap unkeyed
+    /// index of the source), so a datagram's first fragment from a known
+    /// source usually skips the keyed lookup. A hit is verified against the
+    /// entry's source; a miss (or an attacker's collisions) costs only the
+    /// keyed lookup it would have cost anyway.
+    memo: Vec<u32>,
 }
 
 impl SourceTable {
@@ -938,7 +947,34 @@ impl SourceTable {
     fn tick_lookup(&mut self, sip: (u64, u64), src: u32, clock: u32) -> Option<Rid> {
         if self.entries.is_empty() {
             self.entries = vec![SourceEntry::default(); MAX_DIST_SOURCES];
+            self.memo = vec![NIL; SOURCE_MEMO];
         }
+        // The memo first: a verified hit skips the SipHash.
+        let m = (src.wrapping_mul(0x9e37_79b1) >> (32 - SOURCE_MEMO_BITS)) as usize;
+        let hit = self.memo.get(m).copied().filter(|&i| {
+            let e = self.entries.get(i as usize);
+            e.is_some_and(|e| e.gen != 0 && e.src == src)
+        });
+        let idx = match hit {
+            Some(i) => i as usize,
+            None => {
+                let i = self.find_or_replace(sip, src, clock)?;
+                if let Some(e) = self.memo.get_mut(m) {
+                    *e = u32::try_from(i).ok()?;
+                }
+                i
+            }
+        };
+        let e = self.entries.get_mut(idx)?;
+        e.counter = e.counter.wrapping_add(1);
+        e.used = clock;
+        Some(Rid { idx: u32::try_from(idx).ok()?, gen: e.gen, counter: e.counter })
+    }
+
+    /// The keyed lookup: `src`'s entry in its bucket, or the bucket's least
+    /// recently used one given to `src`.
+    #[cold]
+    fn find_or_replace(&mut self, sip: (u64, u64), src: u32, clock: u32) -> Option<usize> {
         let bucket = (siphash::sip13(sip.0, sip.1, &[], u64::from(src), 4) as usize) & (SOURCE_BUCKETS - 1);
         let base = bucket.checked_mul(SOURCE_WAYS)?;
         let ways = self.entries.get_mut(base..base.checked_add(SOURCE_WAYS)?)?;
@@ -957,11 +993,7 @@ impl SourceTable {
                 i
             }
         };
-        let e = ways.get_mut(i)?;
-        e.counter = e.counter.wrapping_add(1);
-        e.used = clock;
-        let idx = u32::try_from(base.checked_add(i)?).ok()?;
-        Some(Rid { idx, gen: e.gen, counter: e.counter })
+        base.checked_add(i)
     }
 }
 
