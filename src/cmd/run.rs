@@ -196,8 +196,11 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::
     cfg.sock_flow_entries = args.rfs_entries;
     cfg.flow_cnt = args.rfs_flow_cnt;
     // A table sized to the workload keeps its buckets in cache.
+    // Under `--frag-steer off` a fragmenting flow has two keys (its
+    // non-first fragments carry no ports), so it counts twice.
+    let keys_per_flow = if args.frag_share > 0.0 && args.frag_steer == "off" { 2 } else { 1 };
     let capacity = args.flow_capacity.unwrap_or(if args.source == "gen" {
-        (args.flows as usize).next_power_of_two().clamp(1024, 65536)
+        (args.flows as usize * keys_per_flow).next_power_of_two().clamp(1024, 65536)
     } else {
         65536
     });

@@ -483,49 +483,87 @@ enum Family {
 }
 
 /// Reassembly key. IPv4: RFC 791 (src, dst, protocol, id); IPv6: RFC 8200
-/// (src, dst, id), `proto` is 0. The addresses are packed into the words
-/// the hash reads: IPv4 `src | dst << 32` in `addrs[0]` (the rest 0), IPv6
-/// src low, src high, dst low, dst high (big-endian address as `u128`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// (src, dst, id), protocol 0. Packed into the words the hash reads and the
+/// compare checks: `addrs` IPv4 `src | dst << 32` in `addrs[0]` (the rest
+/// 0), IPv6 src and dst as two words each; `meta` = id | protocol << 32 |
+/// family << 40. Addresses are in memory byte order (no swapping: only
+/// equality and the hash need them).
+#[derive(Clone, Copy, Debug)]
 struct Key {
     addrs: [u64; 4],
-    id: u32,
-    proto: u8,
-    family: Family,
+    meta: u64,
+}
+
+const META_V6: u64 = 1 << 40;
+
+impl PartialEq for Key {
+    /// IPv4 keys compare two words (their high address words are 0).
+    #[inline(always)]
+    fn eq(&self, o: &Key) -> bool {
+        let [a0, a1, a2, a3] = self.addrs;
+        let [b0, b1, b2, b3] = o.addrs;
+        self.meta == o.meta && a0 == b0 && (self.meta & META_V6 == 0 || ((a1 ^ b1) | (a2 ^ b2) | (a3 ^ b3)) == 0)
+    }
 }
 
 impl Key {
+    #[inline(always)]
+    fn v4(src: std::net::Ipv4Addr, dst: std::net::Ipv4Addr, id: u32, proto: u8) -> Key {
+        let (s, d) = (u32::from_ne_bytes(src.octets()), u32::from_ne_bytes(dst.octets()));
+        Key { addrs: [u64::from(s) | (u64::from(d) << 32), 0, 0, 0], meta: u64::from(id) | (u64::from(proto) << 32) }
+    }
+
+    #[inline(always)]
+    fn v6(src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, id: u32) -> Key {
+        let (s, d) = (u128::from_ne_bytes(src.octets()), u128::from_ne_bytes(dst.octets()));
+        Key { addrs: [s as u64, (s >> 64) as u64, d as u64, (d >> 64) as u64], meta: u64::from(id) | META_V6 }
+    }
+
+    #[inline(always)]
+    fn family(&self) -> Family {
+        if self.meta & META_V6 == 0 {
+            Family::V4
+        } else {
+            Family::V6
+        }
+    }
+
     /// Keyed SipHash-1-3 of the packed key: IPv4 (src, dst) in one word and
     /// (id, proto) in the 3-byte tail (11 bytes); IPv6 src and dst in four
     /// words and the id in the 4-byte tail (36 bytes). The lengths differ, so
     /// the families never share a message.
     #[inline]
     fn hash(&self, k: (u64, u64)) -> u64 {
-        match self.family {
-            Family::V4 => {
-                let tail = u64::from(self.id & 0xffff) | (u64::from(self.proto) << 16);
-                let [addrs, ..] = self.addrs;
-                siphash::sip13(k.0, k.1, &[addrs], tail, 11)
-            }
-            Family::V6 => siphash::sip13(k.0, k.1, &self.addrs, u64::from(self.id), 36),
+        if self.meta & META_V6 == 0 {
+            let tail = (self.meta & 0xffff) | ((self.meta >> 16) & 0xff_0000);
+            let [addrs, ..] = self.addrs;
+            siphash::sip13(k.0, k.1, &[addrs], tail, 11)
+        } else {
+            siphash::sip13(k.0, k.1, &self.addrs, self.meta & 0xffff_ffff, 36)
         }
     }
 
-    /// Index into the lookaside memo (`bits` wide): a cheap unkeyed mix.
-    /// Not a table hash: a memo hit is verified against the whole key, and
-    /// a miss falls back to the keyed table, so colliding keys can only
-    /// cost the SipHash they would have cost anyway.
-    #[inline]
-    fn memo_index(&self, mask: usize) -> usize {
+    /// Index into the lookaside memo (`2^(64 - shift)` entries): Fibonacci
+    /// hashing (the top bits of the key words times 2^64 / golden ratio),
+    /// which spreads keys that differ by a progression (consecutive ids,
+    /// consecutive addresses) evenly over the memo. Not a table hash: a memo
+    /// hit is verified against the whole key, and a miss falls back to the
+    /// keyed table, so colliding keys can only cost the SipHash they would
+    /// have cost anyway.
+    #[inline(always)]
+    fn memo_index(&self, shift: u32) -> usize {
         let [a, b, c, d] = self.addrs;
-        let x = match self.family {
-            Family::V4 => a ^ (u64::from(self.id) << 24) ^ u64::from(self.proto),
-            Family::V6 => a ^ b.rotate_left(17) ^ c.rotate_left(31) ^ d.rotate_left(47) ^ (u64::from(self.id) << 24),
-        };
-        ((x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize) & mask
+        // IPv4: the id lands on the first two octets of the source, the
+        // protocol on the destination's first: the least varying ones.
+        let mut x = a ^ self.meta;
+        if self.meta & META_V6 != 0 {
+            x ^= b.rotate_left(24) ^ c.rotate_left(40) ^ d.rotate_left(56);
+        }
+        x.wrapping_mul(0x9e37_79b9_7f4a_7c15).checked_shr(shift).unwrap_or(0) as usize
     }
 
-    /// The IPv4 source address (max-distance rule).
+    /// The IPv4 source address (max-distance rule; memory byte order).
+    #[inline(always)]
     fn v4_src(&self) -> u32 {
         let [addrs, ..] = self.addrs;
         addrs as u32
@@ -621,15 +659,6 @@ impl<B> Ranges<B> {
         match self {
             Ranges::Small(v) => v.first(),
             Ranges::Big(m) => m.values().next(),
-        }
-    }
-
-    /// The end of the fragment that starts last (the largest end, as they
-    /// are disjoint).
-    fn last_end(&self) -> Option<u16> {
-        match self {
-            Ranges::Small(v) => v.last().map(|r| r.end),
-            Ranges::Big(m) => m.values().next_back().map(|r| r.end),
         }
     }
 
@@ -799,7 +828,7 @@ impl<B> Queue<B> {
     fn vacant() -> Self {
         Queue {
             hash: 0,
-            key: Key { addrs: [0; 4], id: 0, proto: 0, family: Family::V4 },
+            key: Key { addrs: [0; 4], meta: 0 },
             hnext: NIL,
             live: false,
             ecn_seen: 0,
@@ -868,6 +897,8 @@ pub struct Reassembler<B = Vec<u8>> {
     /// created or found at each [`Key::memo_index`], so the later fragments
     /// of a datagram usually skip the SipHash (verified by key compare).
     memo: Vec<u32>,
+    /// `64 - log2(memo.len())` ([`Key::memo_index`]; 64 while empty).
+    memo_shift: u32,
     /// Queues in the table.
     count: usize,
     /// The queue slab; never longer than the most queues pending at once.
@@ -950,7 +981,9 @@ impl SourceTable {
             self.memo = vec![NIL; SOURCE_MEMO];
         }
         // The memo first: a verified hit skips the SipHash.
-        let m = (src.wrapping_mul(0x9e37_79b1) >> (32 - SOURCE_MEMO_BITS)) as usize;
+        // Fibonacci hashing of the address as a number (its last octet,
+        // the most varying one, in the low bits).
+        let m = (src.swap_bytes().wrapping_mul(0x9e37_79b1) >> (32 - SOURCE_MEMO_BITS)) as usize;
         let hit = self.memo.get(m).copied().filter(|&i| {
             let e = self.entries.get(i as usize);
             e.is_some_and(|e| e.gen != 0 && e.src == src)
@@ -1021,6 +1054,7 @@ struct SourceEntry {
 
 /// The fragment being pushed, after the per-fragment checks (positions
 /// into its frame, so the frame itself can move into the queue).
+#[derive(Clone, Copy)]
 struct Prepared {
     key: Key,
     offset: u16,
@@ -1049,18 +1083,15 @@ enum Out<'a, B> {
     Chain(&'a mut Chain<B>),
 }
 
+/// Linux `IPFRAG_ECN_*` bits: Not-ECT 0x01, ECT(1) 0x02, ECT(0) 0x04, CE 0x08,
+/// i.e. `1 << codepoint` ([`ecn_bit`]).
 const ECN_NOT_ECT: u8 = 0x01;
-const ECN_ECT_1: u8 = 0x02;
-const ECN_ECT_0: u8 = 0x04;
 const ECN_CE: u8 = 0x08;
 
+/// The `IPFRAG_ECN_*` bit of an ECN code point.
+#[inline(always)]
 fn ecn_bit(ecn: u8) -> u8 {
-    match ecn & 3 {
-        0 => ECN_NOT_ECT,
-        1 => ECN_ECT_1,
-        2 => ECN_ECT_0,
-        _ => ECN_CE,
-    }
+    1 << (ecn & 3)
 }
 
 /// Linux `ip_frag_ecn_table`: None = invalid mix (drop), Some(true) = set CE
@@ -1356,6 +1387,7 @@ impl<B> Reassembler<B> {
             sip: seed,
             buckets: Vec::new(),
             memo: Vec::new(),
+            memo_shift: 64,
             count: 0,
             slots: Vec::new(),
             free: Vec::new(),
@@ -1399,7 +1431,7 @@ impl<B> Reassembler<B> {
     /// When the queue at `slot` times out.
     fn deadline(&self, slot: u32) -> Option<u64> {
         let q = self.queue(slot)?;
-        Some(q.created.saturating_add(self.timeout(q.key.family)))
+        Some(q.created.saturating_add(self.timeout(q.key.family())))
     }
 
     /// Accounted cost of one fragment entry (see [`FRAG_OVERHEAD`]).
@@ -1440,7 +1472,7 @@ impl<B> Reassembler<B> {
     /// the queue on a memo hit, else computed).
     #[inline]
     fn find(&mut self, key: &Key) -> (Option<u32>, u64) {
-        let m = key.memo_index(self.memo.len().wrapping_sub(1));
+        let m = key.memo_index(self.memo_shift);
         if let Some(&s) = self.memo.get(m) {
             if let Some(q) = self.queue(s) {
                 if q.key == *key {
@@ -1481,6 +1513,7 @@ impl<B> Reassembler<B> {
         self.buckets.resize(n, NIL);
         self.memo.clear();
         self.memo.resize(n.saturating_mul(MEMO_PER_BUCKET), NIL);
+        self.memo_shift = 64u32.saturating_sub(self.memo.len().trailing_zeros());
         let mask = n.wrapping_sub(1);
         for (i, q) in self.slots.iter_mut().enumerate() {
             if q.live {
@@ -1582,7 +1615,7 @@ impl<B> Reassembler<B> {
     fn unlink(&mut self, slot: u32) -> bool {
         let Some(q) = self.queue(slot) else { return false };
         let (hash, hnext, prev, next, family, mem, n) =
-            (q.hash, q.hnext, q.prev, q.next, q.key.family, q.mem, q.frags.len());
+            (q.hash, q.hnext, q.prev, q.next, q.key.family(), q.mem, q.frags.len());
         self.unlink_bucket(slot, hash, hnext);
         if let Some(p) = self.queue_mut(prev) {
             p.next = next;
@@ -1705,6 +1738,7 @@ impl<B> Reassembler<B> {
         self.sources = SourceTable::default();
         self.buckets = Vec::new();
         self.memo = Vec::new();
+        self.memo_shift = 64;
         self.slots = Vec::new();
         self.free = Vec::new();
         self.next_expiry = u64::MAX;
@@ -1760,7 +1794,8 @@ impl<B> Reassembler<B> {
         }
         // In-order arrival (at or past the end of the last held fragment)
         // can neither duplicate nor overlap: skip both searches.
-        if q.frags.last_end().is_some_and(|e| e > f.offset) {
+        // (`max_end` is the end of the last held fragment: they are disjoint.)
+        if usize::from(f.offset) < q.max_end {
             if let Some(h) = q.frags.get(f.offset) {
                 if h.end == f.end && h.more == f.more {
                     return Some(DropReason::Duplicate);
@@ -1792,7 +1827,7 @@ impl<B> Reassembler<B> {
                 s
             }
         };
-        let tail = self.list(key.family).tail;
+        let tail = self.list(key.family()).tail;
         let b = self.bucket(hash);
         let first = self.buckets.get(b).copied().unwrap_or(NIL);
         let q = self.slots.get_mut(slot as usize)?;
@@ -1815,7 +1850,7 @@ impl<B> Reassembler<B> {
         if let Some(h) = self.buckets.get_mut(b) {
             *h = slot;
         }
-        let m = key.memo_index(self.memo.len().wrapping_sub(1));
+        let m = key.memo_index(self.memo_shift);
         if let Some(e) = self.memo.get_mut(m) {
             *e = slot;
         }
@@ -1823,13 +1858,13 @@ impl<B> Reassembler<B> {
         if let Some(t) = self.queue_mut(tail) {
             t.next = slot;
         }
-        if let Some(l) = self.list_mut(key.family) {
+        if let Some(l) = self.list_mut(key.family()) {
             if l.head == NIL {
                 l.head = slot;
             }
             l.tail = slot;
         }
-        self.next_expiry = self.next_expiry.min(now.saturating_add(self.timeout(key.family)));
+        self.next_expiry = self.next_expiry.min(now.saturating_add(self.timeout(key.family())));
         self.count = self.count.saturating_add(1);
         self.mem = self.mem.saturating_add(DATAGRAM_OVERHEAD);
         self.stats.datagrams_created = self.stats.datagrams_created.wrapping_add(1);
@@ -1905,81 +1940,67 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         if self.cfg.max_frags == 0 || self.cfg.max_datagrams == 0 {
             return Err(self.drop_single(DropReason::Disabled));
         }
-        let (family, addrs, key_proto) = match (l3.tuple.src, l3.tuple.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                (Family::V4, [u64::from(u32::from(s)) | (u64::from(u32::from(d)) << 32), 0, 0, 0], l3.tuple.proto)
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let (s, d) = (u128::from(s), u128::from(d));
-                (Family::V6, [s as u64, (s >> 64) as u64, d as u64, (d >> 64) as u64], 0)
-            }
+        let key = match (l3.tuple.src, l3.tuple.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Key::v4(s, d, fi.id, l3.tuple.proto),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Key::v6(s, d, fi.id),
             _ => return Err(self.drop_single(DropReason::BadHeader)),
         };
-        let key = Key { addrs, id: fi.id, proto: key_proto, family };
-
-        let Some(ip_end) = l3.l3_offset.checked_add(l3.ip_total_len) else {
-            return Err(self.drop_single(DropReason::Truncated));
-        };
-        let Some(data_at) = l3.l3_offset.checked_add(l3.ip_header_len) else {
-            return Err(self.drop_single(DropReason::Truncated));
-        };
-        if l3.truncated || ip_end > frame.len() {
+        let v4 = key.meta & META_V6 == 0;
+        let (ip_end, o1) = l3.l3_offset.overflowing_add(l3.ip_total_len);
+        let (data_at, o2) = l3.l3_offset.overflowing_add(l3.ip_header_len);
+        if o1 | o2 | l3.truncated | (ip_end > frame.len()) {
             return Err(self.drop_single(DropReason::Truncated));
         }
-        if data_at > ip_end || u32::try_from(ip_end).is_err() {
+        if data_at > ip_end || ip_end > u32::MAX as usize {
             return Err(self.drop_single(DropReason::BadHeader));
         }
-        let len = ip_end.saturating_sub(data_at);
-        let offset = usize::from(fi.offset);
+        let len = ip_end.wrapping_sub(data_at);
         if len == 0 || (fi.more && !len.is_multiple_of(8)) {
             return Err(self.drop_single(DropReason::BadLength));
         }
-        let end = offset.saturating_add(len);
-        let limit_end = match family {
-            Family::V4 => end.saturating_add(l3.ip_header_len),
-            Family::V6 => end,
-        };
-        // Also makes offset and end fit 16 bits.
-        let (Ok(off16), Ok(end16)) = (u16::try_from(offset), u16::try_from(end)) else {
-            return Err(self.drop_single(DropReason::TooLarge));
-        };
+        // Both below 2^32 (ip_end is), so no overflow.
+        let end = usize::from(fi.offset).wrapping_add(len);
+        // Also makes end (and so offset) fit 16 bits.
+        let limit_end = if v4 { end.saturating_add(l3.ip_header_len) } else { end };
         if limit_end > MAX_IP_LEN {
             return Err(self.drop_single(DropReason::TooLarge));
         }
-        if offset == 0 {
+        let hroom = if v4 { l3.ip_header_len } else { l3.ip_header_len.saturating_sub(8) };
+        let head = if fi.offset == 0 {
             let l4_end = l3.l4_offset.map(|l4| l4.saturating_add(min_l4_len(l3.tuple.proto)));
             if l4_end.is_none_or(|e| e > ip_end) {
                 return Err(self.drop_single(DropReason::TinyFirst));
             }
-        } else if family == Family::V4 && offset == 8 && l3.tuple.proto == proto::TCP {
-            return Err(self.drop_single(DropReason::TinyFirst));
-        }
-        let hroom = match family {
-            Family::V4 => l3.ip_header_len,
-            Family::V6 => l3.ip_header_len.saturating_sub(8),
-        };
-        let head = if offset == 0 {
             let at = l3.l3_offset;
-            match family {
-                Family::V4 => Some(HeadIn { at, len: l3.ip_header_len, v6_next: None }),
-                Family::V6 => {
-                    let frag_at = hroom;
-                    let ip = frame.get(at..ip_end).unwrap_or(&[]);
-                    match (v6_next_header_field(ip, frag_at), ip.get(frag_at)) {
-                        (Some(field), Some(&nh)) if frag_at >= 40 => {
-                            Some(HeadIn { at, len: frag_at, v6_next: Some((field, nh)) })
-                        }
-                        _ => None,
+            if v4 {
+                Some(HeadIn { at, len: l3.ip_header_len, v6_next: None })
+            } else {
+                let frag_at = hroom;
+                let ip = frame.get(at..ip_end).unwrap_or(&[]);
+                match (v6_next_header_field(ip, frag_at), ip.get(frag_at)) {
+                    (Some(field), Some(&nh)) if frag_at >= 40 => {
+                        Some(HeadIn { at, len: frag_at, v6_next: Some((field, nh)) })
                     }
+                    _ => return Err(self.drop_single(DropReason::BadHeader)),
                 }
             }
         } else {
+            if v4 && fi.offset == 8 && l3.tuple.proto == proto::TCP {
+                return Err(self.drop_single(DropReason::TinyFirst));
+            }
             None
         };
-        if offset == 0 && head.is_none() {
-            return Err(self.drop_single(DropReason::BadHeader));
-        }
-        Ok(Prepared { key, offset: off16, end: end16, more: fi.more, ecn: ecn_bit(l3.ecn), data_at, len, hroom, head })
+        Ok(Prepared {
+            key,
+            offset: fi.offset,
+            end: end as u16,
+            more: fi.more,
+            ecn: ecn_bit(l3.ecn),
+            data_at,
+            len,
+            hroom,
+            head,
+        })
     }
 
     /// Drops the fragment being pushed (its frame, if owned, is released;
@@ -2000,95 +2021,126 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         }
     }
 
+    /// A fragment that fails the checks against its queue: a duplicate is
+    /// dropped alone, anything else drops the whole queue with it.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, slot: u32, reason: DropReason, payload: Payload<'_, B>) -> Verdict {
+        if reason == DropReason::Duplicate {
+            return self.reject(reason, payload, None, false);
+        }
+        self.kill(slot, reason, 1);
+        self.reject(reason, payload, None, true)
+    }
+
+    /// Accounted bytes a copied offset-0 header adds when it does not fit
+    /// the header room `hroom` (it is then kept on its own).
+    #[inline(always)]
+    fn head_extra(payload: &Payload<'_, B>, p: &Prepared, hroom: usize) -> usize {
+        match (payload, p.head) {
+            (Payload::Copy(_), Some(h)) if h.len != hroom => h.len,
+            _ => 0,
+        }
+    }
+
     /// The table, rule and accounting part shared by both paths, then the
-    /// store and, if the datagram is whole, the delivery.
+    /// store and, if the datagram is whole, the delivery. The common case
+    /// (a later fragment of a known datagram, found through the memo) stays
+    /// inline; starting a queue is out of line.
     #[inline(always)]
     fn insert(&mut self, p: Prepared, payload: Payload<'_, B>, now: u64, out: Out<'_, B>) -> Verdict {
-        let (mut existing, hash) = self.find(&p.key);
+        let (found, hash) = self.find(&p.key);
         let max_dist = self.cfg.max_dist;
-        let rid = if p.key.family == Family::V4 && max_dist != 0 {
-            let hint = existing.and_then(|s| self.slots.get(s as usize)).and_then(|q| q.rid);
+        let rid = if p.key.meta & META_V6 == 0 && max_dist != 0 {
+            let hint = found.and_then(|s| self.slots.get(s as usize)).and_then(|q| q.rid);
             self.sources.tick(self.sip, p.key.v4_src(), hint)
         } else {
             None
         };
-        let frag_cost = Self::frag_cost();
-        // A copied offset-0 header that does not fit the header room is
-        // kept (and charged) on its own.
-        let head_extra = |hroom: usize| match (&payload, p.head) {
-            (Payload::Copy(_), Some(h)) if h.len != hroom => h.len,
-            _ => 0,
+        let Some(slot) = found else {
+            return self.insert_new(p, payload, hash, rid, now, out);
         };
-        // A copied fragment into a queue without a copy buffer yet gets one.
-        let mut new_buf = None;
-        let mut stale = None;
-        let mut cost = 0;
-        if let Some(slot) = existing {
-            let Some(q) = self.slots.get(slot as usize) else {
-                return self.reject(DropReason::BadHeader, payload, None, false);
-            };
-            if is_stale(rid, q.rid, max_dist) {
-                stale = Some(slot);
-            } else if let Some(reason) = Self::check_existing(q, &p, self.cfg.max_frags) {
-                if reason == DropReason::Duplicate {
-                    return self.reject(reason, payload, None, false);
-                }
-                self.kill(slot, reason, 1);
-                return self.reject(reason, payload, None, true);
-            } else {
-                cost = match &payload {
-                    Payload::Copy(_) if q.has_buf => {
-                        let cap = q.buf.capacity();
-                        let needed = q.buf.len().saturating_add(p.len);
-                        let grown = grow_target(cap, needed, buf_limit(q.hroom, q.known_end, &p));
-                        grown.saturating_sub(cap).saturating_add(head_extra(q.hroom))
-                    }
-                    // No copy buffer yet: taken below.
-                    Payload::Copy(_) => usize::MAX,
-                    Payload::Own(b) => b.as_ref().len(),
-                };
-            }
-        }
-        if let Some(slot) = stale {
+        let Some(q) = self.slots.get(slot as usize) else {
+            return self.reject(DropReason::BadHeader, payload, None, false);
+        };
+        if is_stale(rid, q.rid, max_dist) {
             self.kill(slot, DropReason::StaleQueue, 0);
-            existing = None;
+            return self.insert_new(p, payload, hash, rid, now, out);
         }
-        let slot = match existing {
-            Some(slot) => {
-                if cost == usize::MAX {
-                    let b = self.take_buf(p.hroom, &p);
-                    cost = b.capacity().saturating_add(head_extra(p.hroom));
-                    new_buf = Some(b);
-                }
-                if !self.make_room(cost.saturating_add(frag_cost), Some(slot)) {
-                    return self.reject(DropReason::NoMemory, payload, new_buf, false);
-                }
-                slot
+        if let Some(reason) = Self::check_existing(q, &p, self.cfg.max_frags) {
+            return self.refuse(slot, reason, payload);
+        }
+        let mut new_buf = None;
+        let cost = match &payload {
+            Payload::Own(b) => b.as_ref().len(),
+            Payload::Copy(_) if q.has_buf => {
+                let cap = q.buf.capacity();
+                let needed = q.buf.len().saturating_add(p.len);
+                let grown = grow_target(cap, needed, buf_limit(q.hroom, q.known_end, &p));
+                grown.saturating_sub(cap).saturating_add(Self::head_extra(&payload, &p, q.hroom))
             }
-            None => {
-                if self.count >= self.cfg.max_datagrams {
-                    if let Some(old) = self.oldest(None) {
-                        self.kill(old, DropReason::Evicted, 0);
-                    }
-                }
-                cost = match &payload {
-                    Payload::Copy(_) => {
-                        let b = self.take_buf(p.hroom, &p);
-                        let c = b.capacity();
-                        new_buf = Some(b);
-                        c.saturating_add(head_extra(p.hroom))
-                    }
-                    Payload::Own(b) => b.as_ref().len(),
-                };
-                if !self.make_room(cost.saturating_add(frag_cost).saturating_add(DATAGRAM_OVERHEAD), None) {
-                    return self.reject(DropReason::NoMemory, payload, new_buf, false);
-                }
-                match self.create(p.key, hash, now) {
-                    Some(slot) => slot,
-                    None => return self.reject(DropReason::NoMemory, payload, new_buf, false),
-                }
+            // No copy buffer yet: take one.
+            Payload::Copy(_) => {
+                let b = self.take_buf(p.hroom, &p);
+                let c = b.capacity().saturating_add(Self::head_extra(&payload, &p, p.hroom));
+                new_buf = Some(b);
+                c
             }
         };
+        if !self.make_room(cost.saturating_add(Self::frag_cost()), Some(slot)) {
+            return self.reject(DropReason::NoMemory, payload, new_buf, false);
+        }
+        self.store(slot, p, payload, new_buf, rid, out)
+    }
+
+    /// A fragment that starts a queue (no queue for its key, or a stale one
+    /// just dropped).
+    #[inline(never)]
+    fn insert_new(
+        &mut self,
+        p: Prepared,
+        payload: Payload<'_, B>,
+        hash: u64,
+        rid: Option<Rid>,
+        now: u64,
+        out: Out<'_, B>,
+    ) -> Verdict {
+        if self.count >= self.cfg.max_datagrams {
+            if let Some(old) = self.oldest(None) {
+                self.kill(old, DropReason::Evicted, 0);
+            }
+        }
+        let mut new_buf = None;
+        let cost = match &payload {
+            Payload::Copy(_) => {
+                let b = self.take_buf(p.hroom, &p);
+                let c = b.capacity().saturating_add(Self::head_extra(&payload, &p, p.hroom));
+                new_buf = Some(b);
+                c
+            }
+            Payload::Own(b) => b.as_ref().len(),
+        };
+        if !self.make_room(cost.saturating_add(Self::frag_cost()).saturating_add(DATAGRAM_OVERHEAD), None) {
+            return self.reject(DropReason::NoMemory, payload, new_buf, false);
+        }
+        match self.create(p.key, hash, now) {
+            Some(slot) => self.store(slot, p, payload, new_buf, rid, out),
+            None => self.reject(DropReason::NoMemory, payload, new_buf, false),
+        }
+    }
+
+    /// Stores the fragment in the queue at `slot` (room was made for it),
+    /// and delivers the datagram if it is now whole.
+    #[inline(always)]
+    fn store(
+        &mut self,
+        slot: u32,
+        p: Prepared,
+        payload: Payload<'_, B>,
+        new_buf: Option<Vec<u8>>,
+        rid: Option<Rid>,
+        out: Out<'_, B>,
+    ) -> Verdict {
         let Some(q) = self.slots.get_mut(slot as usize) else {
             return self.reject(DropReason::BadHeader, payload, new_buf, false);
         };
@@ -2098,9 +2150,9 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             q.hroom = p.hroom;
             q.has_buf = true;
         }
-        // Store the payload (growing the copy buffer as predicted above) and
-        // the offset-0 header.
-        let mut mem = frag_cost;
+        // Store the payload (growing the copy buffer as predicted) and the
+        // offset-0 header.
+        let mut mem = Self::frag_cost();
         let data = match payload {
             Payload::Copy(frame) => {
                 let old_cap = q.buf.capacity();
@@ -2142,14 +2194,16 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             q.known_end = Some(end);
         }
         q.max_end = q.max_end.max(end);
-        q.received = q.received.saturating_add(p.len);
+        q.received = q.received.wrapping_add(p.len);
         q.ecn_seen |= p.ecn;
         q.rid = rid;
         q.frags.insert(Frag { offset: p.offset, end: p.end, more: p.more, data });
-        q.mem = q.mem.saturating_add(mem);
+        q.mem = q.mem.wrapping_add(mem);
         let done = q.known_end == Some(q.received);
-        self.mem = self.mem.saturating_add(mem);
-        self.stats.mem_high_watermark = self.stats.mem_high_watermark.max(self.mem);
+        self.mem = self.mem.wrapping_add(mem);
+        if self.mem > self.stats.mem_high_watermark {
+            self.stats.mem_high_watermark = self.mem;
+        }
         self.stats.pending = self.stats.pending.wrapping_add(1);
         if done {
             return self.complete(slot, out);
@@ -2158,12 +2212,13 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     }
 
     /// Delivers the whole datagram at `slot` into `out` (or drops it when
-    /// the datagram-level checks fail).
+    /// the datagram-level checks fail). Once per datagram: out of line.
+    #[inline(never)]
     fn complete(&mut self, slot: u32, out: Out<'_, B>) -> Verdict {
         let Some(q) = self.queue(slot) else {
             return Verdict::Held;
         };
-        let total = q.known_end.unwrap_or(0);
+        let total = q.received;
         let Some(head) = q.head.as_ref() else {
             // Unreachable in practice: full coverage includes offset 0.
             self.kill(slot, DropReason::BadHeader, 0);
@@ -2175,7 +2230,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         };
         let (hlen, v6_next, inline) = (head.len, head.v6_next, matches!(head.loc, HeadLoc::Inline));
         let ip_len = hlen.saturating_add(total);
-        let family = q.key.family;
+        let family = q.key.family();
         let fits = match family {
             Family::V4 => ip_len <= MAX_IP_LEN,
             Family::V6 => ip_len.saturating_sub(40) <= MAX_IP_LEN,
@@ -2216,7 +2271,9 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                 fix_header(family, out.get_mut(..hlen).unwrap_or(&mut []), ip_len, set_ce, v6_next);
             }
             Out::Chain(ch) => {
-                self.released.extend(ch.frags.drain(..).filter_map(Frag::into_held));
+                if !ch.frags.is_empty() {
+                    self.released.extend(ch.frags.drain(..).filter_map(Frag::into_held));
+                }
                 ch.header.clear();
                 copy_small(&mut ch.header, q.head_bytes());
                 fix_header(family, &mut ch.header, ip_len, set_ce, v6_next);
