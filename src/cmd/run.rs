@@ -75,7 +75,16 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::
     let single = args.single_queue;
     let live = crate::cmd::live::LiveSpec::parse(&args.source)?;
     let live_queues = match &live {
-        Some(spec) => Some(spec.rx_queues(args.rx_queues.unwrap_or(cpus.len() as u16))?),
+        Some(spec) => {
+            let q = spec.rx_queues(args.rx_queues.unwrap_or(cpus.len() as u16))?;
+            if let Some(n) = args.rx_queues.filter(|&n| usize::from(n) != q.len()) {
+                bail!("--rx-queues {n} but --source {} names {} queue(s): {q:?}", args.source, q.len());
+            }
+            if single {
+                bail!("--single-queue does not apply to a live source (its queues are the device's)");
+            }
+            Some(q)
+        }
         None => None,
     };
     let rx_queues = match &live_queues {

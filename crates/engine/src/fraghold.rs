@@ -100,6 +100,11 @@ pub struct FragHold {
     /// Ids in creation order (lazily pruned: an item whose generation no
     /// longer matches its entry is skipped).
     order: VecDeque<(DgramKey, u64)>,
+    /// Ids created with waiting fragments, in creation order (lazily pruned
+    /// the same way, and skipped once resolved): what frame and byte
+    /// pressure evicts, so remembered owners of datagrams in progress are
+    /// not forgotten to make room for orphans.
+    waiting_order: VecDeque<(DgramKey, u64)>,
     next_gen: u64,
     waiting: usize,
     waiting_bytes: usize,
@@ -120,6 +125,7 @@ impl FragHold {
             cfg,
             map: HashMap::new(),
             order: VecDeque::new(),
+            waiting_order: VecDeque::new(),
             next_gen: 0,
             waiting: 0,
             waiting_bytes: 0,
@@ -180,9 +186,10 @@ impl FragHold {
                 return self.refuse();
             }
         }
-        // Room: forget the oldest ids (never the one we add to).
+        // Room: forget the oldest ids with waiting fragments (never the one
+        // we add to).
         while self.waiting + 1 > self.cfg.max_frags || self.waiting_bytes + frame.len() > self.cfg.max_bytes {
-            if !self.forget_oldest(Some(&key)) {
+            if !self.forget_oldest_waiting(&key) {
                 return self.refuse();
             }
         }
@@ -206,24 +213,41 @@ impl FragHold {
 
     fn insert(&mut self, key: DgramKey, state: State, now: u64) {
         while self.map.len() >= self.cfg.max_ids {
-            if !self.forget_oldest(None) {
+            if !self.forget_oldest() {
                 break;
             }
         }
         self.next_gen += 1;
         let gen = self.next_gen;
+        if matches!(state, State::Waiting(_)) {
+            self.waiting_order.push_back((key, gen));
+        }
         self.map.insert(key, Entry { state, created: now, gen });
         self.order.push_back((key, gen));
+        // Stale items (ids forgotten out of order, resolved ids) are pruned
+        // lazily from the front; compact when they pile up, so both queues
+        // stay within 2 x max_ids items (amortised O(1) per insert).
+        let limit = self.cfg.max_ids.saturating_mul(2).max(64);
+        if self.order.len() > limit {
+            let map = &self.map;
+            self.order.retain(|(k, g)| map.get(k).is_some_and(|e| e.gen == *g));
+        }
+        if self.waiting_order.len() > limit {
+            let map = &self.map;
+            self.waiting_order
+                .retain(|(k, g)| map.get(k).is_some_and(|e| e.gen == *g && matches!(e.state, State::Waiting(_))));
+        }
     }
 
-    /// Forgets the oldest id (not `keep`); false when there is none.
-    fn forget_oldest(&mut self, keep: Option<&DgramKey>) -> bool {
+    /// Forgets the oldest id that still has waiting fragments (not `keep`);
+    /// false when there is none.
+    fn forget_oldest_waiting(&mut self, keep: &DgramKey) -> bool {
         let mut skipped = None;
         let mut found = false;
-        while let Some((key, gen)) = self.order.pop_front() {
+        while let Some((key, gen)) = self.waiting_order.pop_front() {
             match self.map.get(&key) {
-                Some(e) if e.gen == gen => {
-                    if Some(&key) == keep {
+                Some(e) if e.gen == gen && matches!(e.state, State::Waiting(_)) => {
+                    if &key == keep {
                         skipped = Some((key, gen));
                         continue;
                     }
@@ -231,13 +255,24 @@ impl FragHold {
                     found = true;
                     break;
                 }
-                _ => {} // stale
+                _ => {} // stale or resolved
             }
         }
         if let Some(item) = skipped {
-            self.order.push_front(item);
+            self.waiting_order.push_front(item);
         }
         found
+    }
+
+    /// Forgets the oldest id; false when there is none.
+    fn forget_oldest(&mut self) -> bool {
+        while let Some((key, gen)) = self.order.pop_front() {
+            if self.map.get(&key).is_some_and(|e| e.gen == gen) {
+                self.remove(&key, R_EVICTED);
+                return true;
+            }
+        }
+        false
     }
 
     fn remove(&mut self, key: &DgramKey, reason: usize) {
@@ -279,6 +314,7 @@ impl FragHold {
             self.remove(&key, R_TIMEOUT);
         }
         self.map.clear();
+        self.waiting_order.clear();
     }
 
     /// Drops since the last call, by counter name (for the drop map).
@@ -343,6 +379,35 @@ mod tests {
         }
         assert_eq!(h2.hold(key(9), &[0], 0), HoldVerdict::Dropped("frag_hold_full"));
         assert!(conserved(&h) && conserved(&h2));
+    }
+
+    #[test]
+    fn frame_pressure_evicts_orphans_not_remembered_owners() {
+        let cfg = FragHoldConfig { max_ids: 100, max_frags: 2, max_bytes: 1 << 20, timeout_ns: 1 << 40 };
+        let mut h = FragHold::new(cfg);
+        h.resolve(key(1), 11, 0); // a datagram in progress, first fragment seen
+        h.hold(key(2), &[0; 10], 1);
+        h.hold(key(3), &[0; 10], 2);
+        h.hold(key(4), &[0; 10], 3); // evicts id 2's fragment, not id 1's owner
+        assert_eq!(h.owner(&key(1)), Some(11));
+        assert_eq!(h.stats().evicted, 1);
+        assert_eq!(h.resolve(key(2), 5, 4).len(), 0);
+        assert_eq!(h.resolve(key(4), 5, 4).len(), 1);
+        assert!(conserved(&h));
+    }
+
+    #[test]
+    fn bookkeeping_stays_bounded_when_ids_resolve_out_of_order() {
+        let cfg = FragHoldConfig { max_ids: 16, ..FragHoldConfig::default() };
+        let mut h = FragHold::new(cfg);
+        for id in 0..100_000u32 {
+            // An early fragment, then its first fragment: every id resolves.
+            h.hold(key(id), &[0; 8], u64::from(id));
+            assert_eq!(h.resolve(key(id), id, u64::from(id)).len(), 1);
+            assert!(h.order.len() <= 64 && h.waiting_order.len() <= 64, "{}", h.waiting_order.len());
+            assert!(h.ids() <= 16);
+        }
+        assert!(conserved(&h));
     }
 
     #[test]
