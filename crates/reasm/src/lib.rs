@@ -555,9 +555,10 @@ impl Key {
         let [a, b, c, d] = self.addrs;
         // IPv4: the id lands on the first two octets of the source, the
         // protocol on the destination's first: the least varying ones.
-        let mut x = a ^ self.meta;
+        // Summed, not XORed: a progression in any field stays one in x.
+        let mut x = a.wrapping_add(self.meta);
         if self.meta & META_V6 != 0 {
-            x ^= b.rotate_left(24) ^ c.rotate_left(40) ^ d.rotate_left(56);
+            x = x.wrapping_add(b.rotate_left(24)).wrapping_add(c.rotate_left(40)).wrapping_add(d.rotate_left(56));
         }
         x.wrapping_mul(0x9e37_79b9_7f4a_7c15).checked_shr(shift).unwrap_or(0) as usize
     }
@@ -670,16 +671,25 @@ impl<B> Ranges<B> {
         }
     }
 
+    /// Inserts a fragment disjoint from the held ones.
+    #[inline(always)]
     fn insert(&mut self, r: Frag<B>) {
+        // Fragments mostly arrive in order: a push at the end.
+        if let Ranges::Small(v) = self {
+            if v.len() < SMALL_RANGES && v.last().is_none_or(|l| l.offset < r.offset) {
+                v.push(r);
+                return;
+            }
+        }
+        self.insert_slow(r);
+    }
+
+    #[inline(never)]
+    fn insert_slow(&mut self, r: Frag<B>) {
         match self {
             Ranges::Small(v) if v.len() < SMALL_RANGES => {
-                // Fragments mostly arrive in order: check the end first.
-                if v.last().is_none_or(|l| l.offset < r.offset) {
-                    v.push(r);
-                } else {
-                    let i = v.partition_point(|x| x.offset < r.offset);
-                    v.insert(i, r);
-                }
+                let i = v.partition_point(|x| x.offset < r.offset);
+                v.insert(i, r);
             }
             Ranges::Small(v) => {
                 let mut m: BTreeMap<u16, Frag<B>> = v.drain(..).map(|x| (x.offset, x)).collect();
@@ -981,9 +991,7 @@ impl SourceTable {
             self.memo = vec![NIL; SOURCE_MEMO];
         }
         // The memo first: a verified hit skips the SipHash.
-        // Fibonacci hashing of the address as a number (its last octet,
-        // the most varying one, in the low bits).
-        let m = (src.swap_bytes().wrapping_mul(0x9e37_79b1) >> (32 - SOURCE_MEMO_BITS)) as usize;
+        let m = Self::memo_index(src);
         let hit = self.memo.get(m).copied().filter(|&i| {
             let e = self.entries.get(i as usize);
             e.is_some_and(|e| e.gen != 0 && e.src == src)
@@ -1004,12 +1012,41 @@ impl SourceTable {
         Some(Rid { idx: u32::try_from(idx).ok()?, gen: e.gen, counter: e.counter })
     }
 
+    /// `src`'s entry and its index, if it has one (memo, then the keyed
+    /// bucket), without counting or replacing anything.
+    #[inline]
+    fn peek(&self, sip: (u64, u64), src: u32) -> Option<(u32, &SourceEntry)> {
+        let m = Self::memo_index(src);
+        if let Some(&i) = self.memo.get(m) {
+            if let Some(e) = self.entries.get(i as usize) {
+                if e.gen != 0 && e.src == src {
+                    return Some((i, e));
+                }
+            }
+        }
+        let base = Self::bucket(sip, src).checked_mul(SOURCE_WAYS)?;
+        let ways = self.entries.get(base..base.checked_add(SOURCE_WAYS)?)?;
+        let i = ways.iter().position(|e| e.gen != 0 && e.src == src)?;
+        Some((u32::try_from(base.checked_add(i)?).ok()?, ways.get(i)?))
+    }
+
+    /// The memo index of `src`: Fibonacci hashing of the address as a
+    /// number (its last octet, the most varying one, in the low bits).
+    #[inline(always)]
+    fn memo_index(src: u32) -> usize {
+        (src.swap_bytes().wrapping_mul(0x9e37_79b1) >> (32 - SOURCE_MEMO_BITS)) as usize
+    }
+
+    /// `src`'s keyed bucket.
+    fn bucket(sip: (u64, u64), src: u32) -> usize {
+        (siphash::sip13(sip.0, sip.1, &[], u64::from(src), 4) as usize) & (SOURCE_BUCKETS - 1)
+    }
+
     /// The keyed lookup: `src`'s entry in its bucket, or the bucket's least
     /// recently used one given to `src`.
     #[cold]
     fn find_or_replace(&mut self, sip: (u64, u64), src: u32, clock: u32) -> Option<usize> {
-        let bucket = (siphash::sip13(sip.0, sip.1, &[], u64::from(src), 4) as usize) & (SOURCE_BUCKETS - 1);
-        let base = bucket.checked_mul(SOURCE_WAYS)?;
+        let base = Self::bucket(sip, src).checked_mul(SOURCE_WAYS)?;
         let ways = self.entries.get_mut(base..base.checked_add(SOURCE_WAYS)?)?;
         let i = match ways.iter().position(|e| e.gen != 0 && e.src == src) {
             Some(i) => i,
@@ -1067,6 +1104,28 @@ struct Prepared {
     /// Header room a copy buffer started by this fragment gets.
     hroom: usize,
     head: Option<HeadIn>,
+}
+
+/// A fragment the zero-copy fast path takes ([`Reassembler::fast_check`]).
+struct Fast {
+    /// The queue, or NIL for a new one (with the key's table hash).
+    slot: u32,
+    hash: u64,
+    key: Key,
+    /// The offset-0 header (a new queue only).
+    head: Option<HeadIn>,
+    offset: u16,
+    end: u16,
+    more: bool,
+    ecn: u8,
+    /// Payload position and length in the frame.
+    data_at: u32,
+    len: u32,
+    /// Accounted bytes: the frame's length plus the entry's charge (plus
+    /// [`DATAGRAM_OVERHEAD`] for a new queue).
+    cost: usize,
+    /// The source's counter after this fragment (max-distance rule).
+    rid: Option<Rid>,
 }
 
 /// The payload of the fragment being pushed.
@@ -1909,17 +1968,224 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// or killed by this fragment) are appended to `spare` as well. Each
     /// held frame is charged its whole length against `high_thresh`.
     pub fn push_owned(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>, spare: &mut Vec<B>) -> Verdict {
-        let v = match self.prepare(frame.as_ref(), l3, now) {
-            Ok(p) => self.insert(p, Payload::Own(frame), now, Out::Chain(out)),
-            Err(v) => {
-                self.released.push(frame);
-                v
-            }
+        let v = if let Some(f) = self.fast_check(frame.as_ref(), l3, now) {
+            self.fast_commit(f, frame, now, out)
+        } else {
+            self.push_owned_general(frame, l3, now, out)
         };
         if !self.released.is_empty() {
             spare.append(&mut self.released);
         }
         v
+    }
+
+    /// [`Reassembler::push_owned`] for everything the fast path does not
+    /// take.
+    #[inline(never)]
+    fn push_owned_general(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
+        match self.prepare(frame.as_ref(), l3, now) {
+            Ok(p) => self.insert(p, Payload::Own(frame), now, Out::Chain(out)),
+            Err(v) => {
+                self.released.push(frame);
+                v
+            }
+        }
+    }
+
+    /// The common cases of [`Reassembler::push_owned`], decided without any
+    /// side effect: a fragment that starts a queue (no queue for its key,
+    /// no eviction needed, its source already known to the max-distance
+    /// rule) or a later fragment of a datagram whose queue the lookaside
+    /// memo finds, arriving at or past the end of what the queue holds (in
+    /// order: no duplicate or overlap is possible), within the fragment cap
+    /// and the max-distance rule. Both within the memory limit and with no
+    /// timer due. It runs the same per-fragment checks as
+    /// [`Reassembler::prepare`]; anything else (a check that fails, a search
+    /// among held fragments, eviction, expiry) returns None and takes the
+    /// general path, which decides it from scratch.
+    #[inline(always)]
+    fn fast_check(&self, frame: &[u8], l3: &L3Info, now: u64) -> Option<Fast> {
+        if now >= self.next_expiry || l3.atomic_frag {
+            return None;
+        }
+        let fi = l3.frag?;
+        let key = match (l3.tuple.src, l3.tuple.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Key::v4(s, d, fi.id, l3.tuple.proto),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Key::v6(s, d, fi.id),
+            _ => return None,
+        };
+        let v4 = key.meta & META_V6 == 0;
+        let ip_end = l3.l3_offset.checked_add(l3.ip_total_len)?;
+        let data_at = l3.l3_offset.checked_add(l3.ip_header_len)?;
+        if l3.truncated || ip_end > frame.len() || data_at >= ip_end || ip_end > u32::MAX as usize {
+            return None;
+        }
+        let len = ip_end.wrapping_sub(data_at);
+        if fi.more && !len.is_multiple_of(8) {
+            return None;
+        }
+        // Below 2^32 + 2^16: no overflow.
+        let end = usize::from(fi.offset).wrapping_add(len);
+        let limit_end = if v4 { end.saturating_add(l3.ip_header_len) } else { end };
+        if limit_end > MAX_IP_LEN || (v4 && fi.offset == 8 && l3.tuple.proto == proto::TCP) {
+            return None;
+        }
+        let mut cost = frame.len().saturating_add(Self::frag_cost());
+        let slot = self.memo.get(key.memo_index(self.memo_shift)).copied().unwrap_or(NIL);
+        match self.queue(slot) {
+            Some(q) if q.key == key => {
+                // A later fragment, in order.
+                if usize::from(fi.offset) < q.max_end {
+                    return None;
+                }
+                match q.known_end {
+                    Some(e) if (fi.more && end > e) || (!fi.more && end != e) => return None,
+                    _ => {}
+                }
+                let held = q.frags.len();
+                if held >= self.cfg.max_frags || held >= SMALL_RANGES {
+                    return None;
+                }
+                let rid = if v4 && self.cfg.max_dist != 0 {
+                    let h = q.rid?;
+                    let e = self.sources.entries.get(h.idx as usize)?;
+                    let counter = e.counter.wrapping_add(1);
+                    if e.gen != h.gen || e.src != key.v4_src() || counter.wrapping_sub(h.counter) > self.cfg.max_dist {
+                        return None;
+                    }
+                    Some(Rid { idx: h.idx, gen: h.gen, counter })
+                } else {
+                    None
+                };
+                if self.mem.saturating_add(cost) > self.cfg.high_thresh {
+                    return None;
+                }
+                return Some(Fast {
+                    slot,
+                    hash: 0,
+                    key,
+                    head: None,
+                    offset: fi.offset,
+                    end: end as u16,
+                    more: fi.more,
+                    ecn: ecn_bit(l3.ecn),
+                    data_at: data_at as u32,
+                    len: len as u32,
+                    cost,
+                    rid,
+                });
+            }
+            _ => {}
+        }
+        // No queue at the memo: a new datagram, unless the table has it.
+        if self.count >= self.cfg.max_datagrams || self.count >= self.buckets.len() {
+            return None;
+        }
+        cost = cost.saturating_add(DATAGRAM_OVERHEAD);
+        if self.mem.saturating_add(cost) > self.cfg.high_thresh {
+            return None;
+        }
+        let head = if fi.offset == 0 {
+            let l4_end = l3.l4_offset.map(|l4| l4.saturating_add(min_l4_len(l3.tuple.proto)));
+            if l4_end.is_none_or(|e| e > ip_end) {
+                return None;
+            }
+            let at = l3.l3_offset;
+            if v4 {
+                Some(HeadIn { at, len: l3.ip_header_len, v6_next: None })
+            } else {
+                let frag_at = l3.ip_header_len.saturating_sub(8);
+                let ip = frame.get(at..ip_end)?;
+                match (v6_next_header_field(ip, frag_at), ip.get(frag_at)) {
+                    (Some(field), Some(&nh)) if frag_at >= 40 => {
+                        Some(HeadIn { at, len: frag_at, v6_next: Some((field, nh)) })
+                    }
+                    _ => return None,
+                }
+            }
+        } else {
+            None
+        };
+        let rid = if v4 && self.cfg.max_dist != 0 {
+            let (idx, e) = self.sources.peek(self.sip, key.v4_src())?;
+            Some(Rid { idx, gen: e.gen, counter: e.counter.wrapping_add(1) })
+        } else {
+            None
+        };
+        let hash = key.hash(self.sip);
+        if self.lookup(&key, hash).is_some() {
+            return None;
+        }
+        Some(Fast {
+            slot: NIL,
+            hash,
+            key,
+            head,
+            offset: fi.offset,
+            end: end as u16,
+            more: fi.more,
+            ecn: ecn_bit(l3.ecn),
+            data_at: data_at as u32,
+            len: len as u32,
+            cost,
+            rid,
+        })
+    }
+
+    /// Stores a fragment [`Reassembler::fast_check`] accepted, with the
+    /// same effects the general path has on it, and delivers the datagram
+    /// if it is now whole.
+    #[inline(always)]
+    fn fast_commit(&mut self, f: Fast, frame: B, now: u64, out: &mut Chain<B>) -> Verdict {
+        self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
+        if let Some(r) = f.rid {
+            let src = &mut self.sources;
+            src.clock = src.clock.wrapping_add(1);
+            if let Some(e) = src.entries.get_mut(r.idx as usize) {
+                e.counter = r.counter;
+                e.used = src.clock;
+            }
+        }
+        let slot = if f.slot == NIL {
+            match self.create(f.key, f.hash, now) {
+                Some(s) => s,
+                None => {
+                    self.released.push(frame);
+                    return self.drop_single(DropReason::NoMemory);
+                }
+            }
+        } else {
+            f.slot
+        };
+        let Some(q) = self.slots.get_mut(slot as usize) else {
+            self.released.push(frame);
+            return self.drop_single(DropReason::BadHeader);
+        };
+        if let Some(h) = f.head {
+            q.head = Some(Head { loc: HeadLoc::Held(h.at as u32), len: h.len, v6_next: h.v6_next });
+        }
+        let end = usize::from(f.end);
+        if !f.more {
+            q.known_end = Some(end);
+        }
+        q.max_end = end;
+        q.received = q.received.wrapping_add(f.len as usize);
+        q.ecn_seen |= f.ecn;
+        q.rid = f.rid;
+        q.frags.insert(Frag { offset: f.offset, end: f.end, more: f.more, data: Data::Held(frame, f.data_at) });
+        // The queue's overhead was charged by `create`.
+        let cost = if f.slot == NIL { f.cost.wrapping_sub(DATAGRAM_OVERHEAD) } else { f.cost };
+        q.mem = q.mem.wrapping_add(cost);
+        let done = q.known_end == Some(q.received);
+        self.mem = self.mem.wrapping_add(cost);
+        if self.mem > self.stats.mem_high_watermark {
+            self.stats.mem_high_watermark = self.mem;
+        }
+        self.stats.pending = self.stats.pending.wrapping_add(1);
+        if done {
+            return self.complete(slot, Out::Chain(out));
+        }
+        Verdict::Held
     }
 
     /// The per-fragment checks shared by both paths: nothing malformed is
