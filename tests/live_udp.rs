@@ -423,3 +423,48 @@ fn bad_addresses_fail_with_one_line_and_exit_1() {
     let (st, _, err) = Proc::spawn(in_ns(&lab, Side::A, None, &args)).finish(Duration::from_secs(20));
     one_line_error(st, &err, "-l 10.255.255.1: not an address of this host");
 }
+
+/// `bench udp` builds its own lab, runs every mode it is asked for and
+/// prints `{"results": [...]}` with the documented fields; counters add up.
+#[test]
+fn bench_udp_runs_end_to_end_and_reports_the_documented_fields() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let args = [
+        "bench",
+        "udp",
+        "--seconds",
+        "0.5",
+        "--max-flows",
+        "1",
+        "--flows",
+        "2",
+        "--modes",
+        "kernel-single,xdp",
+        "--json",
+    ];
+    let bench = Proc::spawn({
+        let mut c = Command::new(BIN);
+        c.args(args);
+        c
+    });
+    let pid = bench.child.id();
+    let (st, out, err) = bench.finish(LIMIT);
+    assert!(st.success(), "{st}: {err:?}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let rows = v["results"].as_array().unwrap();
+    let modes: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["experiment"].as_str().unwrap(), r["mode"].as_str().unwrap())).collect();
+    assert_eq!(modes, vec![("modes", "kernel-single"), ("modes", "xdp"), ("flows", "xdp")]);
+    for r in rows {
+        assert!(r["pps_per_core"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["flows"].as_u64().unwrap() >= 1);
+        assert_eq!(r["conservation_ok"], true, "{r}");
+        assert!(u(r, "server_sent") <= u(r, "delivered") && u(r, "delivered") <= u(r, "received"), "{r}");
+    }
+    // The bench removed its lab (namespaces are named fs-bu-{a,b}-PID-N).
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ns.stdout).contains(&format!("fs-bu-a-{pid}-")), "lab left behind");
+}
