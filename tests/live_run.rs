@@ -11,7 +11,8 @@
 //! Root only (skipped with a printed reason otherwise).
 
 use flowsteer_netns::{skip_reason, Lab, LabConfig, Side};
-use flowsteer_rss::RssConfig;
+use flowsteer_rss::plan::{plan, AddrRange, PlanRequest, PortRange};
+use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_wire::FlowTuple;
 use std::net::{IpAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
@@ -156,23 +157,33 @@ fn afpacket_per_bucket_exactness() {
     }
     let lab = Lab::new("lbkt", &LabConfig::default()).unwrap();
     let buckets = 8usize;
-    // The engine maps bucket b to worker b % 2 (round robin) and hashes
-    // UDP on the 4-tuple with the default key under --hash-types all.
-    let mut cfg = RssConfig::default_for_queues(2).unwrap();
+    // The engine hashes UDP on the 4-tuple (--hash-types all, default key)
+    // and maps bucket b = hash & 7 to worker b % 2. A 128-entry RETA over 8
+    // queues gives queue = hash & 7 too, so the planner's queue is the
+    // engine's bucket: one planned source port per bucket.
+    let mut cfg = RssConfig::default_for_queues(buckets).unwrap();
     cfg.types = flowsteer_rss::HashTypes::parse("all").unwrap();
     let (a, b) = (IpAddr::V4(lab.v4(Side::A)), IpAddr::V4(lab.v4(Side::B)));
-    let mut ports = vec![None; buckets];
-    for sp in 20_000u16..30_000 {
-        let t = FlowTuple { src: a, dst: b, proto: 17, ports: Some((sp, PORT)) };
-        let bkt = (cfg.place(&t, false).hash as usize) & (buckets - 1);
-        if ports[bkt].is_none() {
-            ports[bkt] = Some(sp);
-        }
-        if ports.iter().all(Option::is_some) {
-            break;
-        }
+    let req = PlanRequest {
+        src: AddrRange::single(a),
+        dst: AddrRange::single(b),
+        sport: Some(PortRange { lo: 20_000, hi: 30_000 }),
+        dport: Some(PortRange { lo: PORT, hi: PORT }),
+        proto: 17,
+        buckets: (0..buckets as u16).map(QueueId).collect(),
+        per_bucket: 1,
+        max_candidates: flowsteer_rss::plan::DEFAULT_MAX_CANDIDATES,
+    };
+    let planned = plan(&cfg, &req).unwrap();
+    let mut ports = vec![0u16; buckets];
+    for asg in &planned.assignments {
+        let sport = asg.sport;
+        // Check the plan independently of the planner.
+        let t = FlowTuple { src: a, dst: b, proto: 17, ports: Some((sport, PORT)) };
+        assert_eq!((cfg.place(&t, false).hash as usize) & (buckets - 1), usize::from(asg.bucket.0));
+        ports[usize::from(asg.bucket.0)] = sport;
     }
-    let ports: Vec<u16> = ports.into_iter().map(Option::unwrap).collect();
+    assert!(ports.iter().all(|&p| p != 0), "every bucket planned: {ports:?}");
     let listen = format!("udp:{PORT}");
     let src = format!("afpacket:{}", lab.dev(Side::B));
     let child = spawn_run(
