@@ -334,7 +334,7 @@ pub struct BenchReasmArgs {
     pub seconds: f64,
     #[arg(long)]
     pub json: bool,
-    /// Only the rows of this frame set: "cold" (32 MB, read from memory) or "warm" (a few blocks, cache-resident).
+    /// Only the rows of this frame set: "cold" (32 MB, read from memory), "warm" (a few blocks, cache-resident) or "flood" (10k/100k/1M never-completing datagrams: per-fragment cost flat in the flood size).
     #[arg(long)]
     pub set: Option<String>,
     /// Only the rows of this delivery: "copy" (contiguous datagram) or "chain" (zero-copy).

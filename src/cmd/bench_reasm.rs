@@ -13,6 +13,18 @@
 //!   default 4 MiB configuration. The point: accounted memory stays under the
 //!   threshold, the legitimate datagrams still complete, and the cost per
 //!   fragment stays flat (compare its ns/frag with the in-order row).
+//! * `flood` set (the flood sweep): 10,000, 100,000 and 1,000,000
+//!   never-completing datagrams (one middle fragment each, a fresh random
+//!   source and id every time) interleaved with legitimate 4,416-byte
+//!   datagrams (64 in flight, in order, the warm set replayed), at a fixed
+//!   ratio of 10 flood datagrams per legitimate one, default 4 MiB
+//!   configuration. The work grows with the flood size but the mix does
+//!   not, so ns/fragment must not grow with it: every flood fragment
+//!   creates a queue and, the memory bound reached, evicts the oldest one,
+//!   O(1) each, whatever the number of flood datagrams seen so far. The
+//!   flood fragments' bytes are one template (the reassembler reads a
+//!   middle fragment's bytes only to copy its payload); their parse result
+//!   carries the fresh source and id, set in the timed loop.
 //!
 //! Fragment sizes are what Linux sends at MTU 1500: IPv4 1,480 bytes of
 //! fragment payload (1500 - 20), IPv6 1,448 (1500 - 40 - 8 rounded down to a
@@ -60,7 +72,7 @@ use flowsteer_wire::build::{ipv4_fragments, ipv4_header_checksum, ipv6_fragments
 use flowsteer_wire::{parse_frame, L3Info, LinkType, ParseOptions};
 use serde::Serialize;
 use std::hint::black_box;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
 const REPS: usize = 3;
@@ -70,6 +82,13 @@ const V6_FRAG: usize = 1448;
 const SMALL: usize = 4416;
 const LARGE: usize = 65507;
 const FLOOD_DGRAMS: usize = 200_000;
+/// Flood sizes of the `flood` set.
+const FLOOD_SWEEP: [usize; 3] = [10_000, 100_000, 1_000_000];
+/// Never-completing datagrams per legitimate one in the `flood` set.
+const FLOOD_RATIO: usize = 10;
+/// Flood frame buffers the chain path cycles through (far more than the
+/// 4 MiB bound lets the reassembler hold at once).
+const FLOOD_FRAMES: usize = 16_384;
 const FLOOD_LEGIT: usize = 20_000;
 /// Pre-built frames per cold in-flight case: about this many bytes (at least
 /// two blocks), so the set does not sit in the cache.
@@ -131,6 +150,7 @@ impl Delivery {
 enum Set {
     Cold,
     Warm,
+    Flood,
 }
 
 impl Set {
@@ -138,6 +158,7 @@ impl Set {
         match self {
             Set::Cold => "cold",
             Set::Warm => "warm",
+            Set::Flood => "flood",
         }
     }
 }
@@ -200,7 +221,7 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
         bail!("--seconds must be positive");
     }
-    let sets = parse_filter("set", &args.set, &[("cold", Set::Cold), ("warm", Set::Warm)])?;
+    let sets = parse_filter("set", &args.set, &[("cold", Set::Cold), ("warm", Set::Warm), ("flood", Set::Flood)])?;
     let deliveries = parse_filter("delivery", &args.delivery, &[("copy", Delivery::Copy), ("chain", Delivery::Chain)])?;
     let want = |s: Set, d: Delivery| sets.contains(&s) && deliveries.contains(&d);
     let generous = ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, ..ReasmConfig::default() };
@@ -245,6 +266,15 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
                 }
             }
         }
+        // Flood sweep: does the cost per fragment grow with the flood?
+        if sets.contains(&Set::Flood) {
+            let mut legit = in_flight_case(family, SMALL, 64, Order::Forward, Set::Warm, generous, &mut rng)?;
+            for flood_n in FLOOD_SWEEP {
+                for &d in &deliveries {
+                    rows.push(flood_sweep(&mut legit, flood_n, d)?);
+                }
+            }
+        }
     }
     if args.json {
         let doc = serde_json::json!({
@@ -285,11 +315,22 @@ fn print_text(rows: &[Row], seconds: f64) {
             r.completed_share
         );
     }
-    if let Some(n) = rows.iter().find_map(|r| r.flood_dgrams) {
+    if let Some(n) = rows.iter().filter(|r| r.set != "flood").find_map(|r| r.flood_dgrams) {
         println!(
             "flood: {n} never-completing middle fragments spread between {FLOOD_LEGIT}+ legitimate datagrams, \
              default 4 MiB config; dgrams/s counts legitimate datagrams delivered, ns/frag all fragments"
         );
+    }
+    for r in rows.iter().filter(|r| r.set == "flood") {
+        if let Some(n) = r.flood_dgrams {
+            println!(
+                "flood set, IPv{} {}: {n} never-completing datagrams, ~{} legitimate ({FLOOD_RATIO}:1), {:.1} ns/frag",
+                r.family,
+                r.delivery,
+                n / FLOOD_RATIO,
+                r.ns_per_frag
+            );
+        }
     }
 }
 
@@ -368,7 +409,7 @@ fn in_flight_case(
     let per_dgram = ip_len(family, payload) + 64;
     let blocks = match set {
         Set::Cold => (SET_BYTES / per_dgram).div_ceil(in_flight).max(2),
-        Set::Warm => WARM_BLOCKS,
+        Set::Warm | Set::Flood => WARM_BLOCKS,
     };
     let mut pushes = Vec::new();
     let mut segments = Vec::new();
@@ -688,5 +729,157 @@ fn measure(case: &mut Case, delivery: Delivery, seconds: f64) -> Result<Row> {
         peak_mem: st.peak_mem(),
         completed_share,
         flood_dgrams: case.flood,
+    })
+}
+
+/// Hands frames back to where they came from: the legitimate set's pool
+/// (slots below `set_len`) or the flood frames' free list.
+fn give_back(pool: &mut [Frame], flood_free: &mut Vec<Frame>, set_len: usize, frames: impl Iterator<Item = Frame>) {
+    for f in frames {
+        let slot = f.slot as usize;
+        if slot < set_len {
+            if let Some(s) = pool.get_mut(slot) {
+                *s = f;
+            }
+        } else {
+            flood_free.push(f);
+        }
+    }
+}
+
+/// One row of the flood sweep (the `flood` set): `flood_n` never-completing
+/// datagrams interleaved with about `flood_n / FLOOD_RATIO` legitimate ones
+/// (the warm in-order set `legit` replayed, whole rounds), evenly spread,
+/// with the default configuration. One reassembler per row, first run
+/// untimed (it grows the table and the slab to their steady state), then
+/// timed runs on it, each of the whole work with fresh flood keys: at least
+/// [`REPS`], more for the small sizes (as many as make the work of the
+/// largest), so a row is not a millisecond's sample; the median is
+/// reported.
+fn flood_sweep(legit: &mut Case, flood_n: usize, delivery: Delivery) -> Result<Row> {
+    let family = legit.family;
+    let data: Vec<u8> = (0..SMALL).map(|i| (i * 7) as u8).collect();
+    let template = datagram(family, 0, &data)?.swap_remove(1);
+    let set_len = legit.pushes.len();
+    let legit_pushes = (flood_n / FLOOD_RATIO * legit.fragments).div_ceil(set_len).max(1) * set_len;
+    let cfg = ReasmConfig::default();
+    let (mut pool, l3s): (Vec<Frame>, Vec<L3Info>) = legit
+        .pushes
+        .iter_mut()
+        .enumerate()
+        .map(|(i, p)| (Frame { slot: i as u32, bytes: std::mem::take(&mut p.frame) }, p.l3))
+        .unzip();
+    let mut flood_free: Vec<Frame> =
+        (0..FLOOD_FRAMES).map(|k| Frame { slot: (set_len + k) as u32, bytes: template.frame.clone() }).collect();
+    let mut samples = Vec::new();
+    let mut peak = 0;
+    let mut st = State::new(delivery, cfg, legit.ip_len)?;
+    let reps = (FLOOD_SWEEP[FLOOD_SWEEP.len() - 1] / flood_n).clamp(REPS, 100) as u64;
+    let result = (|| {
+        for rep in 0..=reps {
+            let mut rng = SplitMix64(0xf100_d5ee_d000_0000 ^ rep);
+            let mut fl3 = template.l3;
+            let (mut completed, mut header_sum) = (0u64, 0u64);
+            let mut now = 0u64;
+            let t0 = Instant::now();
+            for j in 0..legit_pushes {
+                if j % 256 == 0 {
+                    now = t0.elapsed().as_nanos() as u64;
+                }
+                // The flood fragments due before legitimate push j.
+                let n = (j + 1) * flood_n / legit_pushes - j * flood_n / legit_pushes;
+                for _ in 0..n {
+                    let r = rng.next_u64();
+                    if family == 4 {
+                        fl3.tuple.src = IpAddr::V4(Ipv4Addr::from(r as u32));
+                    } else {
+                        fl3.tuple.src = IpAddr::V6(Ipv6Addr::from((0xfd00u128 << 112) | u128::from(r)));
+                    }
+                    if let Some(f) = fl3.frag.as_mut() {
+                        f.id = if family == 4 { u32::from((r >> 32) as u16) } else { (r >> 32) as u32 };
+                    }
+                    match &mut st {
+                        State::Copy { r, out } => {
+                            r.push(&template.frame, &fl3, now, out);
+                        }
+                        State::Chain(c) => {
+                            let Some(frame) = flood_free.pop() else {
+                                bail!("the reassembler holds more than {FLOOD_FRAMES} flood frames");
+                            };
+                            c.r.push_owned(frame, &fl3, now, &mut c.out, &mut c.spare);
+                            if !c.spare.is_empty() {
+                                give_back(&mut pool, &mut flood_free, set_len, c.spare.drain(..));
+                            }
+                        }
+                    }
+                }
+                let k = j % set_len;
+                let Some(l3) = l3s.get(k) else { break };
+                match &mut st {
+                    State::Copy { r, out } => {
+                        let Some(p) = legit.pushes.get(k) else { break };
+                        // The chain path took the frames over: the copy path
+                        // reads them from the pool.
+                        let frame = pool.get(k).map_or(&p.frame[..], |f| &f.bytes[..]);
+                        if let Verdict::Complete { .. } = r.push(frame, l3, now, out) {
+                            completed += 1;
+                            header_sum += u64::from(out.first().copied().unwrap_or(0));
+                        }
+                    }
+                    State::Chain(c) => {
+                        let Some(slot) = pool.get_mut(k) else { break };
+                        let frame = std::mem::replace(slot, Frame { slot: u32::MAX, bytes: Vec::new() });
+                        if frame.slot == u32::MAX {
+                            bail!("a legitimate frame was still held by the reassembler when replayed");
+                        }
+                        if let Verdict::Complete { .. } = c.r.push_owned(frame, l3, now, &mut c.out, &mut c.spare) {
+                            completed += 1;
+                            header_sum += u64::from(c.out.header().first().copied().unwrap_or(0));
+                            give_back(&mut pool, &mut flood_free, set_len, c.out.drain_buffers());
+                        }
+                        if !c.spare.is_empty() {
+                            give_back(&mut pool, &mut flood_free, set_len, c.spare.drain(..));
+                        }
+                    }
+                }
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            black_box(header_sum);
+            let pushes = (legit_pushes + flood_n) as f64;
+            let dgrams = (legit_pushes / legit.fragments) as f64;
+            if rep > 0 {
+                samples.push((completed as f64 / secs, secs * 1e9 / pushes, completed as f64 / dgrams));
+            }
+            peak = peak.max(st.peak_mem());
+        }
+        Ok(())
+    })();
+    if let State::Chain(c) = &mut st {
+        c.r.flush_into(&mut c.spare);
+        give_back(&mut pool, &mut flood_free, set_len, c.out.drain_buffers());
+        give_back(&mut pool, &mut flood_free, set_len, c.spare.drain(..));
+    }
+    for (p, f) in legit.pushes.iter_mut().zip(pool) {
+        p.frame = f.bytes;
+    }
+    result?;
+    if legit.pushes.iter().any(|p| p.frame.is_empty()) || flood_free.len() != FLOOD_FRAMES {
+        bail!("a frame was not given back by the reassembler");
+    }
+    samples.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let (dgrams_per_s, ns_per_frag, completed_share) = samples[samples.len() / 2];
+    Ok(Row {
+        family,
+        payload: SMALL,
+        fragments: legit.fragments,
+        in_flight: legit.in_flight,
+        order: "flood",
+        delivery: delivery.name(),
+        set: Set::Flood.name(),
+        dgrams_per_s,
+        ns_per_frag,
+        peak_mem: peak,
+        completed_share,
+        flood_dgrams: Some(flood_n),
     })
 }

@@ -1,9 +1,21 @@
 //! Profiling aid: IPv4/IPv6 4,416-byte UDP datagrams, 64 in flight, in
 //! order, through the zero-copy path (or the copying one with `copy`), for a
 //! fixed number of datagrams, so instruction counts per fragment can be read
-//! from `valgrind --tool=callgrind` or `perf`.
+//! from `valgrind --tool=callgrind` or `perf`. Optionally another fragment
+//! order within each datagram (`reversed`, `shuffled`: a fixed rotation per
+//! datagram) and another number in flight.
 //!
-//! `cargo run --release -p flowsteer-reasm --example hotloop -- [4|6] [chain|copy] [datagrams]`
+//! `cargo run --release -p flowsteer-reasm --example hotloop -- [4|6] [chain|copy] [datagrams] [in-order|reversed|shuffled] [in_flight]`
+//!
+//! Instructions per fragment: run it under callgrind with two datagram
+//! counts and divide the difference by the difference in fragments (the
+//! set-up cancels out).
+//!
+//! `flood` (as the order): `datagrams` never-completing datagrams (a lone
+//! middle fragment each, fresh random source and id) interleaved with the
+//! in-order set at 10 per legitimate datagram (whole rounds of the set),
+//! default 4 MiB configuration, as in `flowsteer bench reasm --set flood`;
+//! the instruction count per fragment must not grow with `datagrams`.
 
 use flowsteer_reasm::{Chain, ReasmConfig, Reassembler, Verdict};
 use flowsteer_wire::build::{ipv4_fragments, ipv6_fragments};
@@ -26,7 +38,8 @@ fn main() {
     let family: u8 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(4);
     let chain = args.get(2).is_none_or(|s| s != "copy");
     let total: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
-    let in_flight = 64;
+    let order = args.get(4).map_or("in-order", String::as_str);
+    let in_flight: usize = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(64);
     let payload: Vec<u8> = (0..4416).map(|i| (i * 7) as u8).collect();
     let mut frames = Vec::new();
     let mut l3s: Vec<L3Info> = Vec::new();
@@ -43,6 +56,19 @@ fn main() {
             });
         }
         let n = dgrams[0].len();
+        for (j, d) in dgrams.iter_mut().enumerate() {
+            match order {
+                "reversed" => d.reverse(),
+                // A deterministic mix: odd datagrams reversed, then rotated.
+                "shuffled" => {
+                    if j % 2 == 1 {
+                        d.reverse();
+                    }
+                    d.rotate_left(j % n);
+                }
+                _ => {}
+            }
+        }
         for k in 0..n {
             for d in &mut dgrams {
                 let f = std::mem::take(&mut d[k]);
@@ -51,52 +77,185 @@ fn main() {
             }
         }
     }
-    let cfg = ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, ..ReasmConfig::default() };
-    let mut done = 0usize;
-    let mut sum = 0usize;
+    let flood = order == "flood";
+    let cfg = if flood {
+        ReasmConfig::default()
+    } else {
+        ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, ..ReasmConfig::default() }
+    };
+    // Flood: a middle fragment (fragment 1 of the first datagram) as the
+    // template; legitimate pushes in whole rounds of the set.
+    let (flood_frame, flood_l3) = (frames[in_flight].clone(), l3s[in_flight]);
+    let set_len = frames.len();
+    let frags_per = set_len / (2 * in_flight);
+    let legit_pushes = (total / 10 * frags_per).div_ceil(set_len).max(1) * set_len;
+    let mut rng = 0x5eed_u64;
+    let mut flood_key = move |l3: &mut L3Info| {
+        rng = rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let r = (rng ^ (rng >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let r = r ^ (r >> 29);
+        l3.tuple.src = if family == 4 {
+            Ipv4Addr::from(r as u32).into()
+        } else {
+            Ipv6Addr::from((0xfd00u128 << 112) | u128::from(r)).into()
+        };
+        if let Some(f) = l3.frag.as_mut() {
+            f.id = if family == 4 { u32::from((r >> 32) as u16) } else { (r >> 32) as u32 };
+        }
+    };
     let t = std::time::Instant::now();
-    let mut pushes = 0usize;
-    if chain {
-        let mut pool: Vec<Frame> =
+    let (done, pushes, sum) = if chain {
+        let pool: Vec<Frame> =
             frames.into_iter().enumerate().map(|(i, bytes)| Frame { slot: i as u32, bytes }).collect();
-        let mut r: Reassembler<Frame> = Reassembler::new_owning(cfg).unwrap();
-        let mut out = Chain::new();
-        let mut spare = Vec::new();
-        while done < total {
-            for i in 0..pool.len() {
-                let f = std::mem::replace(&mut pool[i], Frame { slot: u32::MAX, bytes: Vec::new() });
-                pushes += 1;
-                if let Verdict::Complete { .. } = r.push_owned(f, &l3s[i], 0, &mut out, &mut spare) {
-                    done += 1;
-                    sum += out.len() + usize::from(out.header()[0]);
-                    for f in out.drain_buffers() {
-                        let s = f.slot as usize;
-                        pool[s] = f;
-                    }
-                }
-                for f in spare.drain(..) {
-                    let s = f.slot as usize;
-                    pool[s] = f;
-                }
-            }
+        let r: Reassembler<Frame> = Reassembler::new_owning(cfg).unwrap();
+        if flood {
+            let free: Vec<Frame> =
+                (0..16384).map(|k| Frame { slot: (set_len + k) as u32, bytes: flood_frame.clone() }).collect();
+            flood_chain(r, pool, free, &l3s, flood_l3, total, legit_pushes, &mut flood_key)
+        } else {
+            in_flight_chain(r, pool, &l3s, total)
         }
     } else {
-        let mut r = Reassembler::new(cfg).unwrap();
-        let mut out = Vec::new();
-        while done < total {
-            for (f, l3) in frames.iter().zip(&l3s) {
-                pushes += 1;
-                if let Verdict::Complete { .. } = r.push(f, l3, 0, &mut out) {
-                    done += 1;
-                    sum += out.len();
-                }
-            }
+        let r = Reassembler::new(cfg).unwrap();
+        if flood {
+            flood_copy(r, &frames, &l3s, &flood_frame, flood_l3, total, legit_pushes, &mut flood_key)
+        } else {
+            in_flight_copy(r, &frames, &l3s, total)
         }
-    }
+    };
     let secs = t.elapsed().as_secs_f64();
     println!(
         "{done} datagrams, {pushes} pushes in {secs:.3}s: {:.2} M dgrams/s, {:.1} ns/frag (check {sum})",
         done as f64 / secs / 1e6,
         secs * 1e9 / pushes as f64
     );
+}
+
+/// Each loop in a function of its own, so what the compiler inlines into it
+/// does not depend on the other loops (as in the bench's driver).
+#[inline(never)]
+fn in_flight_chain(
+    mut r: Reassembler<Frame>,
+    mut pool: Vec<Frame>,
+    l3s: &[L3Info],
+    total: usize,
+) -> (usize, usize, usize) {
+    let (mut done, mut pushes, mut sum) = (0, 0, 0);
+    let mut out = Chain::new();
+    let mut spare = Vec::new();
+    while done < total {
+        for i in 0..pool.len() {
+            let f = std::mem::replace(&mut pool[i], Frame { slot: u32::MAX, bytes: Vec::new() });
+            pushes += 1;
+            if let Verdict::Complete { .. } = r.push_owned(f, &l3s[i], 0, &mut out, &mut spare) {
+                done += 1;
+                sum += out.len() + usize::from(out.header()[0]);
+                for f in out.drain_buffers() {
+                    let s = f.slot as usize;
+                    pool[s] = f;
+                }
+            }
+            for f in spare.drain(..) {
+                let s = f.slot as usize;
+                pool[s] = f;
+            }
+        }
+    }
+    (done, pushes, sum)
+}
+
+#[inline(never)]
+fn in_flight_copy(mut r: Reassembler, frames: &[Vec<u8>], l3s: &[L3Info], total: usize) -> (usize, usize, usize) {
+    let (mut done, mut pushes, mut sum) = (0, 0, 0);
+    let mut out = Vec::new();
+    while done < total {
+        for (f, l3) in frames.iter().zip(l3s) {
+            pushes += 1;
+            if let Verdict::Complete { .. } = r.push(f, l3, 0, &mut out) {
+                done += 1;
+                sum += out.len();
+            }
+        }
+    }
+    (done, pushes, sum)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn flood_chain(
+    mut r: Reassembler<Frame>,
+    mut pool: Vec<Frame>,
+    mut free: Vec<Frame>,
+    l3s: &[L3Info],
+    mut fl3: L3Info,
+    total: usize,
+    legit_pushes: usize,
+    flood_key: &mut impl FnMut(&mut L3Info),
+) -> (usize, usize, usize) {
+    let (mut done, mut pushes, mut sum) = (0, 0, 0);
+    let mut out = Chain::new();
+    let mut spare = Vec::new();
+    let set_len = pool.len();
+    let back = |f: Frame, pool: &mut Vec<Frame>, free: &mut Vec<Frame>| {
+        let s = f.slot as usize;
+        if s < set_len {
+            pool[s] = f;
+        } else {
+            free.push(f);
+        }
+    };
+    for j in 0..legit_pushes {
+        for _ in 0..((j + 1) * total / legit_pushes - j * total / legit_pushes) {
+            flood_key(&mut fl3);
+            pushes += 1;
+            r.push_owned(free.pop().unwrap(), &fl3, 0, &mut out, &mut spare);
+            for f in spare.drain(..) {
+                back(f, &mut pool, &mut free);
+            }
+        }
+        let i = j % set_len;
+        let f = std::mem::replace(&mut pool[i], Frame { slot: u32::MAX, bytes: Vec::new() });
+        pushes += 1;
+        if let Verdict::Complete { .. } = r.push_owned(f, &l3s[i], 0, &mut out, &mut spare) {
+            done += 1;
+            sum += out.len() + usize::from(out.header()[0]);
+            for f in out.drain_buffers() {
+                back(f, &mut pool, &mut free);
+            }
+        }
+        for f in spare.drain(..) {
+            back(f, &mut pool, &mut free);
+        }
+    }
+    (done, pushes, sum)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn flood_copy(
+    mut r: Reassembler,
+    frames: &[Vec<u8>],
+    l3s: &[L3Info],
+    flood_frame: &[u8],
+    mut fl3: L3Info,
+    total: usize,
+    legit_pushes: usize,
+    flood_key: &mut impl FnMut(&mut L3Info),
+) -> (usize, usize, usize) {
+    let (mut done, mut pushes, mut sum) = (0, 0, 0);
+    let mut out = Vec::new();
+    for j in 0..legit_pushes {
+        for _ in 0..((j + 1) * total / legit_pushes - j * total / legit_pushes) {
+            flood_key(&mut fl3);
+            pushes += 1;
+            r.push(flood_frame, &fl3, 0, &mut out);
+        }
+        let i = j % frames.len();
+        pushes += 1;
+        if let Verdict::Complete { .. } = r.push(&frames[i], &l3s[i], 0, &mut out) {
+            done += 1;
+            sum += out.len();
+        }
+    }
+    (done, pushes, sum)
 }

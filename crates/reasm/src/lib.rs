@@ -41,28 +41,46 @@
 //!
 //! # Algorithm
 //!
-//! * **Table.** A chained hash table (bucket heads plus an index link in
-//!   each queue, at most one queue per bucket on average) over a slab of
-//!   datagram queues, hashed with keyed SipHash-1-3 (random keys from
-//!   `getrandom`, or a fixed seed for tests; see `siphash.rs` for why this
-//!   hash). The queue remembers its hash, so completion and removal never
-//!   hash again, and a small lookaside memo (the slot last created or found
-//!   at a cheap index of the key, 4 entries per bucket) lets the later
-//!   fragments of a datagram skip the SipHash: a memo hit is checked against
-//!   the whole key and a miss falls back to the keyed table, so an attacker
-//!   who aims memo collisions only forces the keyed lookup every fragment
-//!   paid before. The key is (family, src, dst, id, protocol) for IPv4
-//!   (RFC 791 §3.2: the protocol is part of the key) and (family, src, dst,
-//!   id) for IPv6 (RFC 8200 §4.5: the Next Header of the Fragment headers
-//!   may differ between fragments, only the offset-0 one counts; Linux keys
-//!   IPv6 the same way). At most [`ReasmConfig::max_datagrams`] queues; a
-//!   new queue in a full table evicts the oldest one. Queues stay in their
-//!   slab slot for life (a freed slot keeps a small range vector for the
-//!   next queue, [`KEEP_RANGES`] entries at most), so nothing is moved or
-//!   allocated per datagram. The bucket array doubles when the queues
-//!   outnumber it (at most `2 x max_datagrams` 4-byte heads plus 4 memo
-//!   entries each: 640 KiB at the default; not accounted, like the slab)
-//!   and, with the slab, is freed by [`Reassembler::flush`].
+//! * **Table.** Two levels over a slab of datagram queues. The front
+//!   table (4 entries per bucket, so at most a quarter of them in use) is
+//!   indexed by a cheap unkeyed mix of the key (Fibonacci hashing, which
+//!   spreads consecutive ids and addresses evenly) and holds at most one
+//!   queue per entry; a queue whose entry is taken goes to the keyed table,
+//!   a chained hash table (bucket heads plus an index link in each queue, at
+//!   most one queue per bucket on average) hashed with keyed SipHash-1-3
+//!   (random keys from `getrandom`, or a fixed seed for tests; see
+//!   `siphash.rs` for why this hash), and the front entry counts it. A
+//!   lookup reads the key's front entry; only when it holds another key and
+//!   its count is not zero does it hash and search the keyed table. So the
+//!   usual datagram is never hashed, and an attacker who aims collisions at
+//!   the unkeyed index gets at most one queue per entry into the front
+//!   table and the rest into the keyed table: each lookup costs at most one
+//!   key compare plus the keyed lookup every fragment paid before, chains
+//!   stay short, and nothing grows worse than with the keyed table alone.
+//!   The key is (family, src, dst, id, protocol) for IPv4 (RFC 791 §3.2:
+//!   the protocol is part of the key) and (family, src, dst, id) for IPv6
+//!   (RFC 8200 §4.5: the Next Header of the Fragment headers may differ
+//!   between fragments, only the offset-0 one counts; Linux keys IPv6 the
+//!   same way), packed in words (an IPv4 compare is two words). At most
+//!   [`ReasmConfig::max_datagrams`] queues; a new queue in a full table
+//!   evicts the oldest one. Queues stay in their slab slot for life (a
+//!   freed slot keeps a small range vector for the next queue,
+//!   [`KEEP_RANGES`] entries at most), so nothing is moved or allocated per
+//!   datagram. The bucket array and the front table double when the queues
+//!   outnumber the buckets, placing every queue again (at most
+//!   `2 x max_datagrams` 4-byte heads plus 4 front entries of 8 bytes each:
+//!   1.1 MiB at the default; not accounted, like the slab) and, with the
+//!   slab, are freed by [`Reassembler::flush`].
+//! * **Fast paths.** [`Reassembler::push_owned`] decides the usual cases
+//!   without side effects first and then does exactly what the general
+//!   path does for them: a fragment for a queue found at its front entry
+//!   that fits between the held ones (in order: at the end, no search), a
+//!   fragment that starts a queue at a free front entry, and the delivery
+//!   of a queue of held frames. Anything else (a check that fails, a queue
+//!   in the keyed table, table growth, expiry due) takes the general path,
+//!   which decides it from scratch; a differential test pushes random and
+//!   malformed fragments through both and compares every verdict, counter
+//!   and delivered byte.
 //! * **Age lists.** Every queue sits in an index-linked list per family in
 //!   creation order. Timeouts are fixed per family, so the list head is always
 //!   the next queue to expire: [`Reassembler::expire`] is O(expired) and
@@ -99,15 +117,19 @@
 //!   table is bounded: [`MAX_DIST_SOURCES`] entries in 2-way buckets indexed
 //!   by a keyed SipHash of the source (so an attacker cannot aim
 //!   collisions), the least recently used entry of a bucket replaced by a new
-//!   source; it is allocated on the first IPv4 fragment (16 B per entry, not
-//!   part of [`Reassembler::mem_used`]) and freed by [`Reassembler::flush`].
+//!   source; it is allocated on the first IPv4 fragment (16 B per entry plus
+//!   a 4 KiB memo, see below; not part of [`Reassembler::mem_used`]) and freed
+//!   by [`Reassembler::flush`].
 //!   A queue remembers which entry it counts on, so only a fragment that
 //!   starts a queue looks its source up. Every entry carries a generation
 //!   number that its queues remember: when a source's entry was replaced in
 //!   the meantime, its old queues are never judged stale (only the timeout
 //!   applies to them), so replacement can lose protection but never drops a
-//!   live queue. IPv6 IDs are 32 bits and do not wrap in practice: the rule
-//!   is IPv4 only, as in Linux.
+//!   live queue. A lookaside memo (1,024 entry indexes at an unkeyed index
+//!   of the source, verified against the entry) lets a new queue from a
+//!   known source skip the keyed lookup; a miss or an aimed collision costs
+//!   only the keyed lookup. IPv6 IDs are 32 bits and do not wrap in
+//!   practice: the rule is IPv4 only, as in Linux.
 //! * **Memory.** Accounted memory ([`Reassembler::mem_used`]) is each queue's
 //!   copy buffer *capacity* (payload, header room and growth slack: buffers
 //!   grow by doubling, capped at what the datagram can need, so at most about
@@ -543,15 +565,14 @@ impl Key {
         }
     }
 
-    /// Index into the lookaside memo (`2^(64 - shift)` entries): Fibonacci
+    /// Index into the front table (`2^(64 - shift)` entries): Fibonacci
     /// hashing (the top bits of the key words times 2^64 / golden ratio),
     /// which spreads keys that differ by a progression (consecutive ids,
-    /// consecutive addresses) evenly over the memo. Not a table hash: a memo
-    /// hit is verified against the whole key, and a miss falls back to the
-    /// keyed table, so colliding keys can only cost the SipHash they would
-    /// have cost anyway.
+    /// consecutive addresses) evenly over the table. Unkeyed, so an attacker
+    /// can aim collisions at it: a front entry holds one queue, and the
+    /// others that map to it go to the keyed table (see the crate docs).
     #[inline(always)]
-    fn memo_index(&self, shift: u32) -> usize {
+    fn front_index(&self, shift: u32) -> usize {
         let [a, b, c, d] = self.addrs;
         // IPv4: the id lands on the first two octets of the source, the
         // protocol on the destination's first: the least varying ones.
@@ -715,8 +736,12 @@ impl<B> Ranges<B> {
     fn clear_into(&mut self, released: &mut Vec<B>) {
         match self {
             Ranges::Small(v) => {
-                if !v.is_empty() {
-                    released.extend(v.drain(..).filter_map(Frag::into_held));
+                // A plain loop: cheaper than extending through the adapters
+                // for the one to few fragments a queue usually holds.
+                for f in v.drain(..) {
+                    if let Data::Held(b, _) = f.data {
+                        released.push(b);
+                    }
                 }
                 if v.capacity() > KEEP_RANGES {
                     *v = Vec::new();
@@ -733,19 +758,20 @@ impl<B> Ranges<B> {
 /// Where the offset-0 fragment's header (IPv4: the whole header, options
 /// included; IPv6: fixed header plus the extension headers before the
 /// Fragment header) is kept.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 enum HeadLoc {
     /// `buf[..hroom]` of its queue (copied fragment, header as long as the
     /// header room).
     Inline,
-    /// A copy of its own (copied fragment, other length).
-    Saved(Box<[u8]>),
+    /// A copy of its own in the queue's `saved` (copied fragment, other
+    /// length).
+    Saved,
     /// In the held offset-0 frame, from this position (the IP header's).
     Held(u32),
 }
 
 /// The header of the offset-0 fragment.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Head {
     loc: HeadLoc,
     /// Header length.
@@ -790,27 +816,30 @@ struct Rid {
 
 /// One datagram being reassembled, in its slab slot. Slots are reused in
 /// place (a free slot keeps its range vector), so a queue is never moved.
-/// `repr(C)`: what the table lookup reads comes first, in one cache line.
+/// `repr(C)`, 256 bytes: what a lookup and a fragment in order read and
+/// write comes first, in the first two cache lines.
 #[derive(Debug)]
 #[repr(C)]
 struct Queue<B> {
-    /// The key's table hash (kept so removal does not hash again).
-    hash: u64,
     key: Key,
-    /// Next queue in the same bucket.
-    hnext: u32,
     /// The slot holds a queue (else it is on the free list).
     live: bool,
     /// OR of the ECN code points seen, as Linux `IPFRAG_ECN_*` bits.
     ecn_seen: u8,
+    /// The queue is in the front table at its key's index (else in the
+    /// keyed table, counted in that front entry's `over`).
+    in_front: bool,
     /// `buf` has been set up (header room in place); some fragment may be
     /// copied.
     has_buf: bool,
-    prev: u32,
-    next: u32,
-    created: u64,
+    /// Next queue in the same bucket of the keyed table.
+    hnext: u32,
+    /// IPv4 max-distance rule: the source's entry when the queue was last
+    /// extended.
+    rid: Option<Rid>,
+    frags: Ranges<B>,
     /// End of the datagram, known once the last fragment arrived.
-    known_end: Option<usize>,
+    known_end: Option<u16>,
     /// Largest end of any held fragment.
     max_end: usize,
     /// Payload bytes held (non-overlapping, so the datagram is complete when
@@ -818,11 +847,16 @@ struct Queue<B> {
     received: usize,
     /// Accounted memory of this queue.
     mem: usize,
-    /// IPv4 max-distance rule: the source's entry when the queue was last
-    /// extended.
-    rid: Option<Rid>,
-    frags: Ranges<B>,
+    /// The key's keyed table hash, when the queue is in the keyed table
+    /// (kept so removal and rebuilds do not hash again).
+    hash: u64,
+    prev: u32,
+    next: u32,
+    created: u64,
     head: Option<Head>,
+    /// The offset-0 header when [`HeadLoc::Saved`] (else empty, no
+    /// allocation).
+    saved: Vec<u8>,
     /// The copy buffer: `hroom` bytes for the IP header, then the copied
     /// fragments' payloads in arrival order (so in offset order, and already
     /// in place, when they arrive in order). Empty (no allocation) until the
@@ -840,6 +874,7 @@ impl<B> Queue<B> {
             hash: 0,
             key: Key { addrs: [0; 4], meta: 0 },
             hnext: NIL,
+            in_front: false,
             live: false,
             ecn_seen: 0,
             has_buf: false,
@@ -853,6 +888,7 @@ impl<B> Queue<B> {
             rid: None,
             frags: Ranges::Small(Vec::new()),
             head: None,
+            saved: Vec::new(),
             buf: Vec::new(),
             hroom: 0,
         }
@@ -866,7 +902,7 @@ impl<B> Queue<B> {
         let Some(head) = &self.head else { return &[] };
         let got = match &head.loc {
             HeadLoc::Inline => self.buf.get(..self.hroom),
-            HeadLoc::Saved(b) => Some(&b[..]),
+            HeadLoc::Saved => Some(&self.saved[..]),
             HeadLoc::Held(at) => match self.frags.first() {
                 Some(Frag { data: Data::Held(buf, _), .. }) => {
                     let at = *at as usize;
@@ -903,12 +939,16 @@ pub struct Reassembler<B = Vec<u8>> {
     sip: (u64, u64),
     /// Bucket heads (slot index or `NIL`); a power of two long, or empty.
     buckets: Vec<u32>,
-    /// Lookaside memo, [`MEMO_PER_BUCKET`] entries per bucket: the slot of the last queue
-    /// created or found at each [`Key::memo_index`], so the later fragments
-    /// of a datagram usually skip the SipHash (verified by key compare).
-    memo: Vec<u32>,
-    /// `64 - log2(memo.len())` ([`Key::memo_index`]; 64 while empty).
-    memo_shift: u32,
+    /// Front table, [`FRONT_PER_BUCKET`] entries per bucket: the slot of
+    /// the one queue (or NIL) at each [`Key::front_index`], found without
+    /// hashing; the others are in the keyed table.
+    front: Vec<u32>,
+    /// Per front entry, how many queues with its index are in the keyed
+    /// table (read only when the front entry does not hold the key; kept
+    /// apart so the front table stays small).
+    front_over: Vec<u32>,
+    /// `64 - log2(front.len())` ([`Key::front_index`]; 64 while empty).
+    front_shift: u32,
     /// Queues in the table.
     count: usize,
     /// The queue slab; never longer than the most queues pending at once.
@@ -932,9 +972,9 @@ pub struct Reassembler<B = Vec<u8>> {
     released: Vec<B>,
 }
 
-/// Lookaside memo entries per bucket (4 B each; few enough collisions among
-/// the queues in flight that most later fragments hit).
-const MEMO_PER_BUCKET: usize = 4;
+/// Front table entries per bucket (4 + 4 B each): at most a quarter of
+/// them hold a queue, so few queues collide and go to the keyed table.
+const FRONT_PER_BUCKET: usize = 4;
 
 /// IPv4 sources the max-distance rule tracks at once (2-way buckets, LRU
 /// replacement within a bucket; see the module docs).
@@ -973,61 +1013,42 @@ impl SourceTable {
     fn tick(&mut self, sip: (u64, u64), src: u32, hint: Option<Rid>) -> Option<Rid> {
         self.clock = self.clock.wrapping_add(1);
         let clock = self.clock;
-        if let Some(h) = hint {
-            if let Some(e) = self.entries.get_mut(h.idx as usize) {
-                if e.gen == h.gen && e.src == src {
-                    e.counter = e.counter.wrapping_add(1);
-                    e.used = clock;
-                    return Some(Rid { idx: h.idx, gen: e.gen, counter: e.counter });
-                }
-            }
-        }
-        self.tick_lookup(sip, src, clock)
+        let is = |e: Option<&SourceEntry>, gen: Option<u32>| {
+            e.is_some_and(|e| e.gen != 0 && gen.is_none_or(|g| g == e.gen) && e.src == src)
+        };
+        // The queue's entry, else the memo's (a verified hit skips the
+        // SipHash), else the keyed lookup.
+        let idx = match hint {
+            Some(h) if is(self.entries.get(h.idx as usize), Some(h.gen)) => h.idx,
+            _ => match self.memo.get(Self::memo_index(src)) {
+                Some(&i) if is(self.entries.get(i as usize), None) => i,
+                _ => return self.tick_lookup(sip, src, clock),
+            },
+        };
+        let e = self.entries.get_mut(idx as usize)?;
+        e.counter = e.counter.wrapping_add(1);
+        e.used = clock;
+        Some(Rid { idx, gen: e.gen, counter: e.counter })
     }
 
+    /// [`SourceTable::tick`] for a source the memo does not know: the keyed
+    /// lookup (allocating the table on first use), then the memo points at
+    /// the entry.
+    #[cold]
     fn tick_lookup(&mut self, sip: (u64, u64), src: u32, clock: u32) -> Option<Rid> {
         if self.entries.is_empty() {
             self.entries = vec![SourceEntry::default(); MAX_DIST_SOURCES];
             self.memo = vec![NIL; SOURCE_MEMO];
         }
-        // The memo first: a verified hit skips the SipHash.
-        let m = Self::memo_index(src);
-        let hit = self.memo.get(m).copied().filter(|&i| {
-            let e = self.entries.get(i as usize);
-            e.is_some_and(|e| e.gen != 0 && e.src == src)
-        });
-        let idx = match hit {
-            Some(i) => i as usize,
-            None => {
-                let i = self.find_or_replace(sip, src, clock)?;
-                if let Some(e) = self.memo.get_mut(m) {
-                    *e = u32::try_from(i).ok()?;
-                }
-                i
-            }
-        };
+        let idx = self.find_or_replace(sip, src, clock)?;
+        let idx32 = u32::try_from(idx).ok()?;
+        if let Some(e) = self.memo.get_mut(Self::memo_index(src)) {
+            *e = idx32;
+        }
         let e = self.entries.get_mut(idx)?;
         e.counter = e.counter.wrapping_add(1);
         e.used = clock;
-        Some(Rid { idx: u32::try_from(idx).ok()?, gen: e.gen, counter: e.counter })
-    }
-
-    /// `src`'s entry and its index, if it has one (memo, then the keyed
-    /// bucket), without counting or replacing anything.
-    #[inline]
-    fn peek(&self, sip: (u64, u64), src: u32) -> Option<(u32, &SourceEntry)> {
-        let m = Self::memo_index(src);
-        if let Some(&i) = self.memo.get(m) {
-            if let Some(e) = self.entries.get(i as usize) {
-                if e.gen != 0 && e.src == src {
-                    return Some((i, e));
-                }
-            }
-        }
-        let base = Self::bucket(sip, src).checked_mul(SOURCE_WAYS)?;
-        let ways = self.entries.get(base..base.checked_add(SOURCE_WAYS)?)?;
-        let i = ways.iter().position(|e| e.gen != 0 && e.src == src)?;
-        Some((u32::try_from(base.checked_add(i)?).ok()?, ways.get(i)?))
+        Some(Rid { idx: idx32, gen: e.gen, counter: e.counter })
     }
 
     /// The memo index of `src`: Fibonacci hashing of the address as a
@@ -1106,14 +1127,10 @@ struct Prepared {
     head: Option<HeadIn>,
 }
 
-/// A fragment the zero-copy fast path takes ([`Reassembler::fast_check`]).
-struct Fast {
-    /// The queue, or NIL for a new one (with the key's table hash).
-    slot: u32,
-    hash: u64,
+/// A fragment that passed the per-fragment checks of the zero-copy fast
+/// paths ([`Reassembler::fast_prep`]).
+struct FastPrep {
     key: Key,
-    /// The offset-0 header (a new queue only).
-    head: Option<HeadIn>,
     offset: u16,
     end: u16,
     more: bool,
@@ -1121,11 +1138,6 @@ struct Fast {
     /// Payload position and length in the frame.
     data_at: u32,
     len: u32,
-    /// Accounted bytes: the frame's length plus the entry's charge (plus
-    /// [`DATAGRAM_OVERHEAD`] for a new queue).
-    cost: usize,
-    /// The source's counter after this fragment (max-distance rule).
-    rid: Option<Rid>,
 }
 
 /// The payload of the fragment being pushed.
@@ -1176,8 +1188,8 @@ fn grow_target(cap: usize, needed: usize, limit: usize) -> usize {
 
 /// The most a queue's buffer can need once `p` is in: header room plus the
 /// datagram's end if known, else the largest payload.
-fn buf_limit(hroom: usize, known_end: Option<usize>, p: &Prepared) -> usize {
-    let end = if p.more { known_end } else { Some(usize::from(p.end)) };
+fn buf_limit(hroom: usize, known_end: Option<u16>, p: &Prepared) -> usize {
+    let end = if p.more { known_end.map(usize::from) } else { Some(usize::from(p.end)) };
     hroom.saturating_add(end.unwrap_or(MAX_IP_LEN))
 }
 
@@ -1216,21 +1228,47 @@ fn v6_next_header_field(ip: &[u8], frag_at: usize) -> Option<usize> {
     (pos == frag_at && next == NH_FRAGMENT).then_some(field)
 }
 
+/// The offset-0 header of a fragment that passed [`Reassembler::fast_prep`]
+/// and is kept in its frame: None when the general path must decide (an
+/// upper-layer header not whole, an IPv6 extension chain that does not lead
+/// to the Fragment header).
+#[inline(always)]
+fn head_held(frame: &[u8], l3: &L3Info, p: &FastPrep) -> Option<Head> {
+    let ip_end = usize::try_from(p.data_at.wrapping_add(p.len)).ok()?;
+    let l4_end = l3.l4_offset.map(|l4| l4.saturating_add(min_l4_len(l3.tuple.proto)));
+    if l4_end.is_none_or(|e| e > ip_end) {
+        return None;
+    }
+    let at = l3.l3_offset;
+    let loc = HeadLoc::Held(u32::try_from(at).ok()?);
+    if p.key.meta & META_V6 == 0 {
+        return Some(Head { loc, len: l3.ip_header_len, v6_next: None });
+    }
+    let frag_at = l3.ip_header_len.saturating_sub(8);
+    let ip = frame.get(at..ip_end)?;
+    match (v6_next_header_field(ip, frag_at), ip.get(frag_at)) {
+        (Some(field), Some(&nh)) if frag_at >= 40 => Some(Head { loc, len: frag_at, v6_next: Some((field, nh)) }),
+        _ => None,
+    }
+}
+
 /// IPv4 header checksum (RFC 1071) of `hdr`, whose checksum field is zero
-/// and whose length is a multiple of 4 (IHL words): summed 32 bits at a
-/// time, which folds to the same 16-bit one's complement sum.
-fn ipv4_checksum(hdr: &[u8]) -> u16 {
+/// and whose length is a multiple of 4 (IHL words), as the bytes to store.
+/// Summed 32 bits at a time in native byte order: the one's complement sum
+/// folds to the same 16 bits either way, byte-swapped with the order
+/// (RFC 1071 §2(B)), so storing it in native order gives the right bytes.
+fn ipv4_checksum(hdr: &[u8]) -> [u8; 2] {
     let mut acc = 0u64;
     if let Ok(h) = <&[u8; 20]>::try_from(hdr) {
         // The usual option-less header, unrolled.
         let [a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3, d0, d1, d2, d3, e0, e1, e2, e3] = *h;
         for w in [[a0, a1, a2, a3], [b0, b1, b2, b3], [c0, c1, c2, c3], [d0, d1, d2, d3], [e0, e1, e2, e3]] {
-            acc = acc.wrapping_add(u64::from(u32::from_be_bytes(w)));
+            acc = acc.wrapping_add(u64::from(u32::from_ne_bytes(w)));
         }
     } else {
         for w in hdr.chunks_exact(4) {
             if let &[a, b, c, d] = w {
-                acc = acc.wrapping_add(u64::from(u32::from_be_bytes([a, b, c, d])));
+                acc = acc.wrapping_add(u64::from(u32::from_ne_bytes([a, b, c, d])));
             }
         }
     }
@@ -1238,7 +1276,34 @@ fn ipv4_checksum(hdr: &[u8]) -> u16 {
     while acc > 0xffff {
         acc = (acc & 0xffff).wrapping_add(acc >> 16);
     }
-    !(acc as u16)
+    (!(acc as u16)).to_ne_bytes()
+}
+
+/// [`fix_header`] for a 20-byte IPv4 header (no options), on an array:
+/// no bounds checks, and the checksum folded without a loop.
+#[inline(always)]
+fn fix_ipv4_20(h: &mut [u8; 20], ip_len: usize, set_ce: bool) {
+    [h[2], h[3]] = u16::try_from(ip_len).unwrap_or(u16::MAX).to_be_bytes();
+    // Keep DF, clear MF and the offset.
+    h[6] &= 0x40;
+    h[7] = 0;
+    if set_ce {
+        h[1] |= 3;
+    }
+    [h[10], h[11]] = [0, 0];
+    let [a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3, d0, d1, d2, d3, e0, e1, e2, e3] = *h;
+    let mut acc = 0u64;
+    for w in [[a0, a1, a2, a3], [b0, b1, b2, b3], [c0, c1, c2, c3], [d0, d1, d2, d3], [e0, e1, e2, e3]] {
+        acc = acc.wrapping_add(u64::from(u32::from_ne_bytes(w)));
+    }
+    // Below 2^35: 32 bits (plus a carry), then 16 bits twice, then once more
+    // for the last end-around carry.
+    let acc = (acc & 0xffff_ffff).wrapping_add(acc >> 32);
+    let acc = (acc & 0xffff).wrapping_add(acc >> 16);
+    let acc = (acc & 0xffff).wrapping_add(acc >> 16);
+    let acc = (acc & 0xffff).wrapping_add(acc >> 16);
+    // Native order: see `ipv4_checksum`.
+    [h[10], h[11]] = (!(acc as u16)).to_ne_bytes();
 }
 
 /// Appends `src` to `dst`; the usual header lengths (20, 40) as fixed-size
@@ -1262,25 +1327,19 @@ fn fix_header(family: Family, hdr: &mut [u8], ip_len: usize, set_ce: bool, v6_ne
     match family {
         Family::V4 => {
             let len = u16::try_from(ip_len).unwrap_or(u16::MAX).to_be_bytes();
-            if let Some(b) = hdr.get_mut(2..4) {
-                b.copy_from_slice(&len);
-            }
+            let Some(h) = hdr.first_chunk_mut::<12>() else { return };
+            let [_, tos, l0, l1, _, _, flags, off, _, _, c0, c1] = h;
+            [*l0, *l1] = len;
             // Keep DF, clear MF and the offset.
-            if let Some([flags, off]) = hdr.get_mut(6..8) {
-                *flags &= 0x40;
-                *off = 0;
-            }
+            *flags &= 0x40;
+            *off = 0;
             if set_ce {
-                if let Some(b) = hdr.get_mut(1) {
-                    *b |= 3;
-                }
+                *tos |= 3;
             }
-            if let Some(b) = hdr.get_mut(10..12) {
-                b.copy_from_slice(&[0, 0]);
-            }
-            let sum = ipv4_checksum(hdr).to_be_bytes();
-            if let Some(b) = hdr.get_mut(10..12) {
-                b.copy_from_slice(&sum);
+            [*c0, *c1] = [0, 0];
+            let sum = ipv4_checksum(hdr);
+            if let Some([_, _, _, _, _, _, _, _, _, _, c0, c1]) = hdr.first_chunk_mut::<12>() {
+                [*c0, *c1] = sum;
             }
         }
         Family::V6 => {
@@ -1302,6 +1361,9 @@ fn fix_header(family: Family, hdr: &mut [u8], ip_len: usize, set_ce: bool, v6_ne
     }
 }
 
+/// Bytes of the header a [`Chain`] holds without a vector.
+const INLINE_HEADER: usize = 64;
+
 /// A reassembled datagram delivered without copying (see
 /// [`Reassembler::push_owned`]): the rewritten IP header followed by the
 /// fragments' payload slices in offset order, each still in its frame
@@ -1319,6 +1381,11 @@ fn fix_header(family: Family, hdr: &mut [u8], ip_len: usize, set_ce: bool, v6_ne
 /// through that push's `spare`.
 #[derive(Debug)]
 pub struct Chain<B> {
+    /// The header when it fits (every IPv4 one, IPv6 with up to 24 bytes of
+    /// extension headers): `inline[..inline_len]`, no vector to fill.
+    inline: [u8; INLINE_HEADER],
+    /// 0: the header is in `header`.
+    inline_len: usize,
     header: Vec<u8>,
     /// The fragments in offset order.
     frags: Vec<Frag<B>>,
@@ -1330,7 +1397,14 @@ pub struct Chain<B> {
 
 impl<B> Default for Chain<B> {
     fn default() -> Self {
-        Chain { header: Vec::new(), frags: Vec::new(), copied: Vec::new(), len: 0 }
+        Chain {
+            inline: [0; INLINE_HEADER],
+            inline_len: 0,
+            header: Vec::new(),
+            frags: Vec::new(),
+            copied: Vec::new(),
+            len: 0,
+        }
     }
 }
 
@@ -1358,12 +1432,17 @@ impl<B> Chain<B> {
     /// The rewritten IP header (IPv6: with the extension headers that came
     /// before the Fragment header).
     pub fn header(&self) -> &[u8] {
-        &self.header
+        if self.inline_len == 0 {
+            &self.header
+        } else {
+            self.inline.get(..self.inline_len).unwrap_or(&[])
+        }
     }
 
     /// Moves the frame buffers out (for recycling) and empties the chain,
     /// keeping its capacity. Dropping the iterator early drops the rest.
     pub fn drain_buffers(&mut self) -> impl Iterator<Item = B> + '_ {
+        self.inline_len = 0;
         self.header.clear();
         self.copied.clear();
         self.len = 0;
@@ -1385,7 +1464,7 @@ impl<B: AsRef<[u8]>> Chain<B> {
     /// Every piece of the datagram in order: the header, then the payload
     /// pieces. Their lengths add up to [`Chain::len`].
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        std::iter::once(&self.header[..]).chain(self.payload())
+        std::iter::once(self.header()).chain(self.payload())
     }
 
     /// Clears `out` and writes the datagram into it contiguously (byte for
@@ -1445,8 +1524,9 @@ impl<B> Reassembler<B> {
             cfg,
             sip: seed,
             buckets: Vec::new(),
-            memo: Vec::new(),
-            memo_shift: 64,
+            front: Vec::new(),
+            front_over: Vec::new(),
+            front_shift: 64,
             count: 0,
             slots: Vec::new(),
             free: Vec::new(),
@@ -1527,27 +1607,27 @@ impl<B> Reassembler<B> {
         (hash as usize) & self.buckets.len().wrapping_sub(1)
     }
 
-    /// The queue with this key, if any, and the key's table hash (from
-    /// the queue on a memo hit, else computed).
+    /// The queue with this key, if any, and the key's keyed hash when it
+    /// had to be computed: a queue at the key's front entry is found
+    /// without hashing, and when no queue with this index is in the keyed
+    /// table (`over` 0) there is none.
     #[inline]
-    fn find(&mut self, key: &Key) -> (Option<u32>, u64) {
-        let m = key.memo_index(self.memo_shift);
-        if let Some(&s) = self.memo.get(m) {
-            if let Some(q) = self.queue(s) {
-                if q.key == *key {
-                    return (Some(s), q.hash);
-                }
+    fn find(&self, key: &Key) -> (Option<u32>, Option<u64>) {
+        let fi = key.front_index(self.front_shift);
+        let Some(&slot) = self.front.get(fi) else { return (None, None) };
+        if let Some(q) = self.queue(slot) {
+            if q.key == *key {
+                return (Some(slot), None);
             }
         }
-        let hash = key.hash(self.sip);
-        let found = self.lookup(key, hash);
-        if let (Some(s), Some(e)) = (found, self.memo.get_mut(m)) {
-            *e = s;
+        if self.front_over.get(fi).is_none_or(|&o| o == 0) {
+            return (None, None);
         }
-        (found, hash)
+        let hash = key.hash(self.sip);
+        (self.lookup(key, hash), Some(hash))
     }
 
-    /// The queue with this key and hash in the table, if any.
+    /// The queue with this key and hash in the keyed table, if any.
     #[inline]
     fn lookup(&self, key: &Key, hash: u64) -> Option<u32> {
         let mut s = *self.buckets.get(self.bucket(hash))?;
@@ -1561,8 +1641,10 @@ impl<B> Reassembler<B> {
         None
     }
 
-    /// Doubles the bucket array when the queues (with one more) would
-    /// outnumber it, relinking every queue by its stored hash.
+    /// Doubles the bucket array (and the front table) when the queues (with
+    /// one more) would outnumber it, placing every queue again: at its
+    /// front entry if free, else in the keyed table (hashing the ones that
+    /// were in front).
     fn reserve_bucket(&mut self) {
         if self.count < self.buckets.len() {
             return;
@@ -1570,30 +1652,44 @@ impl<B> Reassembler<B> {
         let n = self.buckets.len().saturating_mul(2).max(16);
         self.buckets.clear();
         self.buckets.resize(n, NIL);
-        self.memo.clear();
-        self.memo.resize(n.saturating_mul(MEMO_PER_BUCKET), NIL);
-        self.memo_shift = 64u32.saturating_sub(self.memo.len().trailing_zeros());
+        self.front.clear();
+        self.front.resize(n.saturating_mul(FRONT_PER_BUCKET), NIL);
+        self.front_over.clear();
+        self.front_over.resize(n.saturating_mul(FRONT_PER_BUCKET), 0);
+        self.front_shift = 64u32.saturating_sub(self.front.len().trailing_zeros());
         let mask = n.wrapping_sub(1);
         for (i, q) in self.slots.iter_mut().enumerate() {
-            if q.live {
-                if let Some(b) = self.buckets.get_mut((q.hash as usize) & mask) {
-                    q.hnext = *b;
-                    *b = i as u32;
-                }
+            if !q.live {
+                continue;
+            }
+            let fi = q.key.front_index(self.front_shift);
+            let (Some(f), Some(over)) = (self.front.get_mut(fi), self.front_over.get_mut(fi)) else { continue };
+            if *f == NIL {
+                *f = i as u32;
+                q.in_front = true;
+                q.hnext = NIL;
+                continue;
+            }
+            *over = over.wrapping_add(1);
+            if q.in_front {
+                q.hash = q.key.hash(self.sip);
+                q.in_front = false;
+            }
+            if let Some(b) = self.buckets.get_mut((q.hash as usize) & mask) {
+                q.hnext = *b;
+                *b = i as u32;
             }
         }
     }
 
     /// Unlinks the queue at `slot` (with this hash and bucket successor)
-    /// from its bucket.
+    /// from its bucket, when it is not the bucket's first.
+    #[cold]
     fn unlink_bucket(&mut self, slot: u32, hash: u64, hnext: u32) {
         let b = self.bucket(hash);
-        let Some(first) = self.buckets.get_mut(b) else { return };
-        if *first == slot {
-            *first = hnext;
-            return;
-        }
-        let mut s = *first;
+        let Some(&first) = self.buckets.get(b) else { return };
+        let mut s = first;
+        // Bounded: chains are acyclic and hold at most `count` queues.
         while let Some(q) = self.queue_mut(s) {
             if q.hnext == slot {
                 q.hnext = hnext;
@@ -1606,17 +1702,17 @@ impl<B> Reassembler<B> {
     /// The oldest queue other than `keep`: the older of the two list heads
     /// (skipping `keep`). O(1).
     fn oldest(&self, keep: Option<u32>) -> Option<u32> {
-        [Family::V4, Family::V6]
-            .into_iter()
-            .filter_map(|f| {
-                let mut s = self.list(f).head;
-                if Some(s) == keep {
-                    s = self.queue(s)?.next;
-                }
-                self.queue(s).map(|q| (q.created, s))
-            })
-            .min()
-            .map(|(_, s)| s)
+        let head = |fam: usize| {
+            let mut s = self.ages.get(fam)?.head;
+            if Some(s) == keep {
+                s = self.queue(s)?.next;
+            }
+            self.queue(s).map(|q| (q.created, s))
+        };
+        match (head(0), head(1)) {
+            (Some(a), Some(b)) => Some(a.min(b).1),
+            (a, b) => a.or(b).map(|(_, s)| s),
+        }
     }
 
     /// Drops the single fragment being pushed.
@@ -1671,49 +1767,70 @@ impl<B> Reassembler<B> {
     /// Takes the queue at `slot` out of the table and its age list and
     /// releases its accounting; its contents stay in the slot for
     /// [`Reassembler::vacate`].
+    #[inline(always)]
     fn unlink(&mut self, slot: u32) -> bool {
-        let Some(q) = self.queue(slot) else { return false };
-        let (hash, hnext, prev, next, family, mem, n) =
-            (q.hash, q.hnext, q.prev, q.next, q.key.family(), q.mem, q.frags.len());
-        self.unlink_bucket(slot, hash, hnext);
-        if let Some(p) = self.queue_mut(prev) {
+        let Some(q) = self.slots.get_mut(slot as usize) else { return false };
+        if !q.live {
+            return false;
+        }
+        q.live = false;
+        let (hash, hnext, prev, next, v6, mem, n) =
+            (q.hash, q.hnext, q.prev, q.next, q.key.meta & META_V6 != 0, q.mem, q.frags.len());
+        let (in_front, fi) = (q.in_front, q.key.front_index(self.front_shift));
+        if in_front {
+            if let Some(f) = self.front.get_mut(fi) {
+                *f = NIL;
+            }
+        } else if let Some(o) = self.front_over.get_mut(fi) {
+            *o = o.wrapping_sub(1);
+        }
+        if !in_front {
+            let b = self.bucket(hash);
+            match self.buckets.get_mut(b) {
+                Some(first) if *first == slot => *first = hnext,
+                _ => self.unlink_bucket(slot, hash, hnext),
+            }
+        }
+        // Links point at live queues (or are NIL).
+        if let Some(p) = self.slots.get_mut(prev as usize) {
             p.next = next;
         }
-        let next_created = match self.queue_mut(next) {
+        let next_created = match self.slots.get_mut(next as usize) {
             Some(n) => {
                 n.prev = prev;
                 n.created
             }
             None => u64::MAX,
         };
-        // The new head may time out before the bound when the caller's
-        // clock went backwards.
-        let deadline = next_created.saturating_add(self.timeout(family));
-        if let Some(l) = self.ages.get_mut(family as usize) {
+        let timeout = if v6 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
+        if let Some(l) = self.ages.get_mut(usize::from(v6)) {
             if l.head == slot {
                 l.head = next;
-                self.next_expiry = self.next_expiry.min(deadline);
+                // The new head may time out before the bound when the
+                // caller's clock went backwards.
+                self.next_expiry = self.next_expiry.min(next_created.saturating_add(timeout));
             }
             if l.tail == slot {
                 l.tail = prev;
             }
         }
-        if let Some(q) = self.slots.get_mut(slot as usize) {
-            q.live = false;
-        }
-        self.count = self.count.saturating_sub(1);
-        self.mem = self.mem.saturating_sub(mem);
-        self.stats.pending = self.stats.pending.saturating_sub(n as u64);
+        self.count = self.count.wrapping_sub(1);
+        self.mem = self.mem.wrapping_sub(mem);
+        self.stats.pending = self.stats.pending.wrapping_sub(n as u64);
         true
     }
 
     /// Empties an unlinked slot (held frames to `released`, copy buffer
     /// recycled) and puts it on the free list.
+    #[inline(always)]
     fn vacate(&mut self, slot: u32) {
         let Some(q) = self.slots.get_mut(slot as usize) else { return };
-        q.frags.clear_into(&mut self.released);
-        if matches!(q.head, Some(Head { loc: HeadLoc::Saved(_), .. })) {
-            q.head = None;
+        match &mut q.frags {
+            Ranges::Small(v) if v.is_empty() && v.capacity() <= KEEP_RANGES => {}
+            frags => frags.clear_into(&mut self.released),
+        }
+        if q.saved.capacity() > 0 {
+            q.saved = Vec::new();
         }
         if q.buf.capacity() > 0 {
             let buf = std::mem::take(&mut q.buf);
@@ -1796,8 +1913,9 @@ impl<B> Reassembler<B> {
         // slots any more.
         self.sources = SourceTable::default();
         self.buckets = Vec::new();
-        self.memo = Vec::new();
-        self.memo_shift = 64;
+        self.front = Vec::new();
+        self.front_over = Vec::new();
+        self.front_shift = 64;
         self.slots = Vec::new();
         self.free = Vec::new();
         self.next_expiry = u64::MAX;
@@ -1845,10 +1963,10 @@ impl<B> Reassembler<B> {
     fn check_existing(q: &Queue<B>, f: &Prepared, max_frags: usize) -> Option<DropReason> {
         let end = usize::from(f.end);
         if !f.more {
-            if end < q.max_end || q.known_end.is_some_and(|e| e != end) {
+            if end < q.max_end || q.known_end.is_some_and(|e| usize::from(e) != end) {
                 return Some(DropReason::ConflictingEnd);
             }
-        } else if q.known_end.is_some_and(|e| end > e) {
+        } else if q.known_end.is_some_and(|e| end > usize::from(e)) {
             return Some(DropReason::ConflictingEnd);
         }
         // In-order arrival (at or past the end of the last held fragment)
@@ -1874,9 +1992,12 @@ impl<B> Reassembler<B> {
         None
     }
 
-    /// Creates an empty queue for `key` in a free slot (linked at the tail
-    /// of its age list and into its bucket), charging [`DATAGRAM_OVERHEAD`].
-    fn create(&mut self, key: Key, hash: u64, now: u64) -> Option<u32> {
+    /// Creates an empty queue for `key` in a free slot, linked at the tail
+    /// of its age list and at its front entry if free, else into the keyed
+    /// table (`hash`: the key's keyed hash if already computed), charging
+    /// [`DATAGRAM_OVERHEAD`].
+    #[inline(always)]
+    fn create(&mut self, key: Key, hash: Option<u64>, now: u64) -> Option<u32> {
         self.reserve_bucket();
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -1886,13 +2007,21 @@ impl<B> Reassembler<B> {
                 s
             }
         };
-        let tail = self.list(key.family()).tail;
-        let b = self.bucket(hash);
-        let first = self.buckets.get(b).copied().unwrap_or(NIL);
+        let fam = key.family();
+        let tail = self.list(fam).tail;
+        let fi = key.front_index(self.front_shift);
+        let in_front = self.front.get(fi) == Some(&NIL);
+        let (hash, first) = if in_front {
+            (0, NIL)
+        } else {
+            let h = hash.unwrap_or_else(|| key.hash(self.sip));
+            (h, self.buckets.get(self.bucket(h)).copied().unwrap_or(NIL))
+        };
         let q = self.slots.get_mut(slot as usize)?;
         q.hash = hash;
         q.key = key;
         q.hnext = first;
+        q.in_front = in_front;
         q.live = true;
         q.ecn_seen = 0;
         q.has_buf = false;
@@ -1906,24 +2035,30 @@ impl<B> Reassembler<B> {
         q.rid = None;
         q.head = None;
         q.hroom = 0;
-        if let Some(h) = self.buckets.get_mut(b) {
-            *h = slot;
+        if in_front {
+            if let Some(f) = self.front.get_mut(fi) {
+                *f = slot;
+            }
+        } else if let Some(o) = self.front_over.get_mut(fi) {
+            *o = o.wrapping_add(1);
         }
-        let m = key.memo_index(self.memo_shift);
-        if let Some(e) = self.memo.get_mut(m) {
-            *e = slot;
+        if !in_front {
+            let b = self.bucket(hash);
+            if let Some(h) = self.buckets.get_mut(b) {
+                *h = slot;
+            }
         }
         // Link at the tail of the family's age list.
         if let Some(t) = self.queue_mut(tail) {
             t.next = slot;
         }
-        if let Some(l) = self.list_mut(key.family()) {
+        if let Some(l) = self.list_mut(fam) {
             if l.head == NIL {
                 l.head = slot;
             }
             l.tail = slot;
         }
-        self.next_expiry = self.next_expiry.min(now.saturating_add(self.timeout(key.family())));
+        self.next_expiry = self.next_expiry.min(now.saturating_add(self.timeout(fam)));
         self.count = self.count.saturating_add(1);
         self.mem = self.mem.saturating_add(DATAGRAM_OVERHEAD);
         self.stats.datagrams_created = self.stats.datagrams_created.wrapping_add(1);
@@ -1968,11 +2103,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// or killed by this fragment) are appended to `spare` as well. Each
     /// held frame is charged its whole length against `high_thresh`.
     pub fn push_owned(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>, spare: &mut Vec<B>) -> Verdict {
-        let v = if let Some(f) = self.fast_check(frame.as_ref(), l3, now) {
-            self.fast_commit(f, frame, now, out)
-        } else {
-            self.push_owned_general(frame, l3, now, out)
-        };
+        let v = self.push_owned_inner(frame, l3, now, out);
         if !self.released.is_empty() {
             spare.append(&mut self.released);
         }
@@ -1992,19 +2123,12 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         }
     }
 
-    /// The common cases of [`Reassembler::push_owned`], decided without any
-    /// side effect: a fragment that starts a queue (no queue for its key,
-    /// no eviction needed, its source already known to the max-distance
-    /// rule) or a later fragment of a datagram whose queue the lookaside
-    /// memo finds, arriving at or past the end of what the queue holds (in
-    /// order: no duplicate or overlap is possible), within the fragment cap
-    /// and the max-distance rule. Both within the memory limit and with no
-    /// timer due. It runs the same per-fragment checks as
-    /// [`Reassembler::prepare`]; anything else (a check that fails, a search
-    /// among held fragments, eviction, expiry) returns None and takes the
-    /// general path, which decides it from scratch.
+    /// The per-fragment checks of [`Reassembler::prepare`] for the fast
+    /// paths of [`Reassembler::push_owned`], without any side effect: None
+    /// when a check fails or something is due (the general path then
+    /// decides the fragment from scratch).
     #[inline(always)]
-    fn fast_check(&self, frame: &[u8], l3: &L3Info, now: u64) -> Option<Fast> {
+    fn fast_prep(&self, frame: &[u8], l3: &L3Info, now: u64) -> Option<FastPrep> {
         if now >= self.next_expiry || l3.atomic_frag {
             return None;
         }
@@ -2030,160 +2154,301 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         if limit_end > MAX_IP_LEN || (v4 && fi.offset == 8 && l3.tuple.proto == proto::TCP) {
             return None;
         }
-        let mut cost = frame.len().saturating_add(Self::frag_cost());
-        let slot = self.memo.get(key.memo_index(self.memo_shift)).copied().unwrap_or(NIL);
-        match self.queue(slot) {
-            Some(q) if q.key == key => {
-                // A later fragment, in order.
-                if usize::from(fi.offset) < q.max_end {
-                    return None;
-                }
-                match q.known_end {
-                    Some(e) if (fi.more && end > e) || (!fi.more && end != e) => return None,
-                    _ => {}
-                }
-                let held = q.frags.len();
-                if held >= self.cfg.max_frags || held >= SMALL_RANGES {
-                    return None;
-                }
-                let rid = if v4 && self.cfg.max_dist != 0 {
-                    let h = q.rid?;
-                    let e = self.sources.entries.get(h.idx as usize)?;
-                    let counter = e.counter.wrapping_add(1);
-                    if e.gen != h.gen || e.src != key.v4_src() || counter.wrapping_sub(h.counter) > self.cfg.max_dist {
-                        return None;
-                    }
-                    Some(Rid { idx: h.idx, gen: h.gen, counter })
-                } else {
-                    None
-                };
-                if self.mem.saturating_add(cost) > self.cfg.high_thresh {
-                    return None;
-                }
-                return Some(Fast {
-                    slot,
-                    hash: 0,
-                    key,
-                    head: None,
-                    offset: fi.offset,
-                    end: end as u16,
-                    more: fi.more,
-                    ecn: ecn_bit(l3.ecn),
-                    data_at: data_at as u32,
-                    len: len as u32,
-                    cost,
-                    rid,
-                });
-            }
-            _ => {}
-        }
-        // No queue at the memo: a new datagram, unless the table has it.
-        if self.count >= self.cfg.max_datagrams || self.count >= self.buckets.len() {
-            return None;
-        }
-        cost = cost.saturating_add(DATAGRAM_OVERHEAD);
-        if self.mem.saturating_add(cost) > self.cfg.high_thresh {
-            return None;
-        }
-        let head = if fi.offset == 0 {
-            let l4_end = l3.l4_offset.map(|l4| l4.saturating_add(min_l4_len(l3.tuple.proto)));
-            if l4_end.is_none_or(|e| e > ip_end) {
-                return None;
-            }
-            let at = l3.l3_offset;
-            if v4 {
-                Some(HeadIn { at, len: l3.ip_header_len, v6_next: None })
-            } else {
-                let frag_at = l3.ip_header_len.saturating_sub(8);
-                let ip = frame.get(at..ip_end)?;
-                match (v6_next_header_field(ip, frag_at), ip.get(frag_at)) {
-                    (Some(field), Some(&nh)) if frag_at >= 40 => {
-                        Some(HeadIn { at, len: frag_at, v6_next: Some((field, nh)) })
-                    }
-                    _ => return None,
-                }
-            }
-        } else {
-            None
-        };
-        let rid = if v4 && self.cfg.max_dist != 0 {
-            let (idx, e) = self.sources.peek(self.sip, key.v4_src())?;
-            Some(Rid { idx, gen: e.gen, counter: e.counter.wrapping_add(1) })
-        } else {
-            None
-        };
-        let hash = key.hash(self.sip);
-        if self.lookup(&key, hash).is_some() {
-            return None;
-        }
-        Some(Fast {
-            slot: NIL,
-            hash,
+        Some(FastPrep {
             key,
-            head,
             offset: fi.offset,
             end: end as u16,
             more: fi.more,
             ecn: ecn_bit(l3.ecn),
             data_at: data_at as u32,
             len: len as u32,
-            cost,
-            rid,
         })
     }
 
-    /// Stores a fragment [`Reassembler::fast_check`] accepted, with the
-    /// same effects the general path has on it, and delivers the datagram
-    /// if it is now whole.
-    #[inline(always)]
-    fn fast_commit(&mut self, f: Fast, frame: B, now: u64, out: &mut Chain<B>) -> Verdict {
+    /// [`Reassembler::push_owned`] without handing `released` over.
+    ///
+    /// Fast paths, each deciding without side effects first and then doing
+    /// exactly what the general path would: a fragment for a queue the
+    /// front table finds, arriving at or past the end of what the queue
+    /// holds (in order: no duplicate or overlap is possible), within the
+    /// fragment cap, the max-distance rule (its source entry still the
+    /// queue's) and the memory limit (here, inline); one that arrives out of
+    /// order ([`Reassembler::fast_insert`]); and one that starts a queue
+    /// ([`Reassembler::fast_new`]). Anything else (a check that fails,
+    /// expiry due, a queue in the keyed table) takes the general path, which
+    /// decides it from scratch. Out of line: the caller's loop stays small,
+    /// and what is inlined here does not depend on the caller.
+    #[inline(never)]
+    fn push_owned_inner(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
+        let Some(p) = self.fast_prep(frame.as_ref(), l3, now) else {
+            return self.push_owned_general(frame, l3, now, out);
+        };
+        let fi = p.key.front_index(self.front_shift);
+        let Some(&slot) = self.front.get(fi) else {
+            return self.push_owned_general(frame, l3, now, out);
+        };
+        let Some(q) = self.slots.get_mut(slot as usize).filter(|q| q.live && q.key == p.key) else {
+            // The front entry must be free and no queue with its index in
+            // the keyed table: then there is no queue for the key, and the
+            // new one goes in front, without hashing. (A front entry taken
+            // by another key: the general path, which hashes.)
+            if slot == NIL && self.front_over.get(fi) == Some(&0) {
+                return self.fast_new(p, fi, frame, l3, now, out);
+            }
+            return self.push_owned_general(frame, l3, now, out);
+        };
+        if usize::from(p.offset) < q.max_end {
+            return self.fast_insert(p, slot, frame, l3, now, out);
+        }
+        let end = usize::from(p.end);
+        let end_ok = match q.known_end {
+            None => true,
+            Some(e) => (p.more && p.end <= e) || (!p.more && p.end == e),
+        };
+        let Ranges::Small(frags) = &mut q.frags else {
+            return self.push_owned_general(frame, l3, now, out);
+        };
+        let held = frags.len();
+        if !end_ok || held >= self.cfg.max_frags || held >= SMALL_RANGES {
+            return self.push_owned_general(frame, l3, now, out);
+        }
+        let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
+        if self.mem.saturating_add(cost) > self.cfg.high_thresh {
+            return self.push_owned_general(frame, l3, now, out);
+        }
+        // The max-distance rule, counting this fragment on the queue's entry.
+        let mut rid = None;
+        if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
+            let Some(h) = q.rid else {
+                return self.push_owned_general(frame, l3, now, out);
+            };
+            let Some(e) = self.sources.entries.get_mut(h.idx as usize) else {
+                return self.push_owned_general(frame, l3, now, out);
+            };
+            let counter = e.counter.wrapping_add(1);
+            if e.gen != h.gen || e.src != p.key.v4_src() || counter.wrapping_sub(h.counter) > self.cfg.max_dist {
+                return self.push_owned_general(frame, l3, now, out);
+            }
+            self.sources.clock = self.sources.clock.wrapping_add(1);
+            e.counter = counter;
+            e.used = self.sources.clock;
+            rid = Some(Rid { idx: h.idx, gen: h.gen, counter });
+        }
+        // Decided: what the general path would do.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
-        if let Some(r) = f.rid {
-            let src = &mut self.sources;
-            src.clock = src.clock.wrapping_add(1);
-            if let Some(e) = src.entries.get_mut(r.idx as usize) {
-                e.counter = r.counter;
-                e.used = src.clock;
-            }
-        }
-        let slot = if f.slot == NIL {
-            match self.create(f.key, f.hash, now) {
-                Some(s) => s,
-                None => {
-                    self.released.push(frame);
-                    return self.drop_single(DropReason::NoMemory);
-                }
-            }
-        } else {
-            f.slot
-        };
-        let Some(q) = self.slots.get_mut(slot as usize) else {
-            self.released.push(frame);
-            return self.drop_single(DropReason::BadHeader);
-        };
-        if let Some(h) = f.head {
-            q.head = Some(Head { loc: HeadLoc::Held(h.at as u32), len: h.len, v6_next: h.v6_next });
-        }
-        let end = usize::from(f.end);
-        if !f.more {
-            q.known_end = Some(end);
+        frags.push(Frag { offset: p.offset, end: p.end, more: p.more, data: Data::Held(frame, p.data_at) });
+        if !p.more {
+            q.known_end = Some(p.end);
         }
         q.max_end = end;
-        q.received = q.received.wrapping_add(f.len as usize);
-        q.ecn_seen |= f.ecn;
-        q.rid = f.rid;
-        q.frags.insert(Frag { offset: f.offset, end: f.end, more: f.more, data: Data::Held(frame, f.data_at) });
-        // The queue's overhead was charged by `create`.
-        let cost = if f.slot == NIL { f.cost.wrapping_sub(DATAGRAM_OVERHEAD) } else { f.cost };
+        q.received = q.received.wrapping_add(p.len as usize);
+        q.ecn_seen |= p.ecn;
+        q.rid = rid;
         q.mem = q.mem.wrapping_add(cost);
-        let done = q.known_end == Some(q.received);
+        let done = q.known_end.map(usize::from) == Some(q.received);
         self.mem = self.mem.wrapping_add(cost);
         if self.mem > self.stats.mem_high_watermark {
             self.stats.mem_high_watermark = self.mem;
         }
         self.stats.pending = self.stats.pending.wrapping_add(1);
         if done {
-            return self.complete(slot, Out::Chain(out));
+            return self.complete_chain(slot, p.offset, out);
+        }
+        Verdict::Held
+    }
+
+    /// The fast path for a fragment of the queue at `slot` that does not
+    /// arrive in order: it must fit between the held ones (no duplicate, no
+    /// overlap), be consistent with the known end, and pass the cap, the
+    /// max-distance rule and the memory limit; an offset-0 one, the checks
+    /// of its header. Otherwise the general path.
+    #[inline(never)]
+    fn fast_insert(&mut self, p: FastPrep, slot: u32, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
+        let Some(q) = self.slots.get_mut(slot as usize) else {
+            return self.push_owned_general(frame, l3, now, out);
+        };
+        let (offset, end) = (p.offset, p.end);
+        let end_ok = match q.known_end {
+            None => p.more || usize::from(end) >= q.max_end,
+            Some(e) => (p.more && end <= e) || (!p.more && end == e),
+        };
+        let Ranges::Small(frags) = &mut q.frags else {
+            return self.push_owned_general(frame, l3, now, out);
+        };
+        let held = frags.len();
+        // Where it goes: at the end when in order, else after the last
+        // fragment starting before it; it must end before the next starts
+        // (an exact duplicate starts with it, so it fails too).
+        let at = match frags.last() {
+            Some(l) if l.offset < offset => held,
+            _ => frags.partition_point(|r| r.offset < offset),
+        };
+        let fits = at.checked_sub(1).and_then(|i| frags.get(i)).is_none_or(|r| r.end <= offset)
+            && frags.get(at).is_none_or(|r| end <= r.offset);
+        if !fits || !end_ok || held >= self.cfg.max_frags || held >= SMALL_RANGES || (offset == 0 && q.head.is_some()) {
+            return self.push_owned_general(frame, l3, now, out);
+        }
+        let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
+        if self.mem.saturating_add(cost) > self.cfg.high_thresh {
+            return self.push_owned_general(frame, l3, now, out);
+        }
+        let head = if offset == 0 {
+            match head_held(frame.as_ref(), l3, &p) {
+                Some(h) => Some(h),
+                None => return self.push_owned_general(frame, l3, now, out),
+            }
+        } else {
+            None
+        };
+        // The max-distance rule, counting this fragment on the queue's entry.
+        let mut rid = None;
+        if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
+            let Some(h) = q.rid else {
+                return self.push_owned_general(frame, l3, now, out);
+            };
+            let Some(e) = self.sources.entries.get_mut(h.idx as usize) else {
+                return self.push_owned_general(frame, l3, now, out);
+            };
+            let counter = e.counter.wrapping_add(1);
+            if e.gen != h.gen || e.src != p.key.v4_src() || counter.wrapping_sub(h.counter) > self.cfg.max_dist {
+                return self.push_owned_general(frame, l3, now, out);
+            }
+            self.sources.clock = self.sources.clock.wrapping_add(1);
+            e.counter = counter;
+            e.used = self.sources.clock;
+            rid = Some(Rid { idx: h.idx, gen: h.gen, counter });
+        }
+        // Decided: what the general path would do.
+        self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
+        let frag = Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) };
+        if at == held {
+            frags.push(frag);
+        } else {
+            frags.insert(at, frag);
+        }
+        if head.is_some() {
+            q.head = head;
+        }
+        if !p.more {
+            q.known_end = Some(end);
+        }
+        q.max_end = q.max_end.max(usize::from(end));
+        q.received = q.received.wrapping_add(p.len as usize);
+        q.ecn_seen |= p.ecn;
+        q.rid = rid;
+        q.mem = q.mem.wrapping_add(cost);
+        let done = q.known_end.map(usize::from) == Some(q.received);
+        self.mem = self.mem.wrapping_add(cost);
+        if self.mem > self.stats.mem_high_watermark {
+            self.stats.mem_high_watermark = self.mem;
+        }
+        self.stats.pending = self.stats.pending.wrapping_add(1);
+        if done {
+            return self.complete_chain(slot, p.offset, out);
+        }
+        Verdict::Held
+    }
+
+    /// The fast path for a fragment that starts a queue: its front entry
+    /// free and no queue with that index in the keyed table (so no queue
+    /// for its key, found without hashing), no table growth due, the
+    /// offset-0 checks passed. It evicts (full table, memory bound) as the
+    /// general path does. Otherwise the general path.
+    #[inline(never)]
+    fn fast_new(&mut self, p: FastPrep, fi: usize, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
+        let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
+        if self.count >= self.buckets.len() {
+            return self.push_owned_general(frame, l3, now, out);
+        }
+        let head = if p.offset == 0 {
+            match head_held(frame.as_ref(), l3, &p) {
+                Some(h) => Some(h),
+                None => return self.push_owned_general(frame, l3, now, out),
+            }
+        } else {
+            None
+        };
+        // Decided: from here on, what the general path does, in its order:
+        // count the fragment on its source, evict for a full table, make
+        // room (evicting the oldest queues), create the queue (at its front
+        // entry, free: eviction only frees entries), store the fragment.
+        self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
+        let rid = if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
+            self.sources.tick(self.sip, p.key.v4_src(), None)
+        } else {
+            None
+        };
+        if self.count >= self.cfg.max_datagrams {
+            if let Some(old) = self.oldest(None) {
+                self.kill(old, DropReason::Evicted, 0);
+            }
+        }
+        if !self.make_room(cost.saturating_add(DATAGRAM_OVERHEAD), None) {
+            self.released.push(frame);
+            return self.drop_single(DropReason::NoMemory);
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => match u32::try_from(self.slots.len()).ok().filter(|&s| s != NIL) {
+                Some(s) => {
+                    self.slots.push(Queue::vacant());
+                    s
+                }
+                None => {
+                    self.released.push(frame);
+                    return self.drop_single(DropReason::NoMemory);
+                }
+            },
+        };
+        let fam = usize::from(p.key.meta & META_V6 != 0);
+        let Some(list) = self.ages.get_mut(fam) else {
+            self.released.push(frame);
+            return self.drop_single(DropReason::BadHeader);
+        };
+        let tail = list.tail;
+        if list.head == NIL {
+            list.head = slot;
+        }
+        list.tail = slot;
+        if let Some(t) = self.slots.get_mut(tail as usize) {
+            t.next = slot;
+        }
+        if let Some(f) = self.front.get_mut(fi) {
+            *f = slot;
+        }
+        let Some(q) = self.slots.get_mut(slot as usize) else {
+            self.released.push(frame);
+            return self.drop_single(DropReason::BadHeader);
+        };
+        q.key = p.key;
+        q.live = true;
+        q.ecn_seen = p.ecn;
+        q.in_front = true;
+        q.has_buf = false;
+        q.hnext = NIL;
+        q.rid = rid;
+        q.known_end = if p.more { None } else { Some(p.end) };
+        q.max_end = usize::from(p.end);
+        q.received = p.len as usize;
+        q.mem = cost.saturating_add(DATAGRAM_OVERHEAD);
+        q.prev = tail;
+        q.next = NIL;
+        q.created = now;
+        q.head = head;
+        q.hroom = 0;
+        q.frags.insert(Frag { offset: p.offset, end: p.end, more: p.more, data: Data::Held(frame, p.data_at) });
+        let done = q.known_end.map(usize::from) == Some(q.received);
+        let timeout = if fam == 1 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
+        self.next_expiry = self.next_expiry.min(now.saturating_add(timeout));
+        self.count = self.count.wrapping_add(1);
+        self.mem = self.mem.wrapping_add(cost.saturating_add(DATAGRAM_OVERHEAD));
+        if self.mem > self.stats.mem_high_watermark {
+            self.stats.mem_high_watermark = self.mem;
+        }
+        self.stats.datagrams_created = self.stats.datagrams_created.wrapping_add(1);
+        self.stats.pending = self.stats.pending.wrapping_add(1);
+        if done {
+            return self.complete_chain(slot, p.offset, out);
         }
         Verdict::Held
     }
@@ -2311,8 +2576,8 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
 
     /// The table, rule and accounting part shared by both paths, then the
     /// store and, if the datagram is whole, the delivery. The common case
-    /// (a later fragment of a known datagram, found through the memo) stays
-    /// inline; starting a queue is out of line.
+    /// (a later fragment of a known datagram, found at its front entry)
+    /// stays inline; starting a queue is out of line.
     #[inline(always)]
     fn insert(&mut self, p: Prepared, payload: Payload<'_, B>, now: u64, out: Out<'_, B>) -> Verdict {
         let (found, hash) = self.find(&p.key);
@@ -2366,7 +2631,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         &mut self,
         p: Prepared,
         payload: Payload<'_, B>,
-        hash: u64,
+        hash: Option<u64>,
         rid: Option<Rid>,
         now: u64,
         out: Out<'_, B>,
@@ -2441,7 +2706,9 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                         HeadLoc::Inline
                     } else {
                         mem = mem.saturating_add(h.len);
-                        HeadLoc::Saved(bytes.into())
+                        q.saved.clear();
+                        q.saved.extend_from_slice(bytes);
+                        HeadLoc::Saved
                     };
                     q.head = Some(Head { loc, len: h.len, v6_next: h.v6_next });
                 }
@@ -2457,7 +2724,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         };
         let end = usize::from(p.end);
         if !p.more {
-            q.known_end = Some(end);
+            q.known_end = Some(p.end);
         }
         q.max_end = q.max_end.max(end);
         q.received = q.received.wrapping_add(p.len);
@@ -2465,45 +2732,136 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         q.rid = rid;
         q.frags.insert(Frag { offset: p.offset, end: p.end, more: p.more, data });
         q.mem = q.mem.wrapping_add(mem);
-        let done = q.known_end == Some(q.received);
+        let done = q.known_end.map(usize::from) == Some(q.received);
         self.mem = self.mem.wrapping_add(mem);
         if self.mem > self.stats.mem_high_watermark {
             self.stats.mem_high_watermark = self.mem;
         }
         self.stats.pending = self.stats.pending.wrapping_add(1);
         if done {
-            return self.complete(slot, out);
+            return self.complete(slot, p.offset, out);
         }
         Verdict::Held
     }
 
-    /// Delivers the whole datagram at `slot` into `out` (or drops it when
-    /// the datagram-level checks fail). Once per datagram: out of line.
+    /// [`Reassembler::complete`] for the zero-copy fast paths, in the usual
+    /// case: a queue of held frames only (no copy buffer), in a sorted
+    /// vector, with the offset-0 header in the first frame and the
+    /// datagram-level checks passed. Anything else goes to `complete`.
     #[inline(never)]
-    fn complete(&mut self, slot: u32, out: Out<'_, B>) -> Verdict {
+    fn complete_chain(&mut self, slot: u32, pushed: u16, ch: &mut Chain<B>) -> Verdict {
+        let Some(q) = self.slots.get_mut(slot as usize) else {
+            return Verdict::Held;
+        };
+        let (Some(Head { loc: HeadLoc::Held(at), len: hlen, v6_next }), Ranges::Small(frags), false) =
+            (q.head, &mut q.frags, q.has_buf)
+        else {
+            return self.complete(slot, pushed, Out::Chain(ch));
+        };
+        let v6 = q.key.meta & META_V6 != 0;
+        let ip_len = hlen.saturating_add(q.received);
+        let set_ce = ecn_combine(q.ecn_seen);
+        let hdr = match frags.first() {
+            Some(Frag { data: Data::Held(first, _), .. }) => {
+                let at = at as usize;
+                first.as_ref().get(at..at.saturating_add(hlen))
+            }
+            _ => None,
+        };
+        let (Some(set_ce), Some(hdr)) = (set_ce, hdr) else {
+            return self.complete(slot, pushed, Out::Chain(ch));
+        };
+        if ip_len > if v6 { MAX_IP_LEN + 40 } else { MAX_IP_LEN } {
+            return self.complete(slot, pushed, Out::Chain(ch));
+        }
+        if !ch.frags.is_empty() {
+            self.released.extend(ch.frags.drain(..).filter_map(Frag::into_held));
+        }
+        let family = if v6 { Family::V6 } else { Family::V4 };
+        match (<&[u8; 20]>::try_from(hdr), ch.inline.first_chunk_mut::<20>()) {
+            // The usual option-less IPv4 header, fixed in place.
+            (Ok(h), Some(dst)) if !v6 => {
+                *dst = *h;
+                fix_ipv4_20(dst, ip_len, set_ce);
+                ch.inline_len = 20;
+            }
+            _ => match ch.inline.get_mut(..hdr.len()) {
+                Some(dst) => {
+                    dst.copy_from_slice(hdr);
+                    fix_header(family, dst, ip_len, set_ce, v6_next);
+                    ch.inline_len = hdr.len();
+                }
+                None => {
+                    ch.inline_len = 0;
+                    ch.header.clear();
+                    ch.header.extend_from_slice(hdr);
+                    fix_header(family, &mut ch.header, ip_len, set_ce, v6_next);
+                }
+            },
+        }
+        ch.copied.clear();
+        ch.len = ip_len;
+        let n = frags.len();
+        // Out of the table first (it counts the fragments held).
+        self.unlink(slot);
+        if let Some(Queue { frags: Ranges::Small(frags), .. }) = self.slots.get_mut(slot as usize) {
+            // Hand the fragment list over whole; the chain's empty vector
+            // stays with the slot for its next queue (unless it grew large).
+            std::mem::swap(frags, &mut ch.frags);
+            if frags.capacity() > KEEP_RANGES {
+                *frags = Vec::new();
+            }
+        }
+        self.free.push(slot);
+        self.stats.fragments_completed = self.stats.fragments_completed.wrapping_add(n as u64);
+        self.stats.datagrams_completed = self.stats.datagrams_completed.wrapping_add(1);
+        Verdict::Complete { fragments: u32::try_from(n).unwrap_or(u32::MAX) }
+    }
+
+    /// Drops the queue at `slot`, just completed by the fragment at offset
+    /// `pushed`, for a datagram-level `reason`; that fragment's frame (if
+    /// held) is handed back last, as for any dropped fragment.
+    #[cold]
+    #[inline(never)]
+    fn kill_completing(&mut self, slot: u32, reason: DropReason, pushed: u16) -> Verdict {
+        let held = |f: &Frag<B>| matches!(f.data, Data::Held(..));
+        let pos = self.queue(slot).and_then(|q| {
+            let mine = q.frags.get(pushed).is_some_and(held);
+            mine.then(|| q.frags.iter().filter(|f| held(f) && f.offset < pushed).count())
+        });
+        let start = self.released.len();
+        self.kill(slot, reason, 0);
+        if let Some(i) = pos.and_then(|i| i.checked_add(start)).filter(|&i| i < self.released.len()) {
+            let frame = self.released.remove(i);
+            self.released.push(frame);
+        }
+        Verdict::Dropped(reason)
+    }
+
+    /// Delivers the whole datagram at `slot`, just completed by the fragment
+    /// at offset `pushed`, into `out` (or drops it when the datagram-level
+    /// checks fail). Once per datagram: out of line.
+    #[inline(never)]
+    fn complete(&mut self, slot: u32, pushed: u16, out: Out<'_, B>) -> Verdict {
         let Some(q) = self.queue(slot) else {
             return Verdict::Held;
         };
         let total = q.received;
-        let Some(head) = q.head.as_ref() else {
+        let Some(head) = q.head else {
             // Unreachable in practice: full coverage includes offset 0.
-            self.kill(slot, DropReason::BadHeader, 0);
-            return Verdict::Dropped(DropReason::BadHeader);
+            return self.kill_completing(slot, DropReason::BadHeader, pushed);
         };
         let Some(set_ce) = ecn_combine(q.ecn_seen) else {
-            self.kill(slot, DropReason::EcnMismatch, 0);
-            return Verdict::Dropped(DropReason::EcnMismatch);
+            return self.kill_completing(slot, DropReason::EcnMismatch, pushed);
         };
-        let (hlen, v6_next, inline) = (head.len, head.v6_next, matches!(head.loc, HeadLoc::Inline));
-        let ip_len = hlen.saturating_add(total);
+        let ip_len = head.len.saturating_add(total);
         let family = q.key.family();
         let fits = match family {
             Family::V4 => ip_len <= MAX_IP_LEN,
             Family::V6 => ip_len.saturating_sub(40) <= MAX_IP_LEN,
         };
         if !fits {
-            self.kill(slot, DropReason::TooLarge, 0);
-            return Verdict::Dropped(DropReason::TooLarge);
+            return self.kill_completing(slot, DropReason::TooLarge, pushed);
         }
         let n = q.frags.len();
         if !self.unlink(slot) {
@@ -2518,7 +2876,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                 // Fragments that arrived in order are already in place behind
                 // the header: hand the buffer over. Otherwise one copy, in
                 // offset order.
-                let in_place = inline
+                let in_place = matches!(head.loc, HeadLoc::Inline)
                     && q.buf.len() == hroom.saturating_add(total)
                     && q.frags.iter().all(|r| match r.data {
                         Data::Copied(pos) => pos as usize == hroom.saturating_add(r.offset()),
@@ -2534,15 +2892,16 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                         out.extend_from_slice(f.bytes(&q.buf));
                     }
                 }
-                fix_header(family, out.get_mut(..hlen).unwrap_or(&mut []), ip_len, set_ce, v6_next);
+                fix_header(family, out.get_mut(..head.len).unwrap_or(&mut []), ip_len, set_ce, head.v6_next);
             }
             Out::Chain(ch) => {
                 if !ch.frags.is_empty() {
                     self.released.extend(ch.frags.drain(..).filter_map(Frag::into_held));
                 }
+                ch.inline_len = 0;
                 ch.header.clear();
                 copy_small(&mut ch.header, q.head_bytes());
-                fix_header(family, &mut ch.header, ip_len, set_ce, v6_next);
+                fix_header(family, &mut ch.header, ip_len, set_ce, head.v6_next);
                 if q.has_buf {
                     std::mem::swap(&mut ch.copied, &mut q.buf);
                 } else {
@@ -2577,5 +2936,96 @@ mod tests {
         assert!(fixed <= DATAGRAM_OVERHEAD, "{fixed}");
         assert!(2 * std::mem::size_of::<Frag<u32>>() <= FRAG_OVERHEAD);
         assert!(Reassembler::<Vec<u8>>::frag_cost() >= 2 * std::mem::size_of::<Frag<Vec<u8>>>());
+    }
+
+    /// HashDoS on the unkeyed front index: 2,000 IPv4 datagrams whose keys
+    /// all mix to the same word (source and id chosen to cancel out), so
+    /// they share one front entry at every table size. One queue sits in
+    /// front, the others go to the keyed table, whose SipHash chains stay
+    /// short; every datagram still completes, byte for byte, by copying and
+    /// zero-copy alike, and the counters add up.
+    #[test]
+    fn front_collisions_go_to_the_keyed_table() {
+        use flowsteer_wire::{build, parse_frame, LinkType, ParseOptions};
+        use std::net::Ipv4Addr;
+        const N: u32 = 2000;
+        let payload: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
+        let dst = Ipv4Addr::new(192, 0, 2, 9);
+        let key_of = |k: u32| {
+            let src = Ipv4Addr::from(0x4000_0000u32.wrapping_sub(k).to_ne_bytes());
+            (src, k as u16)
+        };
+        let datagrams: Vec<Vec<Vec<u8>>> = (0..N)
+            .map(|k| {
+                let (src, id) = key_of(k);
+                build::ipv4_fragments(src, dst, 1, 2, id, &payload, 1480)
+            })
+            .collect();
+        let l3 = |f: &[u8]| parse_frame(f, LinkType::Ethernet, &ParseOptions::new()).unwrap().outer.unwrap();
+        let key = |f: &[u8]| {
+            let l = l3(f);
+            match (l.tuple.src, l.tuple.dst) {
+                (IpAddr::V4(s), IpAddr::V4(d)) => Key::v4(s, d, l.frag.unwrap().id, l.tuple.proto),
+                _ => unreachable!(),
+            }
+        };
+        // They do collide, whatever the table size.
+        for shift in [60, 50, 40] {
+            let i = key(&datagrams[0][0]).front_index(shift);
+            assert!(datagrams.iter().all(|d| key(&d[0]).front_index(shift) == i));
+        }
+        let cfg = ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, ..ReasmConfig::default() };
+        for owned in [false, true] {
+            let mut r = Reassembler::with_seed(cfg, (3, 5)).unwrap();
+            let mut out = Vec::new();
+            let mut chain = Chain::new();
+            let mut spare = Vec::new();
+            let mut push = |r: &mut Reassembler, f: &Vec<u8>, out: &mut Vec<u8>| {
+                if owned {
+                    let v = r.push_owned(f.clone(), &l3(f), 0, &mut chain, &mut spare);
+                    if let Verdict::Complete { .. } = v {
+                        chain.copy_into(out);
+                        chain.drain_buffers().for_each(drop);
+                    }
+                    v
+                } else {
+                    r.push(f, &l3(f), 0, out)
+                }
+            };
+            // First fragments of all, then the rest: all pending at once.
+            for d in &datagrams {
+                assert_eq!(push(&mut r, &d[0], &mut out), Verdict::Held);
+            }
+            assert_eq!(r.pending(), N as usize);
+            let fi = key(&datagrams[0][0]).front_index(r.front_shift);
+            assert_ne!(r.front[fi], NIL);
+            assert_eq!(r.front_over[fi], N - 1);
+            let longest = (0..r.buckets.len())
+                .map(|b| {
+                    let (mut s, mut n) = (r.buckets[b], 0);
+                    while let Some(q) = r.queue(s) {
+                        n += 1;
+                        s = q.hnext;
+                    }
+                    n
+                })
+                .max()
+                .unwrap();
+            assert!(longest <= 12, "keyed chain of {longest}");
+            for (k, d) in datagrams.iter().enumerate() {
+                assert_eq!(push(&mut r, &d[1], &mut out), Verdict::Held);
+                assert_eq!(push(&mut r, &d[2], &mut out), Verdict::Complete { fragments: 3 });
+                let (src, id) = key_of(k as u32);
+                let whole = build::FrameBuilder {
+                    ident: id,
+                    ..build::FrameBuilder::udp(src.into(), dst.into(), 1, 2, &payload)
+                }
+                .ip_packet();
+                assert_eq!(out, whole);
+            }
+            assert_eq!((r.pending(), r.mem_used(), r.front_over[fi]), (0, 0, 0));
+            assert!(r.stats().conservation_ok());
+            assert_eq!(r.stats().datagrams_completed, u64::from(N));
+        }
     }
 }

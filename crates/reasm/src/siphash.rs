@@ -12,13 +12,15 @@
 //! that 2-4's margin is for. It stays a PRF even against an attacker who
 //! learns bucket collisions through timing, which the faster
 //! multiply-based keyed hashes (aHash's fallback, foldhash, NH/UMAC-style
-//! universal hashing) do not claim. The cost is kept down instead: at most
-//! one hash per fragment ([`sip13`] over the packed key: IPv4 is 11 bytes =
-//! one word plus the final block, 5 rounds; IPv6 is 36 bytes, 8 rounds), the
-//! hash remembered in the queue so completion and removal never hash again,
-//! and a verified lookaside memo in front of the table (see the crate docs)
-//! so the later fragments of a datagram usually skip it; colliding in the
-//! memo only costs an attacker's fragments the keyed lookup.
+//! universal hashing) do not claim. The cost is kept down instead: an
+//! unkeyed front table in front of the keyed one (see the crate docs) holds
+//! at most one queue per entry and counts the ones that collide there, so
+//! a datagram is hashed only when its front entry holds another key (and
+//! then at most once per fragment: [`sip13`] over the packed key, IPv4 11
+//! bytes = one word plus the final block, 5 rounds; IPv6 36 bytes, 8
+//! rounds), the hash is remembered in the queue so removal never hashes
+//! again, and colliding in the front table only costs an attacker's
+//! fragments the keyed lookup.
 
 /// SipHash-1-3 of the `len`-byte message whose little-endian 64-bit words
 /// are `words` followed by `tail` (the last `len % 8` bytes, zero above).
