@@ -22,8 +22,9 @@ pub use client::{route_source, ClientConfig, ClientReport, FlowReport, LatencySu
 pub use flowsteer_rss::plan::PortRange;
 pub use server::{BindMode, CoreStats, Counters, Reply, SelfTestReport, Server, ServerConfig, ServerStats};
 pub use spread::{plain_flows, spread_flows, FlowSpec};
-/// The CPU the calling thread runs on (`sched_getcpu`).
-pub use sys::current_cpu;
+/// The CPU the calling thread runs on (`sched_getcpu`), and pinning the
+/// calling thread to one CPU.
+pub use sys::{current_cpu, pin_to_cpu};
 
 /// CPUs this process may run on (its affinity mask), in ascending order.
 pub fn allowed_cpus() -> Result<Vec<u32>, String> {
