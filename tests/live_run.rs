@@ -47,17 +47,22 @@ fn xdp_attached(lab: &Lab) -> bool {
     text.contains("xdp")
 }
 
-/// Waits (bounded) until the receiver is ready: the XDP program is attached,
-/// or (AF_PACKET) a fixed settle time.
+/// Packet sockets open in namespace B (`/proc/net/packet` is per namespace).
+fn packet_sockets(lab: &Lab) -> usize {
+    let out = Command::new("ip").args(["netns", "exec", lab.ns(Side::B), "cat", "/proc/net/packet"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count().saturating_sub(1)
+}
+
+/// Waits (bounded) until the receiver is ready: the XDP program is attached
+/// (its sockets are registered right after), or the AF_PACKET rings are open.
 fn wait_ready(lab: &Lab, xdp: bool) {
     let t = Instant::now();
-    if xdp {
-        while !xdp_attached(lab) && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert!(xdp_attached(lab), "XDP program never attached");
+    let ready = || if xdp { xdp_attached(lab) } else { packet_sockets(lab) >= 2 };
+    while !ready() && t.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(700));
+    assert!(ready(), "receiver never became ready");
+    std::thread::sleep(Duration::from_millis(500));
 }
 
 /// Sends `per` datagrams on each source port from namespace A.
