@@ -11,7 +11,7 @@ use crate::fraghold::{DgramKey, FragHold, FragHoldConfig, HoldVerdict};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
 use flowsteer_flow::{FlowKey, FlowTable, Listeners, TimerWheel, TimerWheelConfig};
-use flowsteer_reasm::{Reassembler, Verdict};
+use flowsteer_reasm::{Chain, Reassembler, Verdict};
 use flowsteer_ring::{Consumer, Producer, RingStats};
 use flowsteer_rss::RssConfig;
 use flowsteer_steer::dispatch::{decide, Action, Dispatch};
@@ -34,6 +34,10 @@ pub enum Listener {
     Bucket(u16),
     Wildcard,
 }
+
+/// Bytes of a reassembled datagram the engine reads (IP header with
+/// extension headers, L4 header, generator stamp).
+const DATAGRAM_HEAD: usize = 256;
 
 /// Per-core timer tokens.
 const TIMER_EXPIRE: u64 = 1;
@@ -112,6 +116,12 @@ struct WorkSide {
     reasm_parsed: Parsed,
     /// Fragment bytes from each receive core, paired with `consumers`.
     carry_in: Vec<CarryIn>,
+    /// Reassembled datagram still in its fragment buffers (zero-copy path).
+    chain: Chain<Vec<u8>>,
+    /// Buffers the reassembler handed back, to recycle through `carry_in`.
+    spare: Vec<Vec<u8>>,
+    /// First bytes of a reassembled datagram (headers and stamp), reused.
+    head: Vec<u8>,
 }
 
 /// What an [`Lcore`] is built from.
@@ -201,6 +211,9 @@ impl Lcore {
                 reasm_out: Vec::with_capacity(2048),
                 reasm_parsed: Parsed::default(),
                 carry_in: p.carry_in,
+                chain: Chain::new(),
+                spare: Vec::new(),
+                head: Vec::with_capacity(DATAGRAM_HEAD),
             },
             published: Arc::new(Mutex::new(counters.clone())),
             counters,
@@ -260,10 +273,12 @@ impl Lcore {
                 if d.carry {
                     // The bytes were sent before the descriptor was pushed.
                     match work.carry_in.get(r).and_then(CarryIn::recv) {
-                        Some(bytes) => {
-                            rx.take_fragment(work, counters, &bytes, d.rxq, now);
+                        Some(frame) => {
+                            rx.take_fragment_owned(work, counters, frame, d.rxq, now);
                             if let Some(c) = work.carry_in.get(r) {
-                                c.give_back(bytes);
+                                for b in work.spare.drain(..) {
+                                    c.give_back(b);
+                                }
                             }
                         }
                         None => {
@@ -477,10 +492,70 @@ impl RxSide {
         }
         c.reassembled += 1;
         let out = std::mem::take(&mut work.reasm_out);
-        let parsed = parse_frame_into(&out, LinkType::RawIp, &self.opts, &mut work.reasm_parsed);
+        self.deliver_datagram(work, c, &out, out.len(), q, now);
+        work.reasm_out = out;
+    }
+
+    /// A fragment whose buffer was handed over with it (policies `owner` and
+    /// `rehash`): reassembled without copying (`push_owned`); the buffers
+    /// of a delivered datagram, and any frame the reassembler hands back,
+    /// end in `work.spare` for the caller to recycle.
+    fn take_fragment_owned(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, frame: Vec<u8>, q: u16, now: u64) {
+        c.frag_taken += 1;
+        let ok = parse_frame_into(&frame, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
+        let Some(l3) = self.frag_parsed.outer.filter(|_| ok) else {
+            *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+            work.spare.push(frame);
+            return;
+        };
+        let Some(r) = work.reasm.as_mut() else {
+            *c.parse_drops.entry("no_reassembler").or_insert(0) += 1;
+            work.spare.push(frame);
+            return;
+        };
+        match r.push_owned(frame, &l3, now, &mut work.chain, &mut work.spare) {
+            Verdict::Complete { .. } => {}
+            // Held, or dropped (counted by the reassembler; frame in `spare`).
+            Verdict::Held | Verdict::Dropped(_) => return,
+            Verdict::Atomic | Verdict::NotFragment => {
+                *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+                return;
+            }
+        }
+        c.reassembled += 1;
+        // The datagram's first bytes (IP and L4 headers, the generator's
+        // stamp) are all the engine reads of it: gather those, not the rest.
+        let mut head = std::mem::take(&mut work.head);
+        head.clear();
+        for piece in work.chain.iter() {
+            let take = piece.len().min(DATAGRAM_HEAD - head.len());
+            head.extend_from_slice(piece.get(..take).unwrap_or(&[]));
+            if head.len() == DATAGRAM_HEAD {
+                break;
+            }
+        }
+        let len = work.chain.len();
+        work.spare.extend(work.chain.drain_buffers());
+        self.deliver_datagram(work, c, &head, len, q, now);
+        work.head = head;
+    }
+
+    /// A reassembled datagram of `len` bytes (`head`: at least its headers)
+    /// continues as one packet, steered by its own hash under the hash types
+    /// (counted as `reinjected` when its owner is another worker).
+    fn deliver_datagram(
+        &mut self,
+        work: &mut WorkSide,
+        c: &mut LcoreCounters,
+        head: &[u8],
+        len: usize,
+        q: u16,
+        now: u64,
+    ) {
+        let parsed = parse_frame_into(head, LinkType::RawIp, &self.opts, &mut work.reasm_parsed);
         match work.reasm_parsed.outer.filter(|_| parsed.is_ok()) {
             Some(dl3) => {
-                let (hash, _) = self.rss.hash_frame(&out, &dl3);
+                let (hash, _) = self.rss.hash_frame(head, &dl3);
                 let owner = self.shared.buckets.worker(self.shared.buckets.bucket_for(hash));
                 let worker_side = self.frag_steer.carries_bytes();
                 if worker_side && (owner == work.id || self.dispatch == Dispatch::Direct) {
@@ -489,13 +564,13 @@ impl RxSide {
                     // would let later ones overtake it).
                     c.hdispatched += 1;
                     let (seq, flow_id) =
-                        if self.order_stamps { stamp(&out, &dl3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
+                        if self.order_stamps { stamp(head, &dl3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
                     let desc = PacketDesc {
                         key: FlowKey::from(dl3.tuple),
                         hash,
                         seq,
                         flow_id,
-                        len: out.len().min(usize::from(u16::MAX)) as u16,
+                        len: len.min(usize::from(u16::MAX)) as u16,
                         rxq: q,
                         fragment: false,
                         carry: false,
@@ -508,12 +583,11 @@ impl RxSide {
                     if owner != work.id && self.dispatch != Dispatch::Direct {
                         c.reinjected += 1;
                     }
-                    self.steer_packet(work, c, &out, &dl3, hash, q, now, false);
+                    self.steer_packet_len(work, c, head, len, &dl3, hash, q, now, false);
                 }
             }
             None => *c.parse_drops.entry("reasm_unparsable").or_insert(0) += 1,
         }
-        work.reasm_out = out;
     }
 
     /// Steer one packet (a received frame or a reassembled datagram). With
@@ -532,6 +606,26 @@ impl RxSide {
         now: u64,
         carry: bool,
     ) {
+        self.steer_packet_len(work, c, bytes, bytes.len(), l3, hash, q, now, carry);
+    }
+
+    /// [`RxSide::steer_packet`] for a packet of `len` bytes of which `bytes`
+    /// holds at least the headers and the generator stamp (a reassembled
+    /// datagram still in its fragment buffers).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn steer_packet_len(
+        &mut self,
+        work: &mut WorkSide,
+        c: &mut LcoreCounters,
+        bytes: &[u8],
+        len: usize,
+        l3: &L3Info,
+        hash: u32,
+        q: u16,
+        now: u64,
+        carry: bool,
+    ) {
         let fragment = l3.frag.is_some();
         let (seq, flow_id) =
             if self.order_stamps && !carry { stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
@@ -540,7 +634,7 @@ impl RxSide {
             hash,
             seq,
             flow_id,
-            len: bytes.len().min(usize::from(u16::MAX)) as u16,
+            len: len.min(usize::from(u16::MAX)) as u16,
             rxq: q,
             fragment,
             carry,
