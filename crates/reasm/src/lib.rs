@@ -1005,6 +1005,24 @@ struct SourceTable {
 }
 
 impl SourceTable {
+    /// The max-distance rule for a fragment of a queue last extended under
+    /// entry `h`: counts the fragment on that entry and returns the queue's
+    /// new mark, or None when the entry was replaced, belongs to another
+    /// source, or the queue is stale (the caller takes the general path,
+    /// which decides what to do).
+    #[inline(always)]
+    fn tick_known(&mut self, h: Rid, src: u32, max_dist: u32) -> Option<Rid> {
+        let e = self.entries.get_mut(h.idx as usize)?;
+        let counter = e.counter.wrapping_add(1);
+        if e.gen != h.gen || e.src != src || counter.wrapping_sub(h.counter) > max_dist {
+            return None;
+        }
+        self.clock = self.clock.wrapping_add(1);
+        e.counter = counter;
+        e.used = self.clock;
+        Some(Rid { idx: h.idx, gen: h.gen, counter })
+    }
+
     /// Counts one IPv4 fragment from `src` and returns its entry, creating
     /// it (replacing the least recently used one of its bucket) if needed.
     /// `hint` is the entry the fragment's queue counts on: when it still
@@ -2200,7 +2218,6 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         if usize::from(p.offset) < q.max_end {
             return self.fast_insert(p, slot, frame, l3, now, out);
         }
-        let end = usize::from(p.end);
         let end_ok = match q.known_end {
             None => true,
             Some(e) => (p.more && p.end <= e) || (!p.more && p.end == e),
@@ -2217,44 +2234,56 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             return self.push_owned_general(frame, l3, now, out);
         }
         // The max-distance rule, counting this fragment on the queue's entry.
-        let mut rid = None;
-        if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
-            let Some(h) = q.rid else {
-                return self.push_owned_general(frame, l3, now, out);
-            };
-            let Some(e) = self.sources.entries.get_mut(h.idx as usize) else {
-                return self.push_owned_general(frame, l3, now, out);
-            };
-            let counter = e.counter.wrapping_add(1);
-            if e.gen != h.gen || e.src != p.key.v4_src() || counter.wrapping_sub(h.counter) > self.cfg.max_dist {
-                return self.push_owned_general(frame, l3, now, out);
+        let rid = if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
+            match q.rid.and_then(|h| self.sources.tick_known(h, p.key.v4_src(), self.cfg.max_dist)) {
+                Some(r) => Some(r),
+                None => return self.push_owned_general(frame, l3, now, out),
             }
-            self.sources.clock = self.sources.clock.wrapping_add(1);
-            e.counter = counter;
-            e.used = self.sources.clock;
-            rid = Some(Rid { idx: h.idx, gen: h.gen, counter });
-        }
+        } else {
+            None
+        };
         // Decided: what the general path would do.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
         frags.push(Frag { offset: p.offset, end: p.end, more: p.more, data: Data::Held(frame, p.data_at) });
-        if !p.more {
-            q.known_end = Some(p.end);
-        }
-        q.max_end = end;
-        q.received = q.received.wrapping_add(p.len as usize);
-        q.ecn_seen |= p.ecn;
-        q.rid = rid;
-        q.mem = q.mem.wrapping_add(cost);
-        let done = q.known_end.map(usize::from) == Some(q.received);
-        self.mem = self.mem.wrapping_add(cost);
-        if self.mem > self.stats.mem_high_watermark {
-            self.stats.mem_high_watermark = self.mem;
-        }
-        self.stats.pending = self.stats.pending.wrapping_add(1);
-        if done {
+        if Self::account_fragment(q, &mut self.mem, &mut self.stats, p.end, p.more, p.len as usize, p.ecn, rid, cost) {
             return self.complete_chain(slot, p.offset, out);
         }
         Verdict::Held
+    }
+
+    /// A fragment was just added to queue `q`: its end, MF flag, payload
+    /// length, ECN bit, max-distance entry and `cost` bytes of accounted
+    /// memory go into the queue and the totals (`mem`, `stats`: the
+    /// reassembler's, passed apart so `q` can stay borrowed from the slab).
+    /// True when the datagram is now complete. Shared by the general and
+    /// the fast paths.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn account_fragment(
+        q: &mut Queue<B>,
+        mem: &mut usize,
+        stats: &mut ReasmStats,
+        end: u16,
+        more: bool,
+        len: usize,
+        ecn: u8,
+        rid: Option<Rid>,
+        cost: usize,
+    ) -> bool {
+        if !more {
+            q.known_end = Some(end);
+        }
+        q.max_end = q.max_end.max(usize::from(end));
+        q.received = q.received.wrapping_add(len);
+        q.ecn_seen |= ecn;
+        q.rid = rid;
+        q.mem = q.mem.wrapping_add(cost);
+        *mem = mem.wrapping_add(cost);
+        if *mem > stats.mem_high_watermark {
+            stats.mem_high_watermark = *mem;
+        }
+        stats.pending = stats.pending.wrapping_add(1);
+        q.known_end.map(usize::from) == Some(q.received)
     }
 
     /// The fast path for a fragment of the queue at `slot` that does not
@@ -2301,23 +2330,14 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             None
         };
         // The max-distance rule, counting this fragment on the queue's entry.
-        let mut rid = None;
-        if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
-            let Some(h) = q.rid else {
-                return self.push_owned_general(frame, l3, now, out);
-            };
-            let Some(e) = self.sources.entries.get_mut(h.idx as usize) else {
-                return self.push_owned_general(frame, l3, now, out);
-            };
-            let counter = e.counter.wrapping_add(1);
-            if e.gen != h.gen || e.src != p.key.v4_src() || counter.wrapping_sub(h.counter) > self.cfg.max_dist {
-                return self.push_owned_general(frame, l3, now, out);
+        let rid = if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
+            match q.rid.and_then(|h| self.sources.tick_known(h, p.key.v4_src(), self.cfg.max_dist)) {
+                Some(r) => Some(r),
+                None => return self.push_owned_general(frame, l3, now, out),
             }
-            self.sources.clock = self.sources.clock.wrapping_add(1);
-            e.counter = counter;
-            e.used = self.sources.clock;
-            rid = Some(Rid { idx: h.idx, gen: h.gen, counter });
-        }
+        } else {
+            None
+        };
         // Decided: what the general path would do.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
         let frag = Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) };
@@ -2329,21 +2349,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         if head.is_some() {
             q.head = head;
         }
-        if !p.more {
-            q.known_end = Some(end);
-        }
-        q.max_end = q.max_end.max(usize::from(end));
-        q.received = q.received.wrapping_add(p.len as usize);
-        q.ecn_seen |= p.ecn;
-        q.rid = rid;
-        q.mem = q.mem.wrapping_add(cost);
-        let done = q.known_end.map(usize::from) == Some(q.received);
-        self.mem = self.mem.wrapping_add(cost);
-        if self.mem > self.stats.mem_high_watermark {
-            self.stats.mem_high_watermark = self.mem;
-        }
-        self.stats.pending = self.stats.pending.wrapping_add(1);
-        if done {
+        if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, rid, cost) {
             return self.complete_chain(slot, p.offset, out);
         }
         Verdict::Held
@@ -2722,23 +2728,8 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                 Data::Held(b, p.data_at as u32)
             }
         };
-        let end = usize::from(p.end);
-        if !p.more {
-            q.known_end = Some(p.end);
-        }
-        q.max_end = q.max_end.max(end);
-        q.received = q.received.wrapping_add(p.len);
-        q.ecn_seen |= p.ecn;
-        q.rid = rid;
         q.frags.insert(Frag { offset: p.offset, end: p.end, more: p.more, data });
-        q.mem = q.mem.wrapping_add(mem);
-        let done = q.known_end.map(usize::from) == Some(q.received);
-        self.mem = self.mem.wrapping_add(mem);
-        if self.mem > self.stats.mem_high_watermark {
-            self.stats.mem_high_watermark = self.mem;
-        }
-        self.stats.pending = self.stats.pending.wrapping_add(1);
-        if done {
+        if Self::account_fragment(q, &mut self.mem, &mut self.stats, p.end, p.more, p.len, p.ecn, rid, mem) {
             return self.complete(slot, p.offset, out);
         }
         Verdict::Held
