@@ -437,9 +437,16 @@ impl XskSocket {
             self.scratch.push(base);
         }
         self.rx.release(n as u32);
-        // Recycle: the frames stay lent for receive. The fill ring has room
-        // for all of them (at most rx_ring frames are ever lent); should it
-        // not, the rest go to the free list rather than get lost.
+        self.refill();
+        n
+    }
+
+    /// After a receive burst: the frames in `scratch` stay lent for receive
+    /// (back into the fill ring; it has room for all of them, at most
+    /// rx_ring frames are ever lent; should it not, the rest go to the free
+    /// list rather than get lost), the fill ring is topped up from free
+    /// frames, and a zero-copy driver is woken when it asked to be.
+    fn refill(&mut self) {
         let mut pushed = false;
         for k in 0..self.scratch.len() {
             let addr = self.scratch[k];
@@ -461,7 +468,6 @@ impl XskSocket {
             // Errors here only mean "nothing to do now".
             let _ = sys::kick_rx(&self.fd);
         }
-        n
     }
 
     /// Receives up to `max` frames and lets `f` rewrite each one in place:
@@ -532,23 +538,7 @@ impl XskSocket {
         if reflected > 0 {
             self.tx.submit();
         }
-        let mut pushed = false;
-        for k in 0..self.scratch.len() {
-            let addr = self.scratch[k];
-            if self.fill.push(addr) {
-                pushed = true;
-            } else if let Some(i) = self.frame_index(addr) {
-                self.owner[i] = Owner::Free;
-                self.free.push(addr);
-                self.rx_owned -= 1;
-            }
-        }
-        if pushed {
-            self.fill.submit();
-        }
-        if self.rx_owned < self.rx_target && !self.free.is_empty() {
-            self.top_up_fill();
-        }
+        self.refill();
         if reflected > 0 {
             self.kick_tx();
         }
