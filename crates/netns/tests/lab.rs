@@ -1,0 +1,56 @@
+//! The lab itself, live (root only; skipped with a printed reason otherwise).
+
+use flowsteer_netns::{enter, skip_reason, Lab, LabConfig, Side};
+use std::net::UdpSocket;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn udp_crosses_the_lab_and_everything_is_removed() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let (ns_names, devs);
+    {
+        let lab = Lab::new("t", &LabConfig { queues: 2, mtu: 1500 }).unwrap();
+        ns_names = [lab.ns(Side::A).to_string(), lab.ns(Side::B).to_string()];
+        devs = lab.dev(Side::A).to_string();
+        assert!(lab.ifindex(Side::B).unwrap() > 0);
+        let (b4, a4) = (lab.v4(Side::B), lab.v4(Side::A));
+        let rx = lab
+            .run_in(Side::B, move || {
+                let s = UdpSocket::bind((b4, 0)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                s
+            })
+            .unwrap();
+        let port = rx.local_addr().unwrap().port();
+        lab.run_in(Side::A, move || {
+            let s = UdpSocket::bind((a4, 0)).unwrap();
+            s.send_to(b"lab", (b4, port)).unwrap();
+        })
+        .unwrap();
+        let mut buf = [0u8; 16];
+        let (n, from) = rx.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"lab");
+        assert_eq!(from.ip(), std::net::IpAddr::V4(a4));
+    }
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    for n in &ns_names {
+        assert!(!list.contains(n.as_str()), "{n} left behind");
+    }
+    let links = Command::new("ip").args(["link", "show", &devs]).output().unwrap();
+    assert!(!links.status.success());
+}
+
+#[test]
+fn entering_a_missing_namespace_is_an_error() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let e = enter("fs-no-such-namespace-x").unwrap_err();
+    assert!(e.contains("fs-no-such-namespace-x"), "{e}");
+}
