@@ -384,6 +384,7 @@ fn xdp_echo_is_byte_exact_lossless_and_answered_by_the_receiving_core() {
     assert_eq!(st.code(), Some(0), "udp-echo: {st}; stderr {err:?}");
     let s: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(s["conservation_ok"], true, "{s}");
+    assert_eq!(s["schema"], "flowsteer.udp-echo-xdp.v1");
     assert_eq!(u(&s["total"], "delivered"), N, "{s}");
     assert_eq!(u(&s["total"], "sent"), N, "{s}");
     for c in s["cores"].as_array().unwrap() {

@@ -160,7 +160,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
     let ok = rows.iter().all(adds_up) && adds_up(&total);
     if args.json {
         let v = serde_json::json!({
-            "schema": "flowsteer.udp-echo.v1",
+            "schema": "flowsteer.udp-echo-xdp.v1",
             "mode": "xdp",
             "cores": rows,
             "total": total,
