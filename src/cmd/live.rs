@@ -68,7 +68,7 @@ impl LiveSpec {
         match self {
             LiveSpec::Xdp { queues: Some(q), .. } => Ok(q.clone()),
             LiveSpec::Xdp { iface, queues: None } => {
-                let q = crate::cmd::udp_echo_xdp::rx_queues(iface)?;
+                let q = crate::cmd::queues::rx_queues(iface)?;
                 if q.is_empty() {
                     bail!("interface {iface} reports no receive queues");
                 }

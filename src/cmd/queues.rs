@@ -134,6 +134,16 @@ pub fn run(args: &QueuesArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// Receive queue indices of an interface (from sysfs), ascending; an
+/// error naming the interface when it does not exist here.
+pub fn rx_queues(iface: &str) -> Result<Vec<u32>> {
+    let base = Path::new("/sys/class/net").join(iface);
+    if !base.exists() {
+        bail!("interface {iface} does not exist (see `ip link`)");
+    }
+    Ok(queue_indices(&base.join("queues"), "rx-"))
+}
+
 fn read(p: &Path) -> Option<String> {
     std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }

@@ -124,7 +124,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         "skb" => flowsteer_xsk::XdpMode::Skb,
         m => bail!("--xdp-mode '{m}': expected auto, native or skb"),
     };
-    let queues = if args.queues.is_empty() { x::rx_queues(&iface)? } else { args.queues.clone() };
+    let queues = if args.queues.is_empty() { crate::cmd::queues::rx_queues(&iface)? } else { args.queues.clone() };
     let cpus = if args.cpus.is_empty() { allowed_cpus().map_err(anyhow::Error::msg)? } else { args.cpus.clone() };
     let duration = match args.duration {
         Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),

@@ -57,16 +57,6 @@ pub struct XdpEchoOptions {
     pub mode: XdpMode,
 }
 
-/// Receive queues of an interface (from sysfs), 0.. in order.
-pub fn rx_queues(iface: &str) -> Result<Vec<u32>> {
-    let dir = std::path::Path::new("/sys/class/net").join(iface).join("queues");
-    let rd =
-        std::fs::read_dir(&dir).map_err(|_| anyhow::anyhow!("interface {iface} does not exist (see `ip link`)"))?;
-    let mut v: Vec<u32> = rd.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("rx-")?.parse().ok()).collect();
-    v.sort_unstable();
-    Ok(v)
-}
-
 /// Runs until `stop` is set; returns the per-core counters.
 pub fn run(opts: &XdpEchoOptions, stop: Arc<AtomicBool>) -> Result<Vec<XdpCoreCounters>> {
     if opts.cpus.is_empty() || opts.queues.is_empty() {
