@@ -5,7 +5,11 @@
 //! order within each datagram (`reversed`, `shuffled`: a fixed rotation per
 //! datagram) and another number in flight.
 //!
-//! `cargo run --release -p flowsteer-reasm --example hotloop -- [4|6] [chain|copy] [datagrams] [in-order|reversed|shuffled] [in_flight]`
+//! `cargo run --release -p flowsteer-reasm --example hotloop -- [4|6] [chain|ref|copy] [datagrams] [in-order|reversed|shuffled] [in_flight]`
+//!
+//! `chain` hands over owned frame buffers (a pool slot and a `Vec`, 32
+//! bytes, put back after delivery); `ref` hands over a borrowed frame handle
+//! (16 bytes, as `flowsteer bench reasm` does); `copy` lends the frame.
 //!
 //! Instructions per fragment: run it under callgrind with two datagram
 //! counts and divide the difference by the difference in fragments (the
@@ -104,7 +108,9 @@ fn main() {
         }
     };
     let t = std::time::Instant::now();
-    let (done, pushes, sum) = if chain {
+    let (done, pushes, sum) = if args.get(2).is_some_and(|s| s == "ref") {
+        in_flight_ref(&frames, &l3s, total, cfg)
+    } else if chain {
         let pool: Vec<Frame> =
             frames.into_iter().enumerate().map(|(i, bytes)| Frame { slot: i as u32, bytes }).collect();
         let r: Reassembler<Frame> = Reassembler::new_owning(cfg).unwrap();
@@ -159,6 +165,36 @@ fn in_flight_chain(
                 let s = f.slot as usize;
                 pool[s] = f;
             }
+        }
+    }
+    (done, pushes, sum)
+}
+
+/// A borrowed frame handle (16 bytes): the frame stays in the set, the
+/// reassembler holds the handle, as it would an AF_XDP UMEM frame address.
+struct FrameRef<'a>(&'a [u8]);
+
+impl AsRef<[u8]> for FrameRef<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.0
+    }
+}
+
+#[inline(never)]
+fn in_flight_ref(frames: &[Vec<u8>], l3s: &[L3Info], total: usize, cfg: ReasmConfig) -> (usize, usize, usize) {
+    let mut r: Reassembler<FrameRef<'_>> = Reassembler::new_owning(cfg).unwrap();
+    let (mut done, mut pushes, mut sum) = (0, 0, 0);
+    let mut out = Chain::new();
+    let mut spare = Vec::new();
+    while done < total {
+        for (f, l3) in frames.iter().zip(l3s) {
+            pushes += 1;
+            if let Verdict::Complete { .. } = r.push_owned(FrameRef(f), l3, 0, &mut out, &mut spare) {
+                done += 1;
+                sum += out.len() + usize::from(out.header()[0]);
+                sum += out.drain_buffers().count();
+            }
+            spare.clear();
         }
     }
     (done, pushes, sum)

@@ -2187,16 +2187,17 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     ///
     /// Fast paths, each deciding without side effects first and then doing
     /// exactly what the general path would: a fragment for a queue the
-    /// front table finds, arriving at or past the end of what the queue
-    /// holds (in order: no duplicate or overlap is possible), within the
-    /// fragment cap, the max-distance rule (its source entry still the
-    /// queue's) and the memory limit (here, inline); one that arrives out of
-    /// order ([`Reassembler::fast_insert`]); and one that starts a queue
-    /// ([`Reassembler::fast_new`]). Anything else (a check that fails,
+    /// front table finds, in any order, that fits between the held ones (no
+    /// duplicate, no overlap), is consistent with the known end, and passes
+    /// the fragment cap, the max-distance rule (its source entry still the
+    /// queue's), the memory limit and, at offset 0, the header checks (here,
+    /// inline: one path for in-order and out-of-order arrivals, so the
+    /// order costs a short walk back and a few swaps, not another path);
+    /// and one that starts a queue ([`Reassembler::fast_new`]). Anything else (a check that fails,
     /// expiry due, a queue in the keyed table) takes the general path, which
     /// decides it from scratch. Out of line: the caller's loop stays small,
     /// and what is inlined here does not depend on the caller.
-    #[inline(never)]
+    #[inline(always)]
     fn push_owned_inner(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
         let Some(p) = self.fast_prep(frame.as_ref(), l3, now) else {
             return self.push_owned_general(frame, l3, now, out);
@@ -2215,24 +2216,76 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             }
             return self.push_owned_general(frame, l3, now, out);
         };
-        if usize::from(p.offset) < q.max_end {
-            return self.fast_insert(p, slot, frame, l3, now, out);
-        }
-        let end_ok = match q.known_end {
-            None => true,
-            Some(e) => (p.more && p.end <= e) || (!p.more && p.end == e),
-        };
+        let (offset, end) = (p.offset, p.end);
         let Ranges::Small(frags) = &mut q.frags else {
             return self.push_owned_general(frame, l3, now, out);
         };
         let held = frags.len();
-        if !end_ok || held >= self.cfg.max_frags || held >= SMALL_RANGES {
+        if held >= self.cfg.max_frags || held >= SMALL_RANGES {
+            return self.push_owned_general(frame, l3, now, out);
+        }
+        if usize::from(offset) >= q.max_end {
+            // In order (at or past the end of everything held): at the end,
+            // where nothing can overlap it, within the known end.
+            let end_ok = match q.known_end {
+                None => true,
+                Some(e) => (p.more && end <= e) || (!p.more && end == e),
+            };
+            let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
+            if !end_ok || self.mem.saturating_add(cost) > self.cfg.high_thresh {
+                return self.push_owned_general(frame, l3, now, out);
+            }
+            let rid = if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
+                match q.rid.and_then(|h| self.sources.tick_known(h, p.key.v4_src(), self.cfg.max_dist)) {
+                    Some(r) => Some(r),
+                    None => return self.push_owned_general(frame, l3, now, out),
+                }
+            } else {
+                None
+            };
+            // Decided: what the general path would do.
+            self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
+            frags.push(Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
+            if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, rid, cost)
+            {
+                return self.complete_chain(slot, offset, out);
+            }
+            return Verdict::Held;
+        }
+        // Out of order: after the last fragment starting before it (a short
+        // walk back: a queue holds a few fragments), ending before the next
+        // one starts (an exact duplicate starts with it, so it fails too)
+        // and starting after the previous one ends, consistent with the
+        // known end (none known yet: a last fragment must end past what is
+        // held), at offset 0 only once.
+        let mut at = held;
+        while let Some(before) = at.checked_sub(1) {
+            if frags.get(before).is_none_or(|r| r.offset < offset) {
+                break;
+            }
+            at = before;
+        }
+        let fits = at.checked_sub(1).and_then(|i| frags.get(i)).is_none_or(|r| r.end <= offset)
+            && frags.get(at).is_none_or(|r| end <= r.offset);
+        let end_ok = match q.known_end {
+            None => p.more || usize::from(end) >= q.max_end,
+            Some(e) => (p.more && end <= e) || (!p.more && end == e),
+        };
+        if !fits || !end_ok || (offset == 0 && q.head.is_some()) {
             return self.push_owned_general(frame, l3, now, out);
         }
         let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
         if self.mem.saturating_add(cost) > self.cfg.high_thresh {
             return self.push_owned_general(frame, l3, now, out);
         }
+        let head = if offset == 0 {
+            match head_held(frame.as_ref(), l3, &p) {
+                Some(h) => Some(h),
+                None => return self.push_owned_general(frame, l3, now, out),
+            }
+        } else {
+            None
+        };
         // The max-distance rule, counting this fragment on the queue's entry.
         let rid = if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
             match q.rid.and_then(|h| self.sources.tick_known(h, p.key.v4_src(), self.cfg.max_dist)) {
@@ -2244,9 +2297,19 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         };
         // Decided: what the general path would do.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
-        frags.push(Frag { offset: p.offset, end: p.end, more: p.more, data: Data::Held(frame, p.data_at) });
-        if Self::account_fragment(q, &mut self.mem, &mut self.stats, p.end, p.more, p.len as usize, p.ecn, rid, cost) {
-            return self.complete_chain(slot, p.offset, out);
+        frags.push(Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
+        // Into place by swaps: the few fragments after it move up one (no
+        // memmove call for a shift of one to three entries).
+        let mut i = held;
+        while let Some(before) = i.checked_sub(1).filter(|&b| b >= at) {
+            frags.swap(i, before);
+            i = before;
+        }
+        if head.is_some() {
+            q.head = head;
+        }
+        if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, rid, cost) {
+            return self.complete_chain(slot, offset, out);
         }
         Verdict::Held
     }
@@ -2286,81 +2349,12 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         q.known_end.map(usize::from) == Some(q.received)
     }
 
-    /// The fast path for a fragment of the queue at `slot` that does not
-    /// arrive in order: it must fit between the held ones (no duplicate, no
-    /// overlap), be consistent with the known end, and pass the cap, the
-    /// max-distance rule and the memory limit; an offset-0 one, the checks
-    /// of its header. Otherwise the general path.
-    #[inline(never)]
-    fn fast_insert(&mut self, p: FastPrep, slot: u32, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
-        let Some(q) = self.slots.get_mut(slot as usize) else {
-            return self.push_owned_general(frame, l3, now, out);
-        };
-        let (offset, end) = (p.offset, p.end);
-        let end_ok = match q.known_end {
-            None => p.more || usize::from(end) >= q.max_end,
-            Some(e) => (p.more && end <= e) || (!p.more && end == e),
-        };
-        let Ranges::Small(frags) = &mut q.frags else {
-            return self.push_owned_general(frame, l3, now, out);
-        };
-        let held = frags.len();
-        // Where it goes: at the end when in order, else after the last
-        // fragment starting before it; it must end before the next starts
-        // (an exact duplicate starts with it, so it fails too).
-        let at = match frags.last() {
-            Some(l) if l.offset < offset => held,
-            _ => frags.partition_point(|r| r.offset < offset),
-        };
-        let fits = at.checked_sub(1).and_then(|i| frags.get(i)).is_none_or(|r| r.end <= offset)
-            && frags.get(at).is_none_or(|r| end <= r.offset);
-        if !fits || !end_ok || held >= self.cfg.max_frags || held >= SMALL_RANGES || (offset == 0 && q.head.is_some()) {
-            return self.push_owned_general(frame, l3, now, out);
-        }
-        let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
-        if self.mem.saturating_add(cost) > self.cfg.high_thresh {
-            return self.push_owned_general(frame, l3, now, out);
-        }
-        let head = if offset == 0 {
-            match head_held(frame.as_ref(), l3, &p) {
-                Some(h) => Some(h),
-                None => return self.push_owned_general(frame, l3, now, out),
-            }
-        } else {
-            None
-        };
-        // The max-distance rule, counting this fragment on the queue's entry.
-        let rid = if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
-            match q.rid.and_then(|h| self.sources.tick_known(h, p.key.v4_src(), self.cfg.max_dist)) {
-                Some(r) => Some(r),
-                None => return self.push_owned_general(frame, l3, now, out),
-            }
-        } else {
-            None
-        };
-        // Decided: what the general path would do.
-        self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
-        let frag = Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) };
-        if at == held {
-            frags.push(frag);
-        } else {
-            frags.insert(at, frag);
-        }
-        if head.is_some() {
-            q.head = head;
-        }
-        if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, rid, cost) {
-            return self.complete_chain(slot, p.offset, out);
-        }
-        Verdict::Held
-    }
-
     /// The fast path for a fragment that starts a queue: its front entry
     /// free and no queue with that index in the keyed table (so no queue
     /// for its key, found without hashing), no table growth due, the
     /// offset-0 checks passed. It evicts (full table, memory bound) as the
     /// general path does. Otherwise the general path.
-    #[inline(never)]
+    #[inline(always)]
     fn fast_new(&mut self, p: FastPrep, fi: usize, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
         let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
         if self.count >= self.buckets.len() {
@@ -2739,7 +2733,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// case: a queue of held frames only (no copy buffer), in a sorted
     /// vector, with the offset-0 header in the first frame and the
     /// datagram-level checks passed. Anything else goes to `complete`.
-    #[inline(never)]
+    #[inline(always)]
     fn complete_chain(&mut self, slot: u32, pushed: u16, ch: &mut Chain<B>) -> Verdict {
         let Some(q) = self.slots.get_mut(slot as usize) else {
             return Verdict::Held;
