@@ -340,6 +340,24 @@ pub struct BenchReasmArgs {
     /// Only the rows of this delivery: "copy" (contiguous datagram) or "chain" (zero-copy).
     #[arg(long)]
     pub delivery: Option<String>,
+    /// Only this IP version (4 or 6).
+    #[arg(long)]
+    pub family: Option<String>,
+    /// Only the in-flight cases with this many datagrams in flight (64 or 4096).
+    #[arg(long)]
+    pub in_flight: Option<String>,
+    /// Only the in-flight cases with this fragment order (in-order, reversed, shuffled).
+    #[arg(long)]
+    pub order: Option<String>,
+    /// Run on this CPU (pinned).
+    #[arg(long)]
+    pub cpu: Option<u32>,
+    /// Run DPDK's rte_ip_frag beside every warm chain row, on the same CPU, with this harness (`make -C bench/dpdk` builds bench/dpdk/reasm-dpdk; needs Debian's libdpdk-dev) and print the comparison.
+    #[arg(long)]
+    pub dpdk: Option<PathBuf>,
+    /// With --dpdk: rounds of flowsteer-then-DPDK per case (each reported as the median over rounds; ratios are paired per round).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 #[derive(Args, Debug)]

@@ -47,13 +47,24 @@
 //! Two deliveries (`delivery`):
 //! * `copy`: [`Reassembler::push`] lends the frame, the datagram comes out
 //!   contiguous; the loop counts it and reads its length.
-//! * `chain`: [`Reassembler::push_owned`] takes the frame buffer over (a
-//!   pool of frame handles, index + buffer, like ring frames), the datagram
+//! * `chain`: [`Reassembler::push_owned`] takes a frame handle over (a
+//!   borrowed frame of the set, 16 bytes: what an AF_XDP UMEM descriptor or
+//!   DPDK's mbuf pointer is; the frame itself never moves), the datagram
 //!   comes out as a [`Chain`] (rewritten header + payload slices, no copy);
 //!   the loop counts it, reads its length and its header's first bytes (as
-//!   DPDK's test does with the reassembled mbuf), and puts the frame
-//!   buffers back into the pool ([`Chain::drain_buffers`], and `spare` for
-//!   dropped ones). No allocation per fragment or per datagram.
+//!   DPDK's test does with the reassembled mbuf), and gives the handles
+//!   back ([`Chain::drain_buffers`], and `spare` for dropped ones), counting
+//!   them: every handle pushed must come back (checked after each case). No
+//!   allocation per fragment or per datagram.
+//!
+//! `--dpdk PATH` runs DPDK's `rte_ip_frag` on the same warm workload beside
+//! each warm chain row, in the same run and on the same CPU
+//! (`bench/dpdk/reasm-dpdk`, built with `make -C bench/dpdk` where Debian's
+//! `libdpdk-dev` is installed; see `bench/dpdk/README.md`), with its
+//! example table shape and the tight shapes that were its best here, and
+//! prints flowsteer's ratio to each. The harness times what this loop
+//! times: the reassemble calls and the delivered datagram's header read;
+//! it restores its mbufs (DPDK rewrites them) outside the timed part.
 //!
 //! Every frame and its parse result are built before timing; only the
 //! push calls and the delivered datagram's handling are timed, with a clock
@@ -75,6 +86,8 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
+mod dpdk;
+
 const REPS: usize = 3;
 /// Fragment payload sizes at MTU 1500 (see the module docs).
 const V4_FRAG: usize = 1480;
@@ -86,9 +99,6 @@ const FLOOD_DGRAMS: usize = 200_000;
 const FLOOD_SWEEP: [usize; 3] = [10_000, 100_000, 1_000_000];
 /// Never-completing datagrams per legitimate one in the `flood` set.
 const FLOOD_RATIO: usize = 10;
-/// Flood frame buffers the chain path cycles through (far more than the
-/// 4 MiB bound lets the reassembler hold at once).
-const FLOOD_FRAMES: usize = 16_384;
 const FLOOD_LEGIT: usize = 20_000;
 /// Pre-built frames per cold in-flight case: about this many bytes (at least
 /// two blocks), so the set does not sit in the cache.
@@ -96,22 +106,36 @@ const SET_BYTES: usize = 32 << 20;
 /// Blocks of `in_flight` datagrams in a warm set.
 const WARM_BLOCKS: usize = 2;
 const ETH: usize = 14;
+/// Pushes ahead whose frame headers the chain loop prefetches (DPDK's
+/// `examples/ip_reassembly` PREFETCH_OFFSET).
+const PREFETCH: usize = 3;
 
 #[derive(Clone, Debug, Serialize)]
 struct Row {
+    /// "flowsteer", or "dpdk" for a row of the comparison harness.
+    #[serde(rename = "impl")]
+    implementation: &'static str,
+    /// DPDK's table shape (`bktBxE[/maxM]`), on its rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shape: Option<String>,
     family: u8,
     payload: usize,
     fragments: usize,
     in_flight: usize,
-    order: &'static str,
+    order: String,
     delivery: &'static str,
     set: &'static str,
     dgrams_per_s: f64,
     ns_per_frag: f64,
-    peak_mem: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_mem: Option<usize>,
     completed_share: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     flood_dgrams: Option<usize>,
+    /// With `--dpdk`: the number of rounds this row is the median of (the
+    /// round, while measuring).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    round: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,16 +193,17 @@ struct Push {
     l3: L3Info,
 }
 
-/// A frame buffer handed to the reassembler on the chain path: its slot in
-/// the pool and its bytes (the shape of a ring frame handle).
-struct Frame {
-    slot: u32,
-    bytes: Vec<u8>,
-}
+/// A frame handed to the reassembler on the chain path: a borrowed frame of
+/// the pre-built set, 16 bytes (address and length), the shape of an AF_XDP
+/// UMEM frame descriptor or of DPDK's mbuf pointer: the frame stays where
+/// it was received, the reassembler holds the handle until it gives it back
+/// (in a delivered chain, or in `spare` when dropped). Not `Clone`: every
+/// handle pushed must come back, and the loop counts them.
+struct FrameRef<'a>(&'a [u8]);
 
-impl AsRef<[u8]> for Frame {
+impl AsRef<[u8]> for FrameRef<'_> {
     fn as_ref(&self) -> &[u8] {
-        &self.bytes
+        self.0
     }
 }
 
@@ -217,74 +242,134 @@ fn parse_filter<T: Copy>(what: &str, arg: &Option<String>, all: &[(&str, T)]) ->
     }
 }
 
+/// DPDK table shapes the comparison runs beside every warm chain row: its
+/// example application's (`examples/ip_reassembly`: 4,096 buckets x 16
+/// entries) and the tight shapes that were its fastest on this workload in
+/// `reasm-dpdk --shape sweep` (64 in flight: 64 x 2, 256 x 1; 4,096:
+/// 1,024 x 4, 16,384 x 2; see BENCHMARKS.md). Shapes too small for a case
+/// (64 x 2 cannot hold 4,096 datagrams) lose datagrams and are left out.
+const DPDK_SHAPES_64: &str = "example,bkt64x2,bkt256x1";
+const DPDK_SHAPES_4096: &str = "example,bkt1024x4,bkt16384x2";
+
 pub fn run(args: &BenchReasmArgs) -> Result<i32> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
         bail!("--seconds must be positive");
     }
     let sets = parse_filter("set", &args.set, &[("cold", Set::Cold), ("warm", Set::Warm), ("flood", Set::Flood)])?;
     let deliveries = parse_filter("delivery", &args.delivery, &[("copy", Delivery::Copy), ("chain", Delivery::Chain)])?;
+    let families = parse_filter("family", &args.family, &[("4", 4u8), ("6", 6u8)])?;
+    let in_flights = parse_filter("in-flight", &args.in_flight, &[("64", 64usize), ("4096", 4096usize)])?;
+    let orders = parse_filter(
+        "order",
+        &args.order,
+        &[("in-order", Order::Forward), ("reversed", Order::Reversed), ("shuffled", Order::Shuffled)],
+    )?;
+    if let Some(cpu) = args.cpu {
+        flowsteer_udp::pin_to_cpu(cpu).with_context(|| format!("--cpu {cpu}: cannot run on that CPU"))?;
+    }
+    // Side by side with DPDK: both on one CPU (the last one unless --cpu).
+    let dpdk = match &args.dpdk {
+        Some(path) => {
+            let cpu = match args.cpu {
+                Some(c) => c,
+                None => {
+                    let last = std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_sub(1);
+                    let c = u32::try_from(last).unwrap_or(0);
+                    flowsteer_udp::pin_to_cpu(c).with_context(|| format!("cannot run on CPU {c}"))?;
+                    c
+                }
+            };
+            Some(dpdk::Harness::new(path, cpu)?)
+        }
+        None => None,
+    };
     let want = |s: Set, d: Delivery| sets.contains(&s) && deliveries.contains(&d);
     let generous = ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, ..ReasmConfig::default() };
     let mut rows = Vec::new();
+    let mut comparison = Vec::new();
     let mut rng = SplitMix64(0x5eed_4ea5_0000_0001);
-    for family in [4u8, 6] {
+    for family in families {
         // Cold set: every copy row as before; chain rows for the in-order
         // 4,416-byte cases (the flood's baseline).
-        for (payload, in_flights) in [(SMALL, &[64usize, 4096][..]), (LARGE, &[64usize][..])] {
-            for &in_flight in in_flights {
-                for order in [Order::Forward, Order::Reversed, Order::Shuffled] {
+        for (payload, in_flight_list) in [(SMALL, &[64usize, 4096][..]), (LARGE, &[64usize][..])] {
+            for &in_flight in in_flight_list.iter().filter(|n| in_flights.contains(n)) {
+                for &order in &orders {
                     let chain = payload == SMALL && order == Order::Forward && want(Set::Cold, Delivery::Chain);
                     if !want(Set::Cold, Delivery::Copy) && !chain {
                         continue;
                     }
-                    let mut case = in_flight_case(family, payload, in_flight, order, Set::Cold, generous, &mut rng)?;
+                    let case = in_flight_case(family, payload, in_flight, order, Set::Cold, generous, &mut rng)?;
                     if want(Set::Cold, Delivery::Copy) {
-                        rows.push(measure(&mut case, Delivery::Copy, args.seconds)?);
+                        rows.push(measure(&case, Delivery::Copy, args.seconds)?);
                     }
                     if chain {
-                        rows.push(measure(&mut case, Delivery::Chain, args.seconds)?);
+                        rows.push(measure(&case, Delivery::Chain, args.seconds)?);
                     }
                 }
             }
         }
         if want(Set::Cold, Delivery::Copy) || want(Set::Cold, Delivery::Chain) {
-            let mut case = flood_case(family, &mut rng)?;
+            let case = flood_case(family, &mut rng)?;
             for d in [Delivery::Copy, Delivery::Chain] {
                 if want(Set::Cold, d) {
-                    rows.push(measure(&mut case, d, args.seconds)?);
+                    rows.push(measure(&case, d, args.seconds)?);
                 }
             }
         }
-        // Warm set (DPDK's shape): 4,416-byte payloads, both deliveries.
+        // Warm set (DPDK's shape): 4,416-byte payloads, both deliveries,
+        // DPDK beside the chain rows when asked.
         if sets.contains(&Set::Warm) {
-            for in_flight in [64usize, 4096] {
-                for order in [Order::Forward, Order::Reversed, Order::Shuffled] {
-                    let mut case = in_flight_case(family, SMALL, in_flight, order, Set::Warm, generous, &mut rng)?;
+            for &in_flight in &in_flights {
+                for &order in &orders {
+                    let case = in_flight_case(family, SMALL, in_flight, order, Set::Warm, generous, &mut rng)?;
                     for &d in &deliveries {
-                        rows.push(measure(&mut case, d, args.seconds)?);
+                        match (&dpdk, d) {
+                            // Side by side: rounds of flowsteer then DPDK, so
+                            // a slow spell of the host hits both.
+                            (Some(h), Delivery::Chain) => {
+                                let mut round_rows = Vec::new();
+                                for round in 0..args.rounds.max(1) {
+                                    let mut r = measure(&case, d, args.seconds)?;
+                                    r.round = Some(round);
+                                    round_rows.push(r);
+                                    round_rows.extend(h.run(&case, args.seconds, round)?);
+                                }
+                                let (merged, cmp) = dpdk::merge_rounds(round_rows);
+                                rows.extend(merged);
+                                comparison.extend(cmp);
+                            }
+                            _ => rows.push(measure(&case, d, args.seconds)?),
+                        }
                     }
                 }
             }
         }
         // Flood sweep: does the cost per fragment grow with the flood?
         if sets.contains(&Set::Flood) {
-            let mut legit = in_flight_case(family, SMALL, 64, Order::Forward, Set::Warm, generous, &mut rng)?;
+            let legit = in_flight_case(family, SMALL, 64, Order::Forward, Set::Warm, generous, &mut rng)?;
             for flood_n in FLOOD_SWEEP {
                 for &d in &deliveries {
-                    rows.push(flood_sweep(&mut legit, flood_n, d)?);
+                    rows.push(flood_sweep(&legit, flood_n, d)?);
                 }
             }
         }
     }
     if args.json {
         let doc = serde_json::json!({
-            "schema": "flowsteer.bench.reasm.v2",
+            "schema": "flowsteer.bench.reasm.v3",
             "cpu": crate::cmd::bench::cpu_model(),
+            "pinned_cpu": dpdk.as_ref().map(|h| h.cpu).or(args.cpu),
+            "dpdk": dpdk.as_ref().map(|h| h.version.clone()),
+            "rounds": dpdk.as_ref().map(|_| args.rounds.max(1)),
             "results": rows,
+            "comparison": comparison,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print_text(&rows, args.seconds);
+        if dpdk.is_some() {
+            dpdk::print_comparison(&comparison);
+        }
     }
     Ok(0)
 }
@@ -296,12 +381,26 @@ fn print_text(rows: &[Row], seconds: f64) {
         crate::cmd::bench::cpu_model()
     );
     println!(
-        "{:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12} {:>9} {:>12} {:>9}",
-        "fam", "payload", "frags", "in_flight", "order", "deliv", "set", "dgrams/s", "ns/frag", "peak_mem", "completed"
+        "{:<9} {:<18} {:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12} {:>9} {:>12} {:>9}",
+        "impl",
+        "shape",
+        "fam",
+        "payload",
+        "frags",
+        "in_flight",
+        "order",
+        "deliv",
+        "set",
+        "dgrams/s",
+        "ns/frag",
+        "peak_mem",
+        "completed"
     );
     for r in rows {
         println!(
-            "{:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12.0} {:>9.1} {:>12} {:>9.4}",
+            "{:<9} {:<18} {:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12.0} {:>9.1} {:>12} {:>9.4}",
+            r.implementation,
+            r.shape.as_deref().unwrap_or("-"),
             r.family,
             r.payload,
             r.fragments,
@@ -311,7 +410,7 @@ fn print_text(rows: &[Row], seconds: f64) {
             r.set,
             r.dgrams_per_s,
             r.ns_per_frag,
-            r.peak_mem,
+            r.peak_mem.map_or_else(|| "-".to_string(), |m| m.to_string()),
             r.completed_share
         );
     }
@@ -512,31 +611,53 @@ struct Tally {
     legit: u64,
     bytes: u64,
     bad_len: u64,
-    /// Frames the chain loop found still held by the reassembler (must stay 0).
-    missing: u64,
 }
 
-/// What a timed loop needs besides the reassembler: the frames in the form
-/// its delivery takes.
-enum Frames<'a> {
-    Copy(&'a [Push]),
-    Chain { pool: &'a mut [Frame], l3: &'a [L3Info] },
+/// A chain-path reassembler, its reusable output and the frame handles it
+/// gave back so far.
+struct ChainState<'a> {
+    r: Reassembler<FrameRef<'a>>,
+    out: Chain<FrameRef<'a>>,
+    spare: Vec<FrameRef<'a>>,
+    /// Handles pushed and handles given back (in a delivered chain or in
+    /// `spare`): equal once the reassembler is flushed.
+    pushed: u64,
+    returned: u64,
 }
 
-/// A chain-path reassembler and its reusable output.
-struct ChainState {
-    r: Reassembler<Frame>,
-    out: Chain<Frame>,
-    spare: Vec<Frame>,
+impl<'a> ChainState<'a> {
+    /// One push; true when it delivered a datagram, left in `out` for the
+    /// caller to read. The handles of the previous delivery and any dropped
+    /// ones are given back (counted).
+    #[inline(always)]
+    fn push(&mut self, frame: &'a [u8], l3: &L3Info, now: u64) -> bool {
+        self.pushed += 1;
+        let done = matches!(
+            self.r.push_owned(FrameRef(frame), l3, now, &mut self.out, &mut self.spare),
+            Verdict::Complete { .. }
+        );
+        if !self.spare.is_empty() {
+            self.returned += self.spare.len() as u64;
+            self.spare.clear();
+        }
+        done
+    }
+
+    /// The consumer is done with the delivered datagram: its handles go
+    /// back (as a NIC driver's frames go back to the fill ring).
+    #[inline(always)]
+    fn release(&mut self) {
+        self.returned += self.out.drain_buffers().count() as u64;
+    }
 }
 
-enum State {
+enum State<'a> {
     Copy { r: Box<Reassembler>, out: Vec<u8> },
-    Chain(Box<ChainState>),
+    Chain(Box<ChainState<'a>>),
 }
 
-impl State {
-    fn new(d: Delivery, cfg: ReasmConfig, ip_len: usize) -> Result<State> {
+impl<'a> State<'a> {
+    fn new(d: Delivery, cfg: ReasmConfig, ip_len: usize) -> Result<State<'a>> {
         Ok(match d {
             Delivery::Copy => State::Copy {
                 r: Box::new(Reassembler::new(cfg).map_err(anyhow::Error::msg)?),
@@ -546,6 +667,8 @@ impl State {
                 r: Reassembler::new_owning(cfg).map_err(anyhow::Error::msg)?,
                 out: Chain::new(),
                 spare: Vec::new(),
+                pushed: 0,
+                returned: 0,
             })),
         })
     }
@@ -557,44 +680,31 @@ impl State {
         }
     }
 
-    /// Drops whatever is pending and gives every held frame back.
-    fn finish(&mut self, frames: &mut Frames<'_>) {
-        match (self, frames) {
-            (State::Copy { r, .. }, _) => {
+    /// Drops whatever is pending; on the chain path, every handle must have
+    /// come back (an error otherwise).
+    fn finish(&mut self) -> Result<()> {
+        match self {
+            State::Copy { r, .. } => {
                 r.flush();
             }
-            (State::Chain(c), Frames::Chain { pool, .. }) => {
+            State::Chain(c) => {
                 c.r.flush_into(&mut c.spare);
-                put_back(pool, c.out.drain_buffers());
-                put_back(pool, c.spare.drain(..));
+                c.release();
+                c.returned += c.spare.len() as u64;
+                c.spare.clear();
+                if c.returned != c.pushed {
+                    bail!("{} frames pushed, {} given back by the reassembler", c.pushed, c.returned);
+                }
             }
-            (State::Chain(_), Frames::Copy(_)) => {}
         }
-    }
-}
-
-/// Returns frames to their pool slots.
-#[inline]
-fn put_back(pool: &mut [Frame], frames: impl Iterator<Item = Frame>) {
-    for f in frames {
-        let slot = f.slot as usize;
-        if let Some(s) = pool.get_mut(slot) {
-            *s = f;
-        }
+        Ok(())
     }
 }
 
 /// Pushes segments from `*seg` on (wrapping round the set) until `deadline`
 /// seconds have passed since `t0`. The clock is read once per segment; its
 /// time is the `now` of the segment's pushes.
-fn drive(
-    st: &mut State,
-    frames: &mut Frames<'_>,
-    case: &Case,
-    seg: &mut usize,
-    t0: Instant,
-    deadline: Option<f64>,
-) -> Tally {
+fn drive<'a>(st: &mut State<'a>, case: &'a Case, seg: &mut usize, t0: Instant, deadline: Option<f64>) -> Tally {
     let mut t = Tally::default();
     let mut done_one_round = false;
     let mut header_sum = 0u64;
@@ -608,9 +718,10 @@ fn drive(
         let now = elapsed.as_nanos() as u64;
         let start = if *seg == 0 { 0 } else { case.segments[*seg - 1].end };
         let s = &case.segments[*seg];
-        match (&mut *st, &mut *frames) {
-            (State::Copy { r, out }, Frames::Copy(pushes)) => {
-                for p in &pushes[start..s.end] {
+        let pushes = case.pushes.get(start..s.end).unwrap_or(&[]);
+        match &mut *st {
+            State::Copy { r, out } => {
+                for p in pushes {
                     if let Verdict::Complete { .. } = r.push(&p.frame, &p.l3, now, out) {
                         t.completed += 1;
                         t.bytes += out.len() as u64;
@@ -618,15 +729,15 @@ fn drive(
                     }
                 }
             }
-            (State::Chain(c), Frames::Chain { pool, l3 }) => {
-                for (i, l3) in l3[start..s.end].iter().enumerate() {
-                    let Some(slot) = pool.get_mut(start + i) else { break };
-                    let frame = std::mem::replace(slot, Frame { slot: u32::MAX, bytes: Vec::new() });
-                    if frame.slot == u32::MAX {
-                        t.missing += 1;
-                        continue;
+            State::Chain(c) => {
+                for (i, p) in pushes.iter().enumerate() {
+                    // The frame's headers PREFETCH pushes ahead, as DPDK's
+                    // example application (and its harness) does: a receive
+                    // loop has just parsed them, they are not cold.
+                    if let Some(next) = pushes.get(i + PREFETCH) {
+                        crate::sys::prefetch(&next.frame, next.l3.l3_offset);
                     }
-                    if let Verdict::Complete { .. } = c.r.push_owned(frame, l3, now, &mut c.out, &mut c.spare) {
+                    if c.push(&p.frame, &p.l3, now) {
                         t.completed += 1;
                         t.bytes += c.out.len() as u64;
                         t.bad_len += u64::from(c.out.len() != case.ip_len);
@@ -634,16 +745,12 @@ fn drive(
                         let h = c.out.header();
                         header_sum +=
                             u64::from(h.first().copied().unwrap_or(0)) + u64::from(h.get(3).copied().unwrap_or(0));
-                        put_back(pool, c.out.drain_buffers());
-                    }
-                    if !c.spare.is_empty() {
-                        put_back(pool, c.spare.drain(..));
+                        c.release();
                     }
                 }
             }
-            _ => break,
         }
-        t.pushes += (s.end - start) as u64;
+        t.pushes += pushes.len() as u64;
         t.legit += s.legit as u64;
         *seg += 1;
         if *seg == case.segments.len() {
@@ -656,95 +763,54 @@ fn drive(
     t
 }
 
-fn measure(case: &mut Case, delivery: Delivery, seconds: f64) -> Result<Row> {
+fn measure(case: &Case, delivery: Delivery, seconds: f64) -> Result<Row> {
     let mut st = State::new(delivery, case.cfg, case.ip_len)?;
-    // The chain path takes the frames over: move them into a pool of
-    // handles for the measurement, and back into the case afterwards.
-    let (mut pool, l3s): (Vec<Frame>, Vec<L3Info>) = match delivery {
-        Delivery::Copy => (Vec::new(), Vec::new()),
-        Delivery::Chain => case
-            .pushes
-            .iter_mut()
-            .enumerate()
-            .map(|(i, p)| (Frame { slot: i as u32, bytes: std::mem::take(&mut p.frame) }, p.l3))
-            .unzip(),
-    };
-    // The frames borrow the pool until the reassembler gave everything back.
-    let result = {
-        let mut frames = match delivery {
-            Delivery::Copy => Frames::Copy(&case.pushes),
-            Delivery::Chain => Frames::Chain { pool: &mut pool, l3: &l3s },
-        };
-        let t0 = Instant::now();
-        let mut seg = 0;
-        let result = (|| {
-            // Warm-up: one round, untimed; it also checks the datagrams.
-            let warm = drive(&mut st, &mut frames, case, &mut seg, t0, None);
-            if warm.bad_len != 0 {
-                bail!("{} reassembled datagrams of the wrong length", warm.bad_len);
-            }
-            if case.flood.is_none() && warm.completed != warm.legit {
-                bail!("only {} of {} datagrams completed in the warm-up", warm.completed, warm.legit);
-            }
-            let mut samples = Vec::new();
-            for _ in 0..REPS {
-                let start = Instant::now();
-                let offset = start.duration_since(t0).as_secs_f64();
-                let t = drive(&mut st, &mut frames, case, &mut seg, t0, Some(offset + seconds));
-                let secs = start.elapsed().as_secs_f64();
-                if t.missing != 0 {
-                    bail!("{} frames were still held by the reassembler when replayed", t.missing);
-                }
-                samples.push((
-                    t.completed as f64 / secs,
-                    secs * 1e9 / t.pushes as f64,
-                    t.completed as f64 / t.legit as f64,
-                ));
-            }
-            samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Ok(samples[samples.len() / 2])
-        })();
-        st.finish(&mut frames);
-        result
-    };
-    if delivery == Delivery::Chain {
-        for (p, f) in case.pushes.iter_mut().zip(pool) {
-            p.frame = f.bytes;
+    let t0 = Instant::now();
+    let mut seg = 0;
+    let result = (|| {
+        // Warm-up: one round, untimed; it also checks the datagrams.
+        let warm = drive(&mut st, case, &mut seg, t0, None);
+        if warm.bad_len != 0 {
+            bail!("{} reassembled datagrams of the wrong length", warm.bad_len);
         }
-        if case.pushes.iter().any(|p| p.frame.is_empty()) {
-            bail!("a frame was not given back by the reassembler");
+        if case.flood.is_none() && warm.completed != warm.legit {
+            bail!("only {} of {} datagrams completed in the warm-up", warm.completed, warm.legit);
         }
-    }
+        let mut samples = Vec::new();
+        for _ in 0..REPS {
+            let start = Instant::now();
+            let offset = start.duration_since(t0).as_secs_f64();
+            let t = drive(&mut st, case, &mut seg, t0, Some(offset + seconds));
+            let secs = start.elapsed().as_secs_f64();
+            samples.push((
+                t.completed as f64 / secs,
+                secs * 1e9 / t.pushes as f64,
+                t.completed as f64 / t.legit as f64,
+            ));
+        }
+        samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Ok(samples[samples.len() / 2])
+    })();
+    let finished = st.finish();
     let (dgrams_per_s, ns_per_frag, completed_share) = result?;
+    finished?;
     Ok(Row {
+        implementation: "flowsteer",
+        shape: None,
         family: case.family,
         payload: case.payload,
         fragments: case.fragments,
         in_flight: case.in_flight,
-        order: case.order,
+        order: case.order.to_string(),
         delivery: delivery.name(),
         set: case.set.name(),
         dgrams_per_s,
         ns_per_frag,
-        peak_mem: st.peak_mem(),
+        peak_mem: Some(st.peak_mem()),
         completed_share,
         flood_dgrams: case.flood,
+        round: None,
     })
-}
-
-/// Hands frames back to where they came from: the legitimate set's pool
-/// (slots below `set_len`) or the flood frames' free list.
-fn give_back(pool: &mut [Frame], flood_free: &mut Vec<Frame>, set_len: usize, frames: impl Iterator<Item = Frame>) {
-    for f in frames {
-        let slot = f.slot as usize;
-        if slot < set_len {
-            if let Some(s) = pool.get_mut(slot) {
-                *s = f;
-            }
-        } else {
-            flood_free.push(f);
-        }
-    }
 }
 
 /// One row of the flood sweep (the `flood` set): `flood_n` never-completing
@@ -755,131 +821,97 @@ fn give_back(pool: &mut [Frame], flood_free: &mut Vec<Frame>, set_len: usize, fr
 /// timed runs on it, each of the whole work with fresh flood keys: at least
 /// [`REPS`], more for the small sizes (as many as make the work of the
 /// largest), so a row is not a millisecond's sample; the median is
-/// reported.
-fn flood_sweep(legit: &mut Case, flood_n: usize, delivery: Delivery) -> Result<Row> {
+/// reported. Every flood fragment is the same middle-fragment bytes (the
+/// reassembler reads a middle fragment's bytes only to copy its payload);
+/// its parse result carries a fresh source and id.
+fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> {
     let family = legit.family;
     let data: Vec<u8> = (0..SMALL).map(|i| (i * 7) as u8).collect();
     let template = datagram(family, 0, &data)?.swap_remove(1);
     let set_len = legit.pushes.len();
     let legit_pushes = (flood_n / FLOOD_RATIO * legit.fragments).div_ceil(set_len).max(1) * set_len;
     let cfg = ReasmConfig::default();
-    let (mut pool, l3s): (Vec<Frame>, Vec<L3Info>) = legit
-        .pushes
-        .iter_mut()
-        .enumerate()
-        .map(|(i, p)| (Frame { slot: i as u32, bytes: std::mem::take(&mut p.frame) }, p.l3))
-        .unzip();
-    let mut flood_free: Vec<Frame> =
-        (0..FLOOD_FRAMES).map(|k| Frame { slot: (set_len + k) as u32, bytes: template.frame.clone() }).collect();
     let mut samples = Vec::new();
     let mut peak = 0;
     let mut st = State::new(delivery, cfg, legit.ip_len)?;
     let reps = (FLOOD_SWEEP[FLOOD_SWEEP.len() - 1] / flood_n).clamp(REPS, 100) as u64;
-    let result = (|| {
-        for rep in 0..=reps {
-            let mut rng = SplitMix64(0xf100_d5ee_d000_0000 ^ rep);
-            let mut fl3 = template.l3;
-            let (mut completed, mut header_sum) = (0u64, 0u64);
-            let mut now = 0u64;
-            let t0 = Instant::now();
-            for j in 0..legit_pushes {
-                if j % 256 == 0 {
-                    now = t0.elapsed().as_nanos() as u64;
+    for rep in 0..=reps {
+        let mut rng = SplitMix64(0xf100_d5ee_d000_0000 ^ rep);
+        let mut fl3 = template.l3;
+        let (mut completed, mut header_sum) = (0u64, 0u64);
+        let mut now = 0u64;
+        let t0 = Instant::now();
+        for j in 0..legit_pushes {
+            if j % 256 == 0 {
+                now = t0.elapsed().as_nanos() as u64;
+            }
+            // The flood fragments due before legitimate push j.
+            let n = (j + 1) * flood_n / legit_pushes - j * flood_n / legit_pushes;
+            for _ in 0..n {
+                let r = rng.next_u64();
+                if family == 4 {
+                    fl3.tuple.src = IpAddr::V4(Ipv4Addr::from(r as u32));
+                } else {
+                    fl3.tuple.src = IpAddr::V6(Ipv6Addr::from((0xfd00u128 << 112) | u128::from(r)));
                 }
-                // The flood fragments due before legitimate push j.
-                let n = (j + 1) * flood_n / legit_pushes - j * flood_n / legit_pushes;
-                for _ in 0..n {
-                    let r = rng.next_u64();
-                    if family == 4 {
-                        fl3.tuple.src = IpAddr::V4(Ipv4Addr::from(r as u32));
-                    } else {
-                        fl3.tuple.src = IpAddr::V6(Ipv6Addr::from((0xfd00u128 << 112) | u128::from(r)));
-                    }
-                    if let Some(f) = fl3.frag.as_mut() {
-                        f.id = if family == 4 { u32::from((r >> 32) as u16) } else { (r >> 32) as u32 };
-                    }
-                    match &mut st {
-                        State::Copy { r, out } => {
-                            r.push(&template.frame, &fl3, now, out);
-                        }
-                        State::Chain(c) => {
-                            let Some(frame) = flood_free.pop() else {
-                                bail!("the reassembler holds more than {FLOOD_FRAMES} flood frames");
-                            };
-                            c.r.push_owned(frame, &fl3, now, &mut c.out, &mut c.spare);
-                            if !c.spare.is_empty() {
-                                give_back(&mut pool, &mut flood_free, set_len, c.spare.drain(..));
-                            }
-                        }
-                    }
+                if let Some(f) = fl3.frag.as_mut() {
+                    f.id = if family == 4 { u32::from((r >> 32) as u16) } else { (r >> 32) as u32 };
                 }
-                let k = j % set_len;
-                let Some(l3) = l3s.get(k) else { break };
                 match &mut st {
                     State::Copy { r, out } => {
-                        let Some(p) = legit.pushes.get(k) else { break };
-                        // The chain path took the frames over: the copy path
-                        // reads them from the pool.
-                        let frame = pool.get(k).map_or(&p.frame[..], |f| &f.bytes[..]);
-                        if let Verdict::Complete { .. } = r.push(frame, l3, now, out) {
-                            completed += 1;
-                            header_sum += u64::from(out.first().copied().unwrap_or(0));
-                        }
+                        r.push(&template.frame, &fl3, now, out);
                     }
                     State::Chain(c) => {
-                        let Some(slot) = pool.get_mut(k) else { break };
-                        let frame = std::mem::replace(slot, Frame { slot: u32::MAX, bytes: Vec::new() });
-                        if frame.slot == u32::MAX {
-                            bail!("a legitimate frame was still held by the reassembler when replayed");
-                        }
-                        if let Verdict::Complete { .. } = c.r.push_owned(frame, l3, now, &mut c.out, &mut c.spare) {
-                            completed += 1;
-                            header_sum += u64::from(c.out.header().first().copied().unwrap_or(0));
-                            give_back(&mut pool, &mut flood_free, set_len, c.out.drain_buffers());
-                        }
-                        if !c.spare.is_empty() {
-                            give_back(&mut pool, &mut flood_free, set_len, c.spare.drain(..));
+                        if c.push(&template.frame, &fl3, now) {
+                            c.release();
                         }
                     }
                 }
             }
-            let secs = t0.elapsed().as_secs_f64();
-            black_box(header_sum);
-            let pushes = (legit_pushes + flood_n) as f64;
-            let dgrams = (legit_pushes / legit.fragments) as f64;
-            if rep > 0 {
-                samples.push((completed as f64 / secs, secs * 1e9 / pushes, completed as f64 / dgrams));
+            let Some(p) = legit.pushes.get(j % set_len) else { break };
+            match &mut st {
+                State::Copy { r, out } => {
+                    if let Verdict::Complete { .. } = r.push(&p.frame, &p.l3, now, out) {
+                        completed += 1;
+                        header_sum += u64::from(out.first().copied().unwrap_or(0));
+                    }
+                }
+                State::Chain(c) => {
+                    if c.push(&p.frame, &p.l3, now) {
+                        completed += 1;
+                        header_sum += u64::from(c.out.header().first().copied().unwrap_or(0));
+                        c.release();
+                    }
+                }
             }
-            peak = peak.max(st.peak_mem());
         }
-        Ok(())
-    })();
-    if let State::Chain(c) = &mut st {
-        c.r.flush_into(&mut c.spare);
-        give_back(&mut pool, &mut flood_free, set_len, c.out.drain_buffers());
-        give_back(&mut pool, &mut flood_free, set_len, c.spare.drain(..));
+        let secs = t0.elapsed().as_secs_f64();
+        black_box(header_sum);
+        let pushes = (legit_pushes + flood_n) as f64;
+        let dgrams = (legit_pushes / legit.fragments) as f64;
+        if rep > 0 {
+            samples.push((completed as f64 / secs, secs * 1e9 / pushes, completed as f64 / dgrams));
+        }
+        peak = peak.max(st.peak_mem());
     }
-    for (p, f) in legit.pushes.iter_mut().zip(pool) {
-        p.frame = f.bytes;
-    }
-    result?;
-    if legit.pushes.iter().any(|p| p.frame.is_empty()) || flood_free.len() != FLOOD_FRAMES {
-        bail!("a frame was not given back by the reassembler");
-    }
+    st.finish()?;
     samples.sort_by(|a, b| a.1.total_cmp(&b.1));
     let (dgrams_per_s, ns_per_frag, completed_share) = samples[samples.len() / 2];
     Ok(Row {
+        implementation: "flowsteer",
+        shape: None,
         family,
         payload: SMALL,
         fragments: legit.fragments,
         in_flight: legit.in_flight,
-        order: "flood",
+        order: "flood".to_string(),
         delivery: delivery.name(),
         set: Set::Flood.name(),
         dgrams_per_s,
         ns_per_frag,
-        peak_mem: peak,
+        peak_mem: Some(peak),
         completed_share,
         flood_dgrams: Some(flood_n),
+        round: None,
     })
 }

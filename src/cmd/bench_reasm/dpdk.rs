@@ -1,0 +1,252 @@
+//! `bench reasm --dpdk PATH`: DPDK's `rte_ip_frag` on the same warm
+//! workload, run beside each warm chain row by the C harness in
+//! `bench/dpdk/` (it builds the byte-identical frames in the same push
+//! order; see its README), and the side-by-side comparison against the
+//! issue's bars: at least 1.5x DPDK's example table shape, and no slower
+//! than its best shape.
+
+use super::{Case, Row, DPDK_SHAPES_4096, DPDK_SHAPES_64, SMALL};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The harness binary and the CPU both sides run on.
+pub struct Harness {
+    path: PathBuf,
+    pub cpu: u32,
+    /// DPDK's version as the harness reports it (e.g. "DPDK 22.11.11").
+    pub version: String,
+}
+
+/// The part of the harness's `--json` output used here.
+#[derive(Deserialize)]
+struct Output {
+    dpdk: String,
+    results: Vec<Result_>,
+}
+
+#[derive(Deserialize)]
+struct Result_ {
+    shape: String,
+    shape_role: String,
+    family: u8,
+    payload: usize,
+    fragments: usize,
+    in_flight: usize,
+    order: String,
+    status: String,
+    /// Null (or 0) when the shape could not complete the case.
+    dgrams_per_s: Option<f64>,
+    ns_per_frag: Option<f64>,
+    completed_share: f64,
+    #[serde(default)]
+    note: String,
+}
+
+impl Harness {
+    /// Checks that the harness runs here (a tiny case), so a missing build
+    /// or an EAL failure is reported before any measuring.
+    pub fn new(path: &std::path::Path, cpu: u32) -> Result<Harness> {
+        if !path.is_file() {
+            bail!(
+                "--dpdk {}: no such file (build it with `make -C bench/dpdk`; it needs Debian's libdpdk-dev)",
+                path.display()
+            );
+        }
+        let mut h = Harness { path: path.to_path_buf(), cpu, version: String::new() };
+        let out = h.call(&["--family", "4", "--in-flight", "64", "--order", "in-order", "--shape", "bkt64x2"], 0.01)?;
+        h.version = out.dpdk;
+        Ok(h)
+    }
+
+    fn call(&self, filter: &[&str], seconds: f64) -> Result<Output> {
+        let out = Command::new(&self.path)
+            .args(filter)
+            .args(["--payload", &SMALL.to_string(), "--seconds", &seconds.to_string()])
+            .args(["--cpu", &self.cpu.to_string(), "--json"])
+            .output()
+            .with_context(|| format!("cannot run {}", self.path.display()))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            bail!("{} failed ({}): {}", self.path.display(), out.status, err.trim());
+        }
+        serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("{}: unreadable --json output", self.path.display()))
+    }
+
+    /// DPDK's rows for `case` (a warm 4,416-byte case), one per table shape
+    /// that completed every datagram; shapes too small for the case (they
+    /// lose datagrams) are reported on stderr and left out.
+    pub fn run(&self, case: &Case, seconds: f64, round: usize) -> Result<Vec<Row>> {
+        let (family, in_flight) = (case.family.to_string(), case.in_flight.to_string());
+        let shapes = if case.in_flight <= 64 { DPDK_SHAPES_64 } else { DPDK_SHAPES_4096 };
+        let filter = ["--family", &family, "--in-flight", &in_flight, "--order", case.order, "--shape", shapes];
+        let out = self.call(&filter, seconds)?;
+        let mut rows = Vec::new();
+        for r in out.results {
+            let (Some(dgrams_per_s), Some(ns_per_frag), "ok") = (r.dgrams_per_s, r.ns_per_frag, r.status.as_str())
+            else {
+                eprintln!(
+                    "dpdk {} IPv{} {} in flight {}: {} ({}), left out",
+                    r.shape, r.family, r.in_flight, r.order, r.status, r.note
+                );
+                continue;
+            };
+            rows.push(Row {
+                implementation: "dpdk",
+                shape: Some(if r.shape_role == "example" { format!("{} ex", r.shape) } else { r.shape }),
+                family: r.family,
+                payload: r.payload,
+                fragments: r.fragments,
+                in_flight: r.in_flight,
+                order: r.order,
+                delivery: "chain",
+                set: "warm",
+                dgrams_per_s,
+                ns_per_frag,
+                peak_mem: None,
+                completed_share: r.completed_share,
+                flood_dgrams: None,
+                round: Some(round),
+            });
+        }
+        Ok(rows)
+    }
+}
+
+/// flowsteer against DPDK in one case, over the rounds.
+#[derive(Serialize)]
+pub struct Comparison {
+    family: u8,
+    in_flight: usize,
+    order: String,
+    rounds: usize,
+    /// Medians over the rounds (datagrams/s).
+    flowsteer: f64,
+    dpdk_example: Option<f64>,
+    dpdk_best: Option<f64>,
+    /// The shape with the best median.
+    dpdk_best_shape: Option<String>,
+    /// flowsteer / DPDK example shape, paired per round, median (the bar:
+    /// >= 1.5) and lowest.
+    vs_example: Option<f64>,
+    vs_example_min: Option<f64>,
+    /// flowsteer / DPDK's fastest shape of the same round, median (the
+    /// bar: >= 1.0) and lowest.
+    vs_best: Option<f64>,
+    vs_best_min: Option<f64>,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+/// The rows of one case's rounds (flowsteer's and DPDK's, each tagged with
+/// its round) merged into one row per implementation and shape (the
+/// median over the rounds, `round` = the number of rounds), and the
+/// comparison, its ratios paired within each round.
+pub fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
+    let rounds = rows.iter().filter_map(|r| r.round).max().map_or(0, |m| m + 1);
+    let mut keys: Vec<(&'static str, Option<String>)> = Vec::new();
+    for r in &rows {
+        let k = (r.implementation, r.shape.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut merged = Vec::new();
+    for (imp, shape) in &keys {
+        let same: Vec<&Row> = rows.iter().filter(|r| r.implementation == *imp && &r.shape == shape).collect();
+        let Some(mid) = median(same.iter().map(|r| r.dgrams_per_s).collect()) else { continue };
+        if let Some(r) = same.iter().find(|r| r.dgrams_per_s == mid) {
+            let mut m = (*r).clone();
+            m.round = Some(same.len());
+            merged.push(m);
+        }
+    }
+    let ours = |round: usize| rows.iter().find(|r| r.implementation == "flowsteer" && r.round == Some(round));
+    let example = |round: usize| {
+        rows.iter().find(|r| r.round == Some(round) && r.shape.as_deref().is_some_and(|s| s.ends_with(" ex")))
+    };
+    let best = |round: usize| {
+        rows.iter()
+            .filter(|r| r.implementation == "dpdk" && r.round == Some(round))
+            .max_by(|a, b| a.dgrams_per_s.total_cmp(&b.dgrams_per_s))
+    };
+    let (mut vs_ex, mut vs_best) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let Some(o) = ours(round) else { continue };
+        if let Some(e) = example(round) {
+            vs_ex.push(o.dgrams_per_s / e.dgrams_per_s);
+        }
+        if let Some(b) = best(round) {
+            vs_best.push(o.dgrams_per_s / b.dgrams_per_s);
+        }
+    }
+    let Some(f) = merged.iter().find(|r| r.implementation == "flowsteer") else { return (merged, None) };
+    let dpdk: Vec<&Row> = merged.iter().filter(|r| r.implementation == "dpdk").collect();
+    let ex = dpdk.iter().find(|r| r.shape.as_deref().is_some_and(|s| s.ends_with(" ex")));
+    let top = dpdk.iter().max_by(|a, b| a.dgrams_per_s.total_cmp(&b.dgrams_per_s));
+    let lowest = |v: &[f64]| v.iter().copied().min_by(f64::total_cmp);
+    let cmp = Comparison {
+        family: f.family,
+        in_flight: f.in_flight,
+        order: f.order.clone(),
+        rounds,
+        flowsteer: f.dgrams_per_s,
+        dpdk_example: ex.map(|r| r.dgrams_per_s),
+        dpdk_best: top.map(|r| r.dgrams_per_s),
+        dpdk_best_shape: top.and_then(|r| r.shape.clone()),
+        vs_example_min: lowest(&vs_ex),
+        vs_example: median(vs_ex),
+        vs_best_min: lowest(&vs_best),
+        vs_best: median(vs_best),
+    };
+    (merged, Some(cmp))
+}
+
+pub fn print_comparison(c: &[Comparison]) {
+    let m = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{:.2}", v / 1e6));
+    let x = |v: Option<f64>, lo: Option<f64>| match (v, lo) {
+        (Some(v), Some(lo)) => format!("{v:.2}x ({lo:.2})"),
+        _ => "-".to_string(),
+    };
+    println!();
+    println!(
+        "flowsteer vs DPDK rte_ip_frag, same workload, same CPU, rounds of one then the other; \
+         M datagrams/s (median of rounds); ratios paired per round: median (lowest)"
+    );
+    println!(
+        "{:>3} {:>9} {:<9} {:>6} {:>9} {:>10} {:>9} {:<20} {:>14} {:>14}",
+        "fam",
+        "in_flight",
+        "order",
+        "rounds",
+        "flowsteer",
+        "dpdk_examp",
+        "dpdk_best",
+        "best_shape",
+        "vs_example",
+        "vs_best"
+    );
+    for r in c {
+        println!(
+            "{:>3} {:>9} {:<9} {:>6} {:>9.2} {:>10} {:>9} {:<20} {:>14} {:>14}",
+            r.family,
+            r.in_flight,
+            r.order,
+            r.rounds,
+            r.flowsteer / 1e6,
+            m(r.dpdk_example),
+            m(r.dpdk_best),
+            r.dpdk_best_shape.as_deref().unwrap_or("-"),
+            x(r.vs_example, r.vs_example_min),
+            x(r.vs_best, r.vs_best_min)
+        );
+    }
+    println!(
+        "bars: vs_example >= 1.50x (1.5 x DPDK's example shape), vs_best >= 1.00x (no slower than its best shape)"
+    );
+}
