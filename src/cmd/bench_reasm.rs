@@ -626,12 +626,11 @@ struct ChainState<'a> {
 }
 
 impl<'a> ChainState<'a> {
-    /// One push; true when it delivered a datagram, left in `out` for the
-    /// caller to read. The handles of the previous delivery and any dropped
-    /// ones are given back (counted).
+    /// One push (the caller counts it in `pushed`); true when it delivered
+    /// a datagram, left in `out` for the caller to read. Dropped handles
+    /// are given back (counted).
     #[inline(always)]
     fn push(&mut self, frame: &'a [u8], l3: &L3Info, now: u64) -> bool {
-        self.pushed += 1;
         let done = matches!(
             self.r.push_owned(FrameRef(frame), l3, now, &mut self.out, &mut self.spare),
             Verdict::Complete { .. }
@@ -748,6 +747,7 @@ fn drive<'a>(st: &mut State<'a>, case: &'a Case, seg: &mut usize, t0: Instant, d
                         c.release();
                     }
                 }
+                c.pushed += pushes.len() as u64;
             }
         }
         t.pushes += pushes.len() as u64;
@@ -862,6 +862,7 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
                         r.push(&template.frame, &fl3, now, out);
                     }
                     State::Chain(c) => {
+                        c.pushed += 1;
                         if c.push(&template.frame, &fl3, now) {
                             c.release();
                         }
@@ -877,6 +878,7 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
                     }
                 }
                 State::Chain(c) => {
+                    c.pushed += 1;
                     if c.push(&p.frame, &p.l3, now) {
                         completed += 1;
                         header_sum += u64::from(c.out.header().first().copied().unwrap_or(0));

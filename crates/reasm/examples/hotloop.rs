@@ -5,7 +5,7 @@
 //! order within each datagram (`reversed`, `shuffled`: a fixed rotation per
 //! datagram) and another number in flight.
 //!
-//! `cargo run --release -p flowsteer-reasm --example hotloop -- [4|6] [chain|ref|copy] [datagrams] [in-order|reversed|shuffled] [in_flight]`
+//! `cargo run --release -p flowsteer-reasm --example hotloop -- [4|6] [chain|ref|copy] [datagrams] [in-order|reversed|shuffled] [in_flight] [max_dist]`
 //!
 //! `chain` hands over owned frame buffers (a pool slot and a `Vec`, 32
 //! bytes, put back after delivery); `ref` hands over a borrowed frame handle
@@ -44,6 +44,7 @@ fn main() {
     let total: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
     let order = args.get(4).map_or("in-order", String::as_str);
     let in_flight: usize = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(64);
+    let max_dist: u32 = args.get(6).and_then(|s| s.parse().ok()).unwrap_or(ReasmConfig::default().max_dist);
     let payload: Vec<u8> = (0..4416).map(|i| (i * 7) as u8).collect();
     let mut frames = Vec::new();
     let mut l3s: Vec<L3Info> = Vec::new();
@@ -85,7 +86,7 @@ fn main() {
     let cfg = if flood {
         ReasmConfig::default()
     } else {
-        ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, ..ReasmConfig::default() }
+        ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, max_dist, ..ReasmConfig::default() }
     };
     // Flood: a middle fragment (fragment 1 of the first datagram) as the
     // template; legitimate pushes in whole rounds of the set.

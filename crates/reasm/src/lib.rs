@@ -581,7 +581,9 @@ impl Key {
         if self.meta & META_V6 != 0 {
             x = x.wrapping_add(b.rotate_left(24)).wrapping_add(c.rotate_left(40)).wrapping_add(d.rotate_left(56));
         }
-        x.wrapping_mul(0x9e37_79b9_7f4a_7c15).checked_shr(shift).unwrap_or(0) as usize
+        // `shift` is 64 only while the table is empty: the shift then wraps
+        // to 0 and the index is past the (empty) table, so no entry matches.
+        x.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_shr(shift) as usize
     }
 
     /// The IPv4 source address (max-distance rule; memory byte order).
