@@ -355,9 +355,9 @@ pub struct BenchReasmArgs {
     /// Run DPDK's rte_ip_frag beside every warm chain row, on the same CPU, with this harness (`make -C bench/dpdk` builds bench/dpdk/reasm-dpdk; needs Debian's libdpdk-dev) and print the comparison.
     #[arg(long)]
     pub dpdk: Option<PathBuf>,
-    /// With --dpdk: rounds of flowsteer-then-DPDK per case (each reported as the median over rounds; ratios are paired per round).
-    #[arg(long, default_value_t = 3)]
-    pub rounds: usize,
+    /// With --dpdk: rounds of flowsteer-then-DPDK per case, default 3 (each reported as the median over rounds; ratios are paired per round).
+    #[arg(long)]
+    pub rounds: Option<usize>,
 }
 
 #[derive(Args, Debug)]

@@ -264,6 +264,11 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
         &args.order,
         &[("in-order", Order::Forward), ("reversed", Order::Reversed), ("shuffled", Order::Shuffled)],
     )?;
+    let rounds = match (args.rounds, &args.dpdk) {
+        (Some(0), _) => bail!("--rounds must be at least 1"),
+        (Some(_), None) => bail!("--rounds is for the DPDK comparison: it needs --dpdk"),
+        (r, _) => r.unwrap_or(3),
+    };
     if let Some(cpu) = args.cpu {
         flowsteer_udp::pin_to_cpu(cpu).with_context(|| format!("--cpu {cpu}: cannot run on that CPU"))?;
     }
@@ -273,8 +278,8 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
             let cpu = match args.cpu {
                 Some(c) => c,
                 None => {
-                    let last = std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_sub(1);
-                    let c = u32::try_from(last).unwrap_or(0);
+                    // The last CPU this process may run on (taskset, cpuset).
+                    let c = crate::cmd::run::available_cpus().into_iter().max().unwrap_or(0);
                     flowsteer_udp::pin_to_cpu(c).with_context(|| format!("cannot run on CPU {c}"))?;
                     c
                 }
@@ -308,7 +313,10 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
                 }
             }
         }
-        if want(Set::Cold, Delivery::Copy) || want(Set::Cold, Delivery::Chain) {
+        // The cold flood case is 64 in flight, legitimate datagrams in order:
+        // left out when --order or --in-flight ask for something else.
+        let flood_wanted = orders.contains(&Order::Forward) && in_flights.contains(&64);
+        if flood_wanted && (want(Set::Cold, Delivery::Copy) || want(Set::Cold, Delivery::Chain)) {
             let case = flood_case(family, &mut rng)?;
             for d in [Delivery::Copy, Delivery::Chain] {
                 if want(Set::Cold, d) {
@@ -328,7 +336,7 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
                             // a slow spell of the host hits both.
                             (Some(h), Delivery::Chain) => {
                                 let mut round_rows = Vec::new();
-                                for round in 0..args.rounds.max(1) {
+                                for round in 0..rounds {
                                     let mut r = measure(&case, d, args.seconds)?;
                                     r.round = Some(round);
                                     round_rows.push(r);
@@ -360,7 +368,7 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
             "cpu": crate::cmd::bench::cpu_model(),
             "pinned_cpu": dpdk.as_ref().map(|h| h.cpu).or(args.cpu),
             "dpdk": dpdk.as_ref().map(|h| h.version.clone()),
-            "rounds": dpdk.as_ref().map(|_| args.rounds.max(1)),
+            "rounds": dpdk.as_ref().map(|_| rounds),
             "results": rows,
             "comparison": comparison,
         });

@@ -50,7 +50,7 @@ impl Harness {
     pub fn new(path: &std::path::Path, cpu: u32) -> Result<Harness> {
         if !path.is_file() {
             bail!(
-                "--dpdk {}: no such file (build it with `make -C bench/dpdk`; it needs Debian's libdpdk-dev)",
+                "--dpdk {}: not a file (build the harness with `make -C bench/dpdk`; it needs Debian's libdpdk-dev)",
                 path.display()
             );
         }
@@ -138,9 +138,11 @@ pub struct Comparison {
     vs_best_min: Option<f64>,
 }
 
+/// The median (the mean of the two middle values for an even count).
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
+    let hi = v.get(v.len() / 2).copied()?;
+    Some(if v.len().is_multiple_of(2) { v.get(v.len() / 2 - 1).map_or(hi, |lo| (lo + hi) / 2.0) } else { hi })
 }
 
 /// The rows of one case's rounds (flowsteer's and DPDK's, each tagged with
@@ -159,9 +161,17 @@ pub fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
     let mut merged = Vec::new();
     for (imp, shape) in &keys {
         let same: Vec<&Row> = rows.iter().filter(|r| r.implementation == *imp && &r.shape == shape).collect();
-        let Some(mid) = median(same.iter().map(|r| r.dgrams_per_s).collect()) else { continue };
-        if let Some(r) = same.iter().find(|r| r.dgrams_per_s == mid) {
+        let (Some(rate), Some(ns)) = (
+            median(same.iter().map(|r| r.dgrams_per_s).collect()),
+            median(same.iter().map(|r| r.ns_per_frag).collect()),
+        ) else {
+            continue;
+        };
+        if let Some(r) = same.first() {
             let mut m = (*r).clone();
+            m.dgrams_per_s = rate;
+            m.ns_per_frag = ns;
+            m.completed_share = same.iter().map(|r| r.completed_share).fold(1.0, f64::min);
             m.round = Some(same.len());
             merged.push(m);
         }
