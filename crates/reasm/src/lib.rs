@@ -2260,15 +2260,22 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         // and starting after the previous one ends, consistent with the
         // known end (none known yet: a last fragment must end past what is
         // held), at offset 0 only once.
-        let mut at = held;
-        while let Some(before) = at.checked_sub(1) {
-            if frags.get(before).is_none_or(|r| r.offset < offset) {
-                break;
+        let (at, fits) = match frags.first() {
+            // Before everything held (fragments arriving last first).
+            Some(first) if end <= first.offset => (0, true),
+            _ => {
+                let mut at = held;
+                while let Some(before) = at.checked_sub(1) {
+                    if frags.get(before).is_none_or(|r| r.offset < offset) {
+                        break;
+                    }
+                    at = before;
+                }
+                let fits = at.checked_sub(1).and_then(|i| frags.get(i)).is_none_or(|r| r.end <= offset)
+                    && frags.get(at).is_none_or(|r| end <= r.offset);
+                (at, fits)
             }
-            at = before;
-        }
-        let fits = at.checked_sub(1).and_then(|i| frags.get(i)).is_none_or(|r| r.end <= offset)
-            && frags.get(at).is_none_or(|r| end <= r.offset);
+        };
         let end_ok = match q.known_end {
             None => p.more || usize::from(end) >= q.max_end,
             Some(e) => (p.more && end <= e) || (!p.more && end == e),
@@ -2299,14 +2306,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         };
         // Decided: what the general path would do.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
-        frags.push(Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
-        // Into place by swaps: the few fragments after it move up one (no
-        // memmove call for a shift of one to three entries).
-        let mut i = held;
-        while let Some(before) = i.checked_sub(1).filter(|&b| b >= at) {
-            frags.swap(i, before);
-            i = before;
-        }
+        frags.insert(at, Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
         if head.is_some() {
             q.head = head;
         }
