@@ -2132,6 +2132,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
 
     /// [`Reassembler::push_owned`] for everything the fast path does not
     /// take.
+    #[cold]
     #[inline(never)]
     fn push_owned_general(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
         match self.prepare(frame.as_ref(), l3, now) {
