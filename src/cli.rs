@@ -355,6 +355,9 @@ pub struct BenchReasmArgs {
     /// Run DPDK's rte_ip_frag beside every warm chain row, on the same CPU, with this harness (`make -C bench/dpdk` builds bench/dpdk/reasm-dpdk; needs Debian's libdpdk-dev) and print the comparison.
     #[arg(long)]
     pub dpdk: Option<PathBuf>,
+    /// IPv4 max-distance rule of the in-flight cases (default 64, as Linux's ipfrag_max_dist; 0 turns it off, as DPDK has no such rule: the comparison with the same feature set).
+    #[arg(long)]
+    pub max_dist: Option<u32>,
     /// With --dpdk: rounds of flowsteer-then-DPDK per case, default 3 (each reported as the median over rounds; ratios are paired per round).
     #[arg(long)]
     pub rounds: Option<usize>,

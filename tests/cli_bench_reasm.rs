@@ -140,6 +140,22 @@ fn warm_chain_ipv4_in_order() {
     );
 }
 
+/// `--max-dist` reaches the in-flight cases (0: the rule off, as DPDK has
+/// none) and is reported; every datagram still completes (the warm-up
+/// checks that), and the default is Linux's 64.
+#[test]
+fn max_dist_is_reported() {
+    let base = ["--set", "warm", "--delivery", "chain", "--family", "4", "--in-flight", "64", "--order", "reversed"];
+    let off: Vec<&str> = base.iter().copied().chain(["--seconds", "0.02", "--max-dist", "0"]).collect();
+    let doc = json(&bench_reasm(&off));
+    assert_eq!(doc["max_dist"], 0, "{doc}");
+    let rows = results(&doc);
+    assert_eq!(rows.len(), 1, "{doc}");
+    check_case(&rows[0], 4, 3, "reversed", "chain", "warm");
+    let default: Vec<&str> = base.iter().copied().chain(["--seconds", "0.02"]).collect();
+    assert_eq!(json(&bench_reasm(&default))["max_dist"], 64);
+}
+
 #[test]
 fn warm_copy_ipv6_shuffled() {
     check_warm_single(

@@ -289,7 +289,8 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
         None => None,
     };
     let want = |s: Set, d: Delivery| sets.contains(&s) && deliveries.contains(&d);
-    let generous = ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, ..ReasmConfig::default() };
+    let max_dist = args.max_dist.unwrap_or(ReasmConfig::default().max_dist);
+    let generous = ReasmConfig { high_thresh: 64 << 20, low_thresh: 48 << 20, max_dist, ..ReasmConfig::default() };
     let mut rows = Vec::new();
     let mut comparison = Vec::new();
     let mut rng = SplitMix64(0x5eed_4ea5_0000_0001);
@@ -369,12 +370,13 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
             "pinned_cpu": dpdk.as_ref().map(|h| h.cpu).or(args.cpu),
             "dpdk": dpdk.as_ref().map(|h| h.version.clone()),
             "rounds": dpdk.as_ref().map(|_| rounds),
+            "max_dist": max_dist,
             "results": rows,
             "comparison": comparison,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print_text(&rows, args.seconds);
+        print_text(&rows, args.seconds, max_dist);
         if dpdk.is_some() {
             dpdk::print_comparison(&comparison);
         }
@@ -382,10 +384,11 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn print_text(rows: &[Row], seconds: f64) {
+fn print_text(rows: &[Row], seconds: f64, max_dist: u32) {
     println!(
         "reassembly, one core, UDP; fragment payload IPv4 {V4_FRAG} / IPv6 {V6_FRAG} B (MTU 1500); \
-         median of {REPS} x {seconds:.2}s; cpu: {}",
+         median of {REPS} x {seconds:.2}s; IPv4 max-distance rule {}; cpu: {}",
+        if max_dist == 0 { "off".to_string() } else { max_dist.to_string() },
         crate::cmd::bench::cpu_model()
     );
     println!(
