@@ -147,6 +147,21 @@ fn u(v: &Value, k: &str) -> u64 {
     v[k].as_u64().unwrap_or_else(|| panic!("no number '{k}' in {v}"))
 }
 
+/// The two-namespace lab (2 queues, MTU 1500) a live echo test runs in,
+/// or None after printing why the test skips (not root, no iproute2, or
+/// with `two_cpus` on a one-CPU machine).
+fn echo_lab(tag: &str, need_two_cpus: bool) -> Option<Lab> {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return None;
+    }
+    if need_two_cpus && !two_cpus() {
+        println!("skipped: needs two CPUs");
+        return None;
+    }
+    Some(Lab::new(tag, &LabConfig { queues: 2, mtu: 1500 }).unwrap())
+}
+
 fn start_server(lab: &Lab, port: u16, extra: &[&str]) -> Proc {
     let mut args = strings(&["udp-echo", "--mode", "kernel", "--echo", "--cpus", "0,1", "--duration", "45"]);
     args.insert(1, format!("{}:{port}", lab.v4(Side::B)));
@@ -158,15 +173,7 @@ fn start_server(lab: &Lab, port: u16, extra: &[&str]) -> Proc {
 
 #[test]
 fn echo_is_byte_exact_lossless_and_answered_by_the_receiving_core() {
-    if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
-        return;
-    }
-    if !two_cpus() {
-        println!("skipped: needs two CPUs");
-        return;
-    }
-    let lab = Lab::new("ue", &LabConfig { queues: 2, mtu: 1500 }).unwrap();
+    let Some(lab) = echo_lab("ue", true) else { return };
     let port = 41_000;
     let server = start_server(&lab, port, &["--json"]);
     const N: u64 = 3000;
@@ -241,15 +248,7 @@ fn echo_is_byte_exact_lossless_and_answered_by_the_receiving_core() {
 
 #[test]
 fn sigterm_during_traffic_exits_zero_with_counters_that_add_up() {
-    if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
-        return;
-    }
-    if !two_cpus() {
-        println!("skipped: needs two CPUs");
-        return;
-    }
-    let lab = Lab::new("ut", &LabConfig { queues: 2, mtu: 1500 }).unwrap();
+    let Some(lab) = echo_lab("ut", true) else { return };
     let port = 41_001;
     let mut server = start_server(&lab, port, &["--json", "--interval", "0.2"]);
     let args = vec![
@@ -326,11 +325,7 @@ fn xdp_mode_needs_an_interface() {
 /// ends it with counters that add up and the XDP program detached.
 #[test]
 fn xdp_echo_is_byte_exact_lossless_and_answered_by_the_receiving_core() {
-    if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
-        return;
-    }
-    let lab = Lab::new("ux", &LabConfig { queues: 2, mtu: 1500 }).unwrap();
+    let Some(lab) = echo_lab("ux", false) else { return };
     let port = 41_010;
     let args = vec![
         "udp-echo".to_string(),
