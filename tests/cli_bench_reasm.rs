@@ -116,28 +116,18 @@ fn check_warm_single(args: &[&str], family: u64, fragments: u64, order: &str, de
     assert!(doc["dpdk"].is_null() && doc["rounds"].is_null(), "{doc}");
 }
 
+/// `--set SET --delivery D --family F --in-flight 64 --order O --seconds
+/// 0.02`, then `extra`: one case, tiny timing.
+fn case_args<'a>(set: &'a str, delivery: &'a str, family: &'a str, order: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["--set", set, "--delivery", delivery, "--family", family, "--in-flight", "64", "--order", order];
+    v.extend(["--seconds", "0.02"]);
+    v.extend_from_slice(extra);
+    v
+}
+
 #[test]
 fn warm_chain_ipv4_in_order() {
-    check_warm_single(
-        &[
-            "--set",
-            "warm",
-            "--delivery",
-            "chain",
-            "--family",
-            "4",
-            "--in-flight",
-            "64",
-            "--order",
-            "in-order",
-            "--seconds",
-            "0.02",
-        ],
-        4,
-        3,
-        "in-order",
-        "chain",
-    );
+    check_warm_single(&case_args("warm", "chain", "4", "in-order", &[]), 4, 3, "in-order", "chain");
 }
 
 /// `--max-dist` reaches the in-flight cases (0: the rule off, as DPDK has
@@ -145,39 +135,17 @@ fn warm_chain_ipv4_in_order() {
 /// checks that), and the default is Linux's 64.
 #[test]
 fn max_dist_is_reported() {
-    let base = ["--set", "warm", "--delivery", "chain", "--family", "4", "--in-flight", "64", "--order", "reversed"];
-    let off: Vec<&str> = base.iter().copied().chain(["--seconds", "0.02", "--max-dist", "0"]).collect();
-    let doc = json(&bench_reasm(&off));
+    let doc = json(&bench_reasm(&case_args("warm", "chain", "4", "reversed", &["--max-dist", "0"])));
     assert_eq!(doc["max_dist"], 0, "{doc}");
     let rows = results(&doc);
     assert_eq!(rows.len(), 1, "{doc}");
     check_case(&rows[0], 4, 3, "reversed", "chain", "warm");
-    let default: Vec<&str> = base.iter().copied().chain(["--seconds", "0.02"]).collect();
-    assert_eq!(json(&bench_reasm(&default))["max_dist"], 64);
+    assert_eq!(json(&bench_reasm(&case_args("warm", "chain", "4", "reversed", &[])))["max_dist"], 64);
 }
 
 #[test]
 fn warm_copy_ipv6_shuffled() {
-    check_warm_single(
-        &[
-            "--set",
-            "warm",
-            "--delivery",
-            "copy",
-            "--family",
-            "6",
-            "--in-flight",
-            "64",
-            "--order",
-            "shuffled",
-            "--seconds",
-            "0.02",
-        ],
-        6,
-        4,
-        "shuffled",
-        "copy",
-    );
+    check_warm_single(&case_args("warm", "copy", "6", "shuffled", &[]), 6, 4, "shuffled", "copy");
 }
 
 /// The cold set's chain rows for one family and 64 in flight: the in-order
@@ -186,20 +154,7 @@ fn warm_copy_ipv6_shuffled() {
 /// configuration). About half a second in all; the flood *set* is not run.
 #[test]
 fn cold_chain_with_flood_case() {
-    let doc = json(&bench_reasm(&[
-        "--set",
-        "cold",
-        "--delivery",
-        "chain",
-        "--family",
-        "4",
-        "--in-flight",
-        "64",
-        "--order",
-        "in-order",
-        "--seconds",
-        "0.02",
-    ]));
+    let doc = json(&bench_reasm(&case_args("cold", "chain", "4", "in-order", &[])));
     let rows = results(&doc);
     assert_eq!(rows.len(), 2, "{doc}");
     let plain = rows.iter().find(|r| r["order"] == "in-order").unwrap_or_else(|| panic!("no in-order row: {doc}"));
@@ -261,25 +216,10 @@ fn failing_dpdk_harness_is_reported_with_its_stderr() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let out = bench_reasm(&[
-        "--set",
-        "warm",
-        "--delivery",
-        "chain",
-        "--family",
-        "4",
-        "--in-flight",
-        "64",
-        "--order",
-        "in-order",
-        "--seconds",
-        "0.02",
+    let out = bench_reasm(
         // CPU 0: see `dpdk_side_by_side`.
-        "--cpu",
-        "0",
-        "--dpdk",
-        fake.to_str().unwrap(),
-    ]);
+        &case_args("warm", "chain", "4", "in-order", &["--cpu", "0", "--dpdk", fake.to_str().unwrap()]),
+    );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -349,28 +289,17 @@ fn dpdk_side_by_side() {
     }
     let dir = TempDir::new("dpdk");
     let harness = build_harness(&dir);
-    let out = bench_reasm(&[
-        "--set",
-        "warm",
-        "--delivery",
-        "chain",
-        "--family",
-        "4",
-        "--in-flight",
-        "64",
-        "--order",
-        "reversed",
-        "--seconds",
-        "0.02",
-        "--rounds",
-        "2",
+    let out = bench_reasm(
         // Without --cpu both sides pin to the last CPU, where benchmarks are
         // usually run by hand: CPU 0 keeps this test off their core.
-        "--cpu",
-        "0",
-        "--dpdk",
-        harness.to_str().unwrap(),
-    ]);
+        &case_args(
+            "warm",
+            "chain",
+            "4",
+            "reversed",
+            &["--rounds", "2", "--cpu", "0", "--dpdk", harness.to_str().unwrap()],
+        ),
+    );
     let doc = json(&out);
     assert!(doc["dpdk"].as_str().is_some_and(|v| v.starts_with("DPDK ")), "{doc}");
     assert_eq!(doc["rounds"], 2, "{doc}");
