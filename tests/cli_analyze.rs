@@ -1,38 +1,14 @@
 //! `flowsteer analyze` and `flowsteer bench analyze`, run as the real binary
 //! on small captures written with `CaptureWriter`.
 
+mod common;
+use common::{flowsteer, TempDir};
 use flowsteer_capture::CaptureWriter;
 use flowsteer_wire::build;
 use serde_json::Value;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// A fresh directory per test, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("flowsteer-cli-analyze-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn flowsteer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(args).output().expect("run flowsteer")
-}
+use std::path::Path;
+use std::process::Output;
 
 fn analyze(capture: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["analyze", capture.to_str().unwrap()];
@@ -88,7 +64,7 @@ fn queue_sum(doc: &Value, table: &str) -> u64 {
 
 #[test]
 fn text_report_has_the_table_and_sections() {
-    let dir = TempDir::new("text");
+    let dir = TempDir::new("cli-analyze", "text");
     let cap = dir.path("mixed.pcap");
     write_capture(&cap, &mixed_frames(50));
     let out = analyze(&cap, &[]);
@@ -117,7 +93,7 @@ fn text_report_has_the_table_and_sections() {
 
 #[test]
 fn json_report_adds_up() {
-    let dir = TempDir::new("json");
+    let dir = TempDir::new("cli-analyze", "json");
     let cap = dir.path("mixed.pcap");
     let frames = mixed_frames(50);
     write_capture(&cap, &frames);
@@ -147,7 +123,7 @@ fn json_report_adds_up() {
 
 #[test]
 fn symmetric_key_keeps_both_directions_together() {
-    let dir = TempDir::new("symmetric");
+    let dir = TempDir::new("cli-analyze", "symmetric");
     let cap = dir.path("mixed.pcap");
     write_capture(&cap, &mixed_frames(64));
     let doc = json(&analyze(&cap, &["--json", "--key", "default"]));
@@ -159,7 +135,7 @@ fn symmetric_key_keeps_both_directions_together() {
 
 #[test]
 fn inner_spread_of_a_vxlan_tunnel() {
-    let dir = TempDir::new("vxlan");
+    let dir = TempDir::new("cli-analyze", "vxlan");
     let cap = dir.path("vxlan.pcap");
     let frames: Vec<Vec<u8>> = (0..64u16)
         .map(|i| {
@@ -180,7 +156,7 @@ fn inner_spread_of_a_vxlan_tunnel() {
 
 #[test]
 fn plots_svg_and_png() {
-    let dir = TempDir::new("plot");
+    let dir = TempDir::new("cli-analyze", "plot");
     let cap = dir.path("mixed.pcap");
     write_capture(&cap, &mixed_frames(20));
     for name in ["chart.svg", "chart.png"] {
@@ -198,7 +174,7 @@ fn plots_svg_and_png() {
 
 #[test]
 fn a_text_file_is_not_a_capture() {
-    let dir = TempDir::new("notcap");
+    let dir = TempDir::new("cli-analyze", "notcap");
     let file = dir.path("notes.txt");
     std::fs::write(&file, "this is not a capture\n").unwrap();
     let out = analyze(&file, &[]);
@@ -211,7 +187,7 @@ fn a_text_file_is_not_a_capture() {
 
 #[test]
 fn a_missing_file_names_its_path() {
-    let dir = TempDir::new("missing");
+    let dir = TempDir::new("cli-analyze", "missing");
     let file = dir.path("nope.pcap");
     let out = analyze(&file, &[]);
     assert_eq!(out.status.code(), Some(1));
@@ -221,7 +197,7 @@ fn a_missing_file_names_its_path() {
 
 #[test]
 fn a_truncated_capture_is_reported_with_a_warning() {
-    let dir = TempDir::new("truncated");
+    let dir = TempDir::new("cli-analyze", "truncated");
     let cap = dir.path("cut.pcap");
     let frames = mixed_frames(10);
     write_capture(&cap, &frames);
@@ -244,7 +220,7 @@ fn a_truncated_capture_is_reported_with_a_warning() {
 
 #[test]
 fn garbage_after_a_valid_header_does_not_panic() {
-    let dir = TempDir::new("garbage");
+    let dir = TempDir::new("cli-analyze", "garbage");
     let cap = dir.path("garbage.pcap");
     write_capture(&cap, &[]);
     let header = std::fs::read(&cap).unwrap();
@@ -267,7 +243,7 @@ fn garbage_after_a_valid_header_does_not_panic() {
 
 #[test]
 fn garbage_frames_are_dropped_by_reason_and_conserved() {
-    let dir = TempDir::new("dropped");
+    let dir = TempDir::new("cli-analyze", "dropped");
     let cap = dir.path("junk.pcap");
     let mut frames = mixed_frames(5);
     frames.push(vec![1, 2, 3]);
@@ -285,7 +261,7 @@ fn garbage_frames_are_dropped_by_reason_and_conserved() {
 
 #[test]
 fn bench_analyze_runs_and_keeps_the_capture_on_request() {
-    let dir = TempDir::new("bench");
+    let dir = TempDir::new("cli-analyze", "bench");
     let keep = dir.path("bench.pcap");
     let out = flowsteer(&[
         "bench",

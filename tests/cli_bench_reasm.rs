@@ -13,35 +13,11 @@
 //! Without `pkg-config`'s `libdpdk` (or without `make`) the DPDK test prints
 //! `skipped: <reason>` and passes.
 
+mod common;
+use common::{flowsteer, TempDir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// A fresh directory per test, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("flowsteer-cli-bench-reasm-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn flowsteer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(args).output().expect("run flowsteer")
-}
 
 /// `flowsteer bench reasm ARGS --json`.
 fn bench_reasm(args: &[&str]) -> Output {
@@ -209,7 +185,7 @@ fn bad_values_are_refused() {
 /// failure) stops the run with its own stderr in the one-line error.
 #[test]
 fn failing_dpdk_harness_is_reported_with_its_stderr() {
-    let dir = TempDir::new("fake-harness");
+    let dir = TempDir::new("cli-bench-reasm", "fake-harness");
     let fake = dir.path("reasm-dpdk");
     std::fs::write(&fake, "#!/bin/sh\necho 'EAL: cannot init memory (fake)' >&2\nexit 1\n").unwrap();
     {
@@ -250,7 +226,7 @@ fn build_harness(dir: &TempDir) -> PathBuf {
     for file in ["Makefile", "reasm.c"] {
         std::fs::copy(src.join(file), dir.path(file)).unwrap_or_else(|e| panic!("copy {file}: {e}"));
     }
-    let out = Command::new("make").arg("-C").arg(&dir.0).arg("CFLAGS=-O2").output().expect("run make");
+    let out = Command::new("make").arg("-C").arg(dir.dir()).arg("CFLAGS=-O2").output().expect("run make");
     assert!(
         out.status.success(),
         "building the DPDK harness failed ({}):\n{}\n{}",
@@ -287,7 +263,7 @@ fn dpdk_side_by_side() {
         eprintln!("skipped: {why}");
         return;
     }
-    let dir = TempDir::new("dpdk");
+    let dir = TempDir::new("cli-bench-reasm", "dpdk");
     let harness = build_harness(&dir);
     let out = bench_reasm(
         // Without --cpu both sides pin to the last CPU, where benchmarks are
