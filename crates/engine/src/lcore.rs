@@ -563,21 +563,7 @@ impl RxSide {
                     // flow's earlier packets (a hop through our own queue
                     // would let later ones overtake it).
                     c.hdispatched += 1;
-                    let (seq, flow_id) =
-                        if self.order_stamps { stamp(head, &dl3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
-                    let desc = PacketDesc {
-                        key: FlowKey::from(dl3.tuple),
-                        hash,
-                        seq,
-                        flow_id,
-                        len: len.min(usize::from(u16::MAX)) as u16,
-                        rxq: q,
-                        fragment: false,
-                        carry: false,
-                    };
-                    if let Some(slot) = c.bucket_packets.get_mut(self.shared.buckets.bucket_for(hash)) {
-                        *slot += 1;
-                    }
+                    let desc = self.describe(c, head, len, &dl3, hash, q, false);
                     work.process(c, &desc, now);
                 } else {
                     if owner != work.id && self.dispatch != Dispatch::Direct {
@@ -612,6 +598,38 @@ impl RxSide {
     /// [`RxSide::steer_packet`] for a packet of `len` bytes of which `bytes`
     /// holds at least the headers and the generator stamp (a reassembled
     /// datagram still in its fragment buffers).
+    /// The descriptor of a packet (`len` bytes, its first bytes in `bytes`)
+    /// about to be delivered or steered, order-stamped unless its bytes are
+    /// carried, and counted on its bucket (the rebalancer's load).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn describe(
+        &self,
+        c: &mut LcoreCounters,
+        bytes: &[u8],
+        len: usize,
+        l3: &L3Info,
+        hash: u32,
+        q: u16,
+        carry: bool,
+    ) -> PacketDesc {
+        let (seq, flow_id) =
+            if self.order_stamps && !carry { stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
+        if let Some(slot) = c.bucket_packets.get_mut(self.shared.buckets.bucket_for(hash)) {
+            *slot += 1;
+        }
+        PacketDesc {
+            key: FlowKey::from(l3.tuple),
+            hash,
+            seq,
+            flow_id,
+            len: len.min(usize::from(u16::MAX)) as u16,
+            rxq: q,
+            fragment: l3.frag.is_some(),
+            carry,
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn steer_packet_len(
@@ -626,23 +644,7 @@ impl RxSide {
         now: u64,
         carry: bool,
     ) {
-        let fragment = l3.frag.is_some();
-        let (seq, flow_id) =
-            if self.order_stamps && !carry { stamp(bytes, l3).unwrap_or((0, NO_FLOW_ID)) } else { (0, NO_FLOW_ID) };
-        let desc = PacketDesc {
-            key: FlowKey::from(l3.tuple),
-            hash,
-            seq,
-            flow_id,
-            len: len.min(usize::from(u16::MAX)) as u16,
-            rxq: q,
-            fragment,
-            carry,
-        };
-        let b = self.shared.buckets.bucket_for(hash);
-        if let Some(slot) = c.bucket_packets.get_mut(b) {
-            *slot += 1;
-        }
+        let desc = self.describe(c, bytes, len, l3, hash, q, carry);
         if self.dispatch == Dispatch::Direct {
             c.dispatched += 1;
             if carry {
