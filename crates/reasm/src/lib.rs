@@ -1008,21 +1008,23 @@ struct SourceTable {
 
 impl SourceTable {
     /// The max-distance rule for a fragment of a queue last extended under
-    /// entry `h`: counts the fragment on that entry and returns the queue's
-    /// new mark, or None when the entry was replaced, belongs to another
-    /// source, or the queue is stale (the caller takes the general path,
-    /// which decides what to do).
+    /// entry `h`: counts the fragment on that entry and moves the queue's
+    /// mark `h` to it (true), or changes nothing (false) when the entry was
+    /// replaced, belongs to another source, or the queue is stale (the
+    /// caller takes the general path, which decides what to do). The entry's
+    /// LRU time is not touched: it is the time of the source's last new
+    /// datagram ([`SourceTable::tick`]), recent enough for the replacement
+    /// within a bucket.
     #[inline(always)]
-    fn tick_known(&mut self, h: Rid, src: u32, max_dist: u32) -> Option<Rid> {
-        let e = self.entries.get_mut(h.idx as usize)?;
+    fn tick_known(&mut self, h: &mut Rid, src: u32, max_dist: u32) -> bool {
+        let Some(e) = self.entries.get_mut(h.idx as usize) else { return false };
         let counter = e.counter.wrapping_add(1);
-        if e.gen != h.gen || e.src != src || counter.wrapping_sub(h.counter) > max_dist {
-            return None;
+        if (e.src, e.gen) != (src, h.gen) || counter.wrapping_sub(h.counter) > max_dist {
+            return false;
         }
-        self.clock = self.clock.wrapping_add(1);
         e.counter = counter;
-        e.used = self.clock;
-        Some(Rid { idx: h.idx, gen: h.gen, counter })
+        h.counter = counter;
+        true
     }
 
     /// Counts one IPv4 fragment from `src` and returns its entry, creating
@@ -1467,6 +1469,17 @@ impl<B> Chain<B> {
         self.copied.clear();
         self.len = 0;
         self.frags.drain(..).filter_map(Frag::into_held)
+    }
+
+    /// Empties the chain, dropping its frame buffers (for handles that need
+    /// no recycling), and keeps its capacity.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.inline_len = 0;
+        self.header.clear();
+        self.copied.clear();
+        self.len = 0;
+        self.frags.clear();
     }
 
     /// The frame buffers, consuming the chain.
@@ -2122,6 +2135,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// Frames of queues dropped during the call (expired, evicted, stale,
     /// or killed by this fragment) are appended to `spare` as well. Each
     /// held frame is charged its whole length against `high_thresh`.
+    #[inline]
     pub fn push_owned(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>, spare: &mut Vec<B>) -> Verdict {
         let v = self.push_owned_inner(frame, l3, now, out);
         if !self.released.is_empty() {
@@ -2240,13 +2254,14 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             if !end_ok || self.mem.saturating_add(cost) > self.cfg.high_thresh {
                 return self.push_owned_general(frame, l3, now, out);
             }
-            let Some(rid) = Self::fast_rid(&mut self.sources, &self.cfg, &p.key, q.rid) else {
+            // The last check; it also counts the fragment on its source.
+            if !Self::fast_rid(&mut self.sources, &self.cfg, &p.key, &mut q.rid) {
                 return self.push_owned_general(frame, l3, now, out);
-            };
+            }
             // Decided: what the general path would do.
             self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
             frags.push(Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
-            if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, rid, cost)
+            if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, cost)
             {
                 return self.complete_chain(slot, offset, out);
             }
@@ -2293,36 +2308,37 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         } else {
             None
         };
-        let Some(rid) = Self::fast_rid(&mut self.sources, &self.cfg, &p.key, q.rid) else {
+        // The last check; it also counts the fragment on its source.
+        if !Self::fast_rid(&mut self.sources, &self.cfg, &p.key, &mut q.rid) {
             return self.push_owned_general(frame, l3, now, out);
-        };
+        }
         // Decided: what the general path would do.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
         frags.insert(at, Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
         if head.is_some() {
             q.head = head;
         }
-        if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, rid, cost) {
+        if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, cost) {
             return self.complete_chain(slot, offset, out);
         }
         Verdict::Held
     }
 
-    /// The max-distance rule in a fast path, for a fragment of a queue last
-    /// extended under `held`: `Some(the queue's new mark)` (None for IPv6 or
-    /// with the rule off), after counting the fragment on the queue's source
-    /// entry; None when the general path must decide (entry replaced, other
-    /// source, stale queue).
+    /// The max-distance rule in a fast path, for a fragment of a queue whose
+    /// mark is `held`: true (IPv6, or the rule off: nothing to do) or true
+    /// after counting the fragment on the queue's source entry and moving
+    /// the mark; false, with nothing changed, when the general path must
+    /// decide (no mark, entry replaced, other source, stale queue).
     #[inline(always)]
-    fn fast_rid(sources: &mut SourceTable, cfg: &ReasmConfig, key: &Key, held: Option<Rid>) -> Option<Option<Rid>> {
+    fn fast_rid(sources: &mut SourceTable, cfg: &ReasmConfig, key: &Key, held: &mut Option<Rid>) -> bool {
         if key.meta & META_V6 != 0 || cfg.max_dist == 0 {
-            return Some(None);
+            return true;
         }
-        held.and_then(|h| sources.tick_known(h, key.v4_src(), cfg.max_dist)).map(Some)
+        held.as_mut().is_some_and(|h| sources.tick_known(h, key.v4_src(), cfg.max_dist))
     }
 
     /// A fragment was just added to queue `q`: its end, MF flag, payload
-    /// length, ECN bit, max-distance entry and `cost` bytes of accounted
+    /// length, ECN bit and `cost` bytes of accounted
     /// memory go into the queue and the totals (`mem`, `stats`: the
     /// reassembler's, passed apart so `q` can stay borrowed from the slab).
     /// True when the datagram is now complete. Shared by the general and
@@ -2337,7 +2353,6 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         more: bool,
         len: usize,
         ecn: u8,
-        rid: Option<Rid>,
         cost: usize,
     ) -> bool {
         if !more {
@@ -2346,7 +2361,6 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         q.max_end = q.max_end.max(usize::from(end));
         q.received = q.received.wrapping_add(len);
         q.ecn_seen |= ecn;
-        q.rid = rid;
         q.mem = q.mem.wrapping_add(cost);
         *mem = mem.wrapping_add(cost);
         if *mem > stats.mem_high_watermark {
@@ -2730,7 +2744,8 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             }
         };
         q.frags.insert(Frag { offset: p.offset, end: p.end, more: p.more, data });
-        if Self::account_fragment(q, &mut self.mem, &mut self.stats, p.end, p.more, p.len, p.ecn, rid, mem) {
+        q.rid = rid;
+        if Self::account_fragment(q, &mut self.mem, &mut self.stats, p.end, p.more, p.len, p.ecn, mem) {
             return self.complete(slot, p.offset, out);
         }
         Verdict::Held
