@@ -1250,6 +1250,45 @@ fn v6_next_header_field(ip: &[u8], frag_at: usize) -> Option<usize> {
     (pos == frag_at && next == NH_FRAGMENT).then_some(field)
 }
 
+/// [`Reassembler::fast_prep`] for an option-less IPv4 header `h`, at `at`
+/// of a frame of `frame_len` bytes, read from the header itself: the same
+/// checks and the same key as from the parse result (identification as a
+/// number, addresses in memory byte order). None when a check fails or the
+/// packet is no fragment (the general path decides).
+#[inline(always)]
+fn fast_prep_v4(h: &[u8; 20], at: usize, frame_len: usize) -> Option<FastPrep> {
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let flags_offset = u16::from_be_bytes([h[6], h[7]]);
+    let more = flags_offset & 0x2000 != 0;
+    // At most 65528.
+    let offset = (flags_offset & 0x1fff) << 3;
+    // `frame_len - at` is at least 20 (the header is in the frame).
+    if (!more && offset == 0) || total <= 20 || total > frame_len.wrapping_sub(at) || at >= 1 << 24 {
+        return None;
+    }
+    let len = total.wrapping_sub(20);
+    if more && !len.is_multiple_of(8) {
+        return None;
+    }
+    // Below 2^17: no overflow.
+    let end = usize::from(offset).wrapping_add(len);
+    if end.wrapping_add(20) > MAX_IP_LEN || (offset == 8 && h[9] == proto::TCP) {
+        return None;
+    }
+    let src = u32::from_ne_bytes([h[12], h[13], h[14], h[15]]);
+    let dst = u32::from_ne_bytes([h[16], h[17], h[18], h[19]]);
+    let id = u16::from_be_bytes([h[4], h[5]]);
+    Some(FastPrep {
+        key: Key { addrs: [u64::from(src) | (u64::from(dst) << 32), 0, 0, 0], meta: u64::from(id) | (u64::from(h[9]) << 32) },
+        offset,
+        end: end as u16,
+        more,
+        ecn: ecn_bit(h[1] & 3),
+        data_at: at.wrapping_add(20) as u32,
+        len: len as u32,
+    })
+}
+
 /// The offset-0 header of a fragment that passed [`Reassembler::fast_prep`]
 /// and is kept in its frame: None when the general path must decide (an
 /// upper-layer header not whole, an IPv6 extension chain that does not lead
@@ -2164,7 +2203,19 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// decides the fragment from scratch).
     #[inline(always)]
     fn fast_prep(&self, frame: &[u8], l3: &L3Info, now: u64) -> Option<FastPrep> {
-        if now >= self.next_expiry || l3.atomic_frag {
+        if now >= self.next_expiry {
+            return None;
+        }
+        // The usual IPv4 header (no options): read from the frame, as a
+        // NIC driver would, which costs fewer instructions than the parse
+        // result's scattered fields (`l3` is the parse of these bytes).
+        let at = l3.l3_offset;
+        if let Some(h) = frame.get(at..).and_then(<[u8]>::first_chunk::<20>) {
+            if h[0] == 0x45 {
+                return fast_prep_v4(h, at, frame.len());
+            }
+        }
+        if l3.atomic_frag {
             return None;
         }
         let fi = l3.frag?;
