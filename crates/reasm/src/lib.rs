@@ -522,13 +522,21 @@ impl PartialEq for Key {
     /// IPv4 keys compare two words (their high address words are 0).
     #[inline(always)]
     fn eq(&self, o: &Key) -> bool {
-        let [a0, a1, a2, a3] = self.addrs;
-        let [b0, b1, b2, b3] = o.addrs;
-        self.meta == o.meta && a0 == b0 && (self.meta & META_V6 == 0 || ((a1 ^ b1) | (a2 ^ b2) | (a3 ^ b3)) == 0)
+        self.eq_as(o, self.meta & META_V6 != 0)
     }
 }
 
 impl Key {
+    /// `==` for a key of the family `v6` (known to the caller): IPv4 keys
+    /// compare two words (their high address words are 0). The families
+    /// never compare equal (`meta` holds the family bit).
+    #[inline(always)]
+    fn eq_as(&self, o: &Key, v6: bool) -> bool {
+        let [a0, a1, a2, a3] = self.addrs;
+        let [b0, b1, b2, b3] = o.addrs;
+        self.meta == o.meta && a0 == b0 && (!v6 || ((a1 ^ b1) | (a2 ^ b2) | (a3 ^ b3)) == 0)
+    }
+
     #[inline(always)]
     fn v4(src: std::net::Ipv4Addr, dst: std::net::Ipv4Addr, id: u32, proto: u8) -> Key {
         let (s, d) = (u32::from_ne_bytes(src.octets()), u32::from_ne_bytes(dst.octets()));
@@ -573,12 +581,19 @@ impl Key {
     /// others that map to it go to the keyed table (see the crate docs).
     #[inline(always)]
     fn front_index(&self, shift: u32) -> usize {
+        self.front_index_as(shift, self.meta & META_V6 != 0)
+    }
+
+    /// [`Key::front_index`] for a key of the family `v6` (known to the
+    /// caller).
+    #[inline(always)]
+    fn front_index_as(&self, shift: u32, v6: bool) -> usize {
         let [a, b, c, d] = self.addrs;
         // IPv4: the id lands on the first two octets of the source, the
         // protocol on the destination's first: the least varying ones.
         // Summed, not XORed: a progression in any field stays one in x.
         let mut x = a.wrapping_add(self.meta);
-        if self.meta & META_V6 != 0 {
+        if v6 {
             x = x.wrapping_add(b.rotate_left(24)).wrapping_add(c.rotate_left(40)).wrapping_add(d.rotate_left(56));
         }
         // `shift` is 64 only while the table is empty: the shift then wraps
@@ -1294,7 +1309,7 @@ fn fast_prep_v4(h: &[u8; 20], at: usize, frame_len: usize) -> Option<FastPrep> {
 /// upper-layer header not whole, an IPv6 extension chain that does not lead
 /// to the Fragment header).
 #[inline(always)]
-fn head_held(frame: &[u8], l3: &L3Info, p: &FastPrep) -> Option<Head> {
+fn head_held<const V6: bool>(frame: &[u8], l3: &L3Info, p: &FastPrep) -> Option<Head> {
     let ip_end = usize::try_from(p.data_at.wrapping_add(p.len)).ok()?;
     let l4_end = l3.l4_offset.map(|l4| l4.saturating_add(min_l4_len(l3.tuple.proto)));
     if l4_end.is_none_or(|e| e > ip_end) {
@@ -1302,7 +1317,7 @@ fn head_held(frame: &[u8], l3: &L3Info, p: &FastPrep) -> Option<Head> {
     }
     let at = l3.l3_offset;
     let loc = HeadLoc::Held(u32::try_from(at).ok()?);
-    if p.key.meta & META_V6 == 0 {
+    if !V6 {
         return Some(Head { loc, len: l3.ip_header_len, v6_next: None });
     }
     let frag_at = l3.ip_header_len.saturating_sub(8);
@@ -1841,14 +1856,21 @@ impl<B> Reassembler<B> {
     /// [`Reassembler::vacate`].
     #[inline(always)]
     fn unlink(&mut self, slot: u32) -> bool {
+        let v6 = self.queue(slot).is_some_and(|q| q.key.meta & META_V6 != 0);
+        self.unlink_as(slot, v6)
+    }
+
+    /// [`Reassembler::unlink`] of a queue of the family `v6` (known to the
+    /// caller).
+    #[inline(always)]
+    fn unlink_as(&mut self, slot: u32, v6: bool) -> bool {
         let Some(q) = self.slots.get_mut(slot as usize) else { return false };
         if !q.live {
             return false;
         }
         q.live = false;
-        let (hash, hnext, prev, next, v6, mem, n) =
-            (q.hash, q.hnext, q.prev, q.next, q.key.meta & META_V6 != 0, q.mem, q.frags.len());
-        let (in_front, fi) = (q.in_front, q.key.front_index(self.front_shift));
+        let (hash, hnext, prev, next, mem, n) = (q.hash, q.hnext, q.prev, q.next, q.mem, q.frags.len());
+        let (in_front, fi) = (q.in_front, q.key.front_index_as(self.front_shift, v6));
         if in_front {
             if let Some(f) = self.front.get_mut(fi) {
                 *f = NIL;
@@ -2198,33 +2220,20 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     }
 
     /// The per-fragment checks of [`Reassembler::prepare`] for the fast
-    /// paths of [`Reassembler::push_owned`], without any side effect: None
-    /// when a check fails or something is due (the general path then
-    /// decides the fragment from scratch).
+    /// paths of [`Reassembler::push_owned`] on an IPv6 fragment, from its
+    /// parse result, without any side effect: None when a check fails (the
+    /// general path then decides the fragment from scratch). IPv4:
+    /// [`fast_prep_v4`].
     #[inline(always)]
-    fn fast_prep(&self, frame: &[u8], l3: &L3Info, now: u64) -> Option<FastPrep> {
-        if now >= self.next_expiry {
-            return None;
-        }
-        // The usual IPv4 header (no options): read from the frame, as a
-        // NIC driver would, which costs fewer instructions than the parse
-        // result's scattered fields (`l3` is the parse of these bytes).
-        let at = l3.l3_offset;
-        if let Some(h) = frame.get(at..).and_then(<[u8]>::first_chunk::<20>) {
-            if h[0] == 0x45 {
-                return fast_prep_v4(h, at, frame.len());
-            }
-        }
+    fn fast_prep_v6(frame: &[u8], l3: &L3Info) -> Option<FastPrep> {
         if l3.atomic_frag {
             return None;
         }
         let fi = l3.frag?;
         let key = match (l3.tuple.src, l3.tuple.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => Key::v4(s, d, fi.id, l3.tuple.proto),
             (IpAddr::V6(s), IpAddr::V6(d)) => Key::v6(s, d, fi.id),
             _ => return None,
         };
-        let v4 = key.meta & META_V6 == 0;
         let ip_end = l3.l3_offset.checked_add(l3.ip_total_len)?;
         let data_at = l3.l3_offset.checked_add(l3.ip_header_len)?;
         if l3.truncated || ip_end > frame.len() || data_at >= ip_end || ip_end > u32::MAX as usize {
@@ -2236,8 +2245,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         }
         // Below 2^32 + 2^16: no overflow.
         let end = usize::from(fi.offset).wrapping_add(len);
-        let limit_end = if v4 { end.saturating_add(l3.ip_header_len) } else { end };
-        if limit_end > MAX_IP_LEN || (v4 && fi.offset == 8 && l3.tuple.proto == proto::TCP) {
+        if end > MAX_IP_LEN {
             return None;
         }
         Some(FastPrep {
@@ -2269,20 +2277,43 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// its instructions.
     #[inline(always)]
     fn push_owned_inner(&mut self, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
-        let Some(p) = self.fast_prep(frame.as_ref(), l3, now) else {
-            return self.push_owned_general(frame, l3, now, out);
-        };
-        let fi = p.key.front_index(self.front_shift);
+        if now < self.next_expiry {
+            // The usual IPv4 header (no options): read from the frame, as a
+            // NIC driver would, which costs fewer instructions than the
+            // parse result's scattered fields (`l3` is the parse of these
+            // bytes). IPv6: from the parse result. The rest of the fast path
+            // is compiled once per family, its family tests folded away.
+            let bytes = frame.as_ref();
+            let at = l3.l3_offset;
+            let (v4, prep) = match bytes.get(at..).and_then(<[u8]>::first_chunk::<20>) {
+                Some(h) if h[0] == 0x45 => (true, fast_prep_v4(h, at, bytes.len())),
+                Some(h) if h[0] >> 4 == 6 => (false, Self::fast_prep_v6(bytes, l3)),
+                _ => (false, None),
+            };
+            match (v4, prep) {
+                (true, Some(p)) => return self.fast_push::<false>(p, frame, l3, now, out),
+                (false, Some(p)) => return self.fast_push::<true>(p, frame, l3, now, out),
+                _ => {}
+            }
+        }
+        self.push_owned_general(frame, l3, now, out)
+    }
+
+    /// The fast paths of [`Reassembler::push_owned`] for a fragment of the
+    /// family `V6` that passed its per-fragment checks (`p`).
+    #[inline(always)]
+    fn fast_push<const V6: bool>(&mut self, p: FastPrep, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
+        let fi = p.key.front_index_as(self.front_shift, V6);
         let Some(&slot) = self.front.get(fi) else {
             return self.push_owned_general(frame, l3, now, out);
         };
-        let Some(q) = self.slots.get_mut(slot as usize).filter(|q| q.live && q.key == p.key) else {
+        let Some(q) = self.slots.get_mut(slot as usize).filter(|q| q.live && q.key.eq_as(&p.key, V6)) else {
             // The front entry must be free and no queue with its index in
             // the keyed table: then there is no queue for the key, and the
             // new one goes in front, without hashing. (A front entry taken
             // by another key: the general path, which hashes.)
             if slot == NIL && self.front_over.get(fi) == Some(&0) {
-                return self.fast_new(p, fi, frame, l3, now, out);
+                return self.fast_new::<V6>(p, fi, frame, l3, now, out);
             }
             return self.push_owned_general(frame, l3, now, out);
         };
@@ -2306,7 +2337,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                 return self.push_owned_general(frame, l3, now, out);
             }
             // The last check; it also counts the fragment on its source.
-            if !Self::fast_rid(&mut self.sources, &self.cfg, &p.key, &mut q.rid) {
+            if !Self::fast_rid::<V6>(&mut self.sources, &self.cfg, &p.key, &mut q.rid) {
                 return self.push_owned_general(frame, l3, now, out);
             }
             // Decided: what the general path would do.
@@ -2314,7 +2345,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             frags.push(Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
             if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, cost)
             {
-                return self.complete_chain(slot, offset, out);
+                return self.complete_chain::<V6>(slot, offset, out);
             }
             return Verdict::Held;
         }
@@ -2352,7 +2383,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             return self.push_owned_general(frame, l3, now, out);
         }
         let head = if offset == 0 {
-            match head_held(frame.as_ref(), l3, &p) {
+            match head_held::<V6>(frame.as_ref(), l3, &p) {
                 Some(h) => Some(h),
                 None => return self.push_owned_general(frame, l3, now, out),
             }
@@ -2360,7 +2391,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             None
         };
         // The last check; it also counts the fragment on its source.
-        if !Self::fast_rid(&mut self.sources, &self.cfg, &p.key, &mut q.rid) {
+        if !Self::fast_rid::<V6>(&mut self.sources, &self.cfg, &p.key, &mut q.rid) {
             return self.push_owned_general(frame, l3, now, out);
         }
         // Decided: what the general path would do.
@@ -2370,7 +2401,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             q.head = head;
         }
         if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, cost) {
-            return self.complete_chain(slot, offset, out);
+            return self.complete_chain::<V6>(slot, offset, out);
         }
         Verdict::Held
     }
@@ -2381,8 +2412,8 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// the mark; false, with nothing changed, when the general path must
     /// decide (no mark, entry replaced, other source, stale queue).
     #[inline(always)]
-    fn fast_rid(sources: &mut SourceTable, cfg: &ReasmConfig, key: &Key, held: &mut Option<Rid>) -> bool {
-        if key.meta & META_V6 != 0 || cfg.max_dist == 0 {
+    fn fast_rid<const V6: bool>(sources: &mut SourceTable, cfg: &ReasmConfig, key: &Key, held: &mut Option<Rid>) -> bool {
+        if V6 || cfg.max_dist == 0 {
             return true;
         }
         held.as_mut().is_some_and(|h| sources.tick_known(h, key.v4_src(), cfg.max_dist))
@@ -2427,13 +2458,21 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// offset-0 checks passed. It evicts (full table, memory bound) as the
     /// general path does. Otherwise the general path.
     #[inline(always)]
-    fn fast_new(&mut self, p: FastPrep, fi: usize, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
+    fn fast_new<const V6: bool>(
+        &mut self,
+        p: FastPrep,
+        fi: usize,
+        frame: B,
+        l3: &L3Info,
+        now: u64,
+        out: &mut Chain<B>,
+    ) -> Verdict {
         let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
         if self.count >= self.buckets.len() {
             return self.push_owned_general(frame, l3, now, out);
         }
         let head = if p.offset == 0 {
-            match head_held(frame.as_ref(), l3, &p) {
+            match head_held::<V6>(frame.as_ref(), l3, &p) {
                 Some(h) => Some(h),
                 None => return self.push_owned_general(frame, l3, now, out),
             }
@@ -2445,7 +2484,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         // room (evicting the oldest queues), create the queue (at its front
         // entry, free: eviction only frees entries), store the fragment.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
-        let rid = if p.key.meta & META_V6 == 0 && self.cfg.max_dist != 0 {
+        let rid = if !V6 && self.cfg.max_dist != 0 {
             self.sources.tick(self.sip, p.key.v4_src(), None)
         } else {
             None
@@ -2472,7 +2511,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                 }
             },
         };
-        let fam = usize::from(p.key.meta & META_V6 != 0);
+        let fam = usize::from(V6);
         let Some(list) = self.ages.get_mut(fam) else {
             self.released.push(frame);
             return self.drop_single(DropReason::BadHeader);
@@ -2510,7 +2549,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         q.hroom = 0;
         q.frags.insert(Frag { offset: p.offset, end: p.end, more: p.more, data: Data::Held(frame, p.data_at) });
         let done = q.known_end.map(usize::from) == Some(q.received);
-        let timeout = if fam == 1 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
+        let timeout = if V6 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
         self.next_expiry = self.next_expiry.min(now.saturating_add(timeout));
         self.count = self.count.wrapping_add(1);
         self.mem = self.mem.wrapping_add(cost.saturating_add(DATAGRAM_OVERHEAD));
@@ -2520,7 +2559,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         self.stats.datagrams_created = self.stats.datagrams_created.wrapping_add(1);
         self.stats.pending = self.stats.pending.wrapping_add(1);
         if done {
-            return self.complete_chain(slot, p.offset, out);
+            return self.complete_chain::<V6>(slot, p.offset, out);
         }
         Verdict::Held
     }
@@ -2807,7 +2846,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// vector, with the offset-0 header in the first frame and the
     /// datagram-level checks passed. Anything else goes to `complete`.
     #[inline(always)]
-    fn complete_chain(&mut self, slot: u32, pushed: u16, ch: &mut Chain<B>) -> Verdict {
+    fn complete_chain<const V6: bool>(&mut self, slot: u32, pushed: u16, ch: &mut Chain<B>) -> Verdict {
         let Some(q) = self.slots.get_mut(slot as usize) else {
             return Verdict::Held;
         };
@@ -2816,7 +2855,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         else {
             return self.complete(slot, pushed, Out::Chain(ch));
         };
-        let v6 = q.key.meta & META_V6 != 0;
+        let v6 = V6;
         let ip_len = hlen.saturating_add(q.received);
         let set_ce = ecn_combine(q.ecn_seen);
         let hdr = match frags.first() {
@@ -2861,7 +2900,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         ch.len = ip_len;
         let n = frags.len();
         // Out of the table first (it counts the fragments held).
-        self.unlink(slot);
+        self.unlink_as(slot, V6);
         if let Some(Queue { frags: Ranges::Small(frags), .. }) = self.slots.get_mut(slot as usize) {
             // Hand the fragment list over whole; the chain's empty vector
             // stays with the slot for its next queue (unless it grew large).
