@@ -772,6 +772,27 @@ impl<B> Ranges<B> {
     }
 }
 
+/// `v.insert(at, f)`, without the `memmove` call for the one or two
+/// fragments a usual queue shifts: pushed, then swapped into place.
+#[inline(always)]
+fn insert_small<B>(v: &mut Vec<Frag<B>>, at: usize, f: Frag<B>) {
+    v.push(f);
+    match (v.as_mut_slice(), at) {
+        ([x, y], 0) => std::mem::swap(x, y),
+        ([x, y, z], 0) => {
+            // [a b f] -> [f b a] -> [f a b].
+            std::mem::swap(x, z);
+            std::mem::swap(y, z);
+        }
+        ([_, y, z], 1) => std::mem::swap(y, z),
+        (s, _) => {
+            if let Some(tail) = s.get_mut(at..) {
+                tail.rotate_right(1);
+            }
+        }
+    }
+}
+
 /// Where the offset-0 fragment's header (IPv4: the whole header, options
 /// included; IPv6: fixed header plus the extension headers before the
 /// Fragment header) is kept.
@@ -2396,7 +2417,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         }
         // Decided: what the general path would do.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
-        frags.insert(at, Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
+        insert_small(frags, at, Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
         if head.is_some() {
             q.head = head;
         }
