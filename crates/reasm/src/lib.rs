@@ -76,11 +76,15 @@
 //!   path does for them: a fragment for a queue found at its front entry
 //!   that fits between the held ones (in order: at the end, no search), a
 //!   fragment that starts a queue at a free front entry, and the delivery
-//!   of a queue of held frames. Anything else (a check that fails, a queue
-//!   in the keyed table, table growth, expiry due) takes the general path,
-//!   which decides it from scratch; a differential test pushes random and
-//!   malformed fragments through both and compares every verdict, counter
-//!   and delivered byte.
+//!   of a queue of held frames. An option-less IPv4 header is read from
+//!   the frame itself (the parse result describes the same bytes; its
+//!   scattered fields cost more to gather), IPv6 from the parse result, and
+//!   the rest is compiled once per family, so its family tests fold away.
+//!   Anything else (a check that fails, IPv4 options, a queue in the keyed
+//!   table, table growth, expiry due) takes the general path, which decides
+//!   it from scratch; a differential test pushes random and malformed
+//!   fragments through both and compares every verdict, counter and
+//!   delivered byte.
 //! * **Age lists.** Every queue sits in an index-linked list per family in
 //!   creation order. Timeouts are fixed per family, so the list head is always
 //!   the next queue to expire: [`Reassembler::expire`] is O(expired) and
@@ -767,27 +771,6 @@ impl<B> Ranges<B> {
             Ranges::Big(m) => {
                 released.extend(std::mem::take(m).into_values().filter_map(Frag::into_held));
                 *self = Ranges::Small(Vec::new());
-            }
-        }
-    }
-}
-
-/// `v.insert(at, f)`, without the `memmove` call for the one or two
-/// fragments a usual queue shifts: pushed, then swapped into place.
-#[inline(always)]
-fn insert_small<B>(v: &mut Vec<Frag<B>>, at: usize, f: Frag<B>) {
-    v.push(f);
-    match (v.as_mut_slice(), at) {
-        ([x, y], 0) => std::mem::swap(x, y),
-        ([x, y, z], 0) => {
-            // [a b f] -> [f b a] -> [f a b].
-            std::mem::swap(x, z);
-            std::mem::swap(y, z);
-        }
-        ([_, y, z], 1) => std::mem::swap(y, z),
-        (s, _) => {
-            if let Some(tail) = s.get_mut(at..) {
-                tail.rotate_right(1);
             }
         }
     }
@@ -2417,7 +2400,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         }
         // Decided: what the general path would do.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
-        insert_small(frags, at, Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
+        frags.insert(at, Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
         if head.is_some() {
             q.head = head;
         }
