@@ -2331,13 +2331,11 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         }
         if usize::from(offset) >= q.max_end {
             // In order (at or past the end of everything held): at the end,
-            // where nothing can overlap it, within the known end.
-            let end_ok = match q.known_end {
-                None => true,
-                Some(e) => (p.more && end <= e) || (!p.more && end == e),
-            };
+            // where nothing can overlap it. No end known yet: once the last
+            // fragment is held, everything held ends at or before its end,
+            // so a fragment past it is beyond the end (the general path).
             let cost = frame.as_ref().len().saturating_add(Self::frag_cost());
-            if !end_ok || self.mem.saturating_add(cost) > self.cfg.high_thresh {
+            if q.known_end.is_some() || self.mem.saturating_add(cost) > self.cfg.high_thresh {
                 return self.push_owned_general(frame, l3, now, out);
             }
             // The last check; it also counts the fragment on its source.
@@ -2356,9 +2354,8 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         // Out of order: after the last fragment starting before it (a short
         // walk back: a queue holds a few fragments), ending before the next
         // one starts (an exact duplicate starts with it, so it fails too)
-        // and starting after the previous one ends, consistent with the
-        // known end (none known yet: a last fragment must end past what is
-        // held), at offset 0 only once.
+        // and starting after the previous one ends, within the known end,
+        // at offset 0 only once.
         let (at, fits) = match frags.first() {
             // Before everything held (fragments arriving last first).
             Some(first) if end <= first.offset => (0, true),
@@ -2375,10 +2372,10 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                 (at, fits)
             }
         };
-        let end_ok = match q.known_end {
-            None => p.more || usize::from(end) >= q.max_end,
-            Some(e) => (p.more && end <= e) || (!p.more && end == e),
-        };
+        // A last fragment (MF clear) never fits here: it ends at or past
+        // every held end, and the held one that ends last (none is empty)
+        // ends after its start. Others end within the known end.
+        let end_ok = p.more && q.known_end.is_none_or(|e| end <= e);
         if !fits || !end_ok || (offset == 0 && q.head.is_some()) {
             return self.push_owned_general(frame, l3, now, out);
         }
