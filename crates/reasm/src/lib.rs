@@ -2548,7 +2548,15 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         q.created = now;
         q.head = head;
         q.hroom = 0;
-        q.frags.insert(Frag { offset: p.offset, end: p.end, more: p.more, data: Data::Held(frame, p.data_at) });
+        // A fresh queue's list is empty: a freed slot keeps an empty vector
+        // (`vacate` empties it, a delivery swaps in the chain's, emptied
+        // first), so the fragment is pushed without `Ranges::insert`'s
+        // order checks.
+        let frag = Frag { offset: p.offset, end: p.end, more: p.more, data: Data::Held(frame, p.data_at) };
+        match &mut q.frags {
+            Ranges::Small(v) => v.push(frag),
+            frags => frags.insert(frag),
+        }
         let done = q.known_end.map(usize::from) == Some(q.received);
         let timeout = if V6 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
         self.next_expiry = self.next_expiry.min(now.saturating_add(timeout));
