@@ -1298,7 +1298,10 @@ fn fast_prep_v4(h: &[u8; 20], at: usize, frame_len: usize) -> Option<FastPrep> {
     let dst = u32::from_ne_bytes([h[16], h[17], h[18], h[19]]);
     let id = u16::from_be_bytes([h[4], h[5]]);
     Some(FastPrep {
-        key: Key { addrs: [u64::from(src) | (u64::from(dst) << 32), 0, 0, 0], meta: u64::from(id) | (u64::from(h[9]) << 32) },
+        key: Key {
+            addrs: [u64::from(src) | (u64::from(dst) << 32), 0, 0, 0],
+            meta: u64::from(id) | (u64::from(h[9]) << 32),
+        },
         offset,
         end: end as u16,
         more,
@@ -2306,7 +2309,14 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// The fast paths of [`Reassembler::push_owned`] for a fragment of the
     /// family `V6` that passed its per-fragment checks (`p`).
     #[inline(always)]
-    fn fast_push<const V6: bool>(&mut self, p: FastPrep, frame: B, l3: &L3Info, now: u64, out: &mut Chain<B>) -> Verdict {
+    fn fast_push<const V6: bool>(
+        &mut self,
+        p: FastPrep,
+        frame: B,
+        l3: &L3Info,
+        now: u64,
+        out: &mut Chain<B>,
+    ) -> Verdict {
         let fi = p.key.front_index_as(self.front_shift, V6);
         let Some(&slot) = self.front.get(fi) else {
             return self.push_owned_general(frame, l3, now, out);
@@ -2345,8 +2355,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             // Decided: what the general path would do.
             self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
             frags.push(Frag { offset, end, more: p.more, data: Data::Held(frame, p.data_at) });
-            if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, cost)
-            {
+            if Self::account_fragment(q, &mut self.mem, &mut self.stats, end, p.more, p.len as usize, p.ecn, cost) {
                 return self.complete_chain::<V6>(slot, offset, out);
             }
             return Verdict::Held;
@@ -2413,7 +2422,12 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// the mark; false, with nothing changed, when the general path must
     /// decide (no mark, entry replaced, other source, stale queue).
     #[inline(always)]
-    fn fast_rid<const V6: bool>(sources: &mut SourceTable, cfg: &ReasmConfig, key: &Key, held: &mut Option<Rid>) -> bool {
+    fn fast_rid<const V6: bool>(
+        sources: &mut SourceTable,
+        cfg: &ReasmConfig,
+        key: &Key,
+        held: &mut Option<Rid>,
+    ) -> bool {
         if V6 || cfg.max_dist == 0 {
             return true;
         }
@@ -2485,11 +2499,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         // room (evicting the oldest queues), create the queue (at its front
         // entry, free: eviction only frees entries), store the fragment.
         self.stats.fragments_in = self.stats.fragments_in.wrapping_add(1);
-        let rid = if !V6 && self.cfg.max_dist != 0 {
-            self.sources.tick(self.sip, p.key.v4_src(), None)
-        } else {
-            None
-        };
+        let rid = if !V6 && self.cfg.max_dist != 0 { self.sources.tick(self.sip, p.key.v4_src(), None) } else { None };
         if self.count >= self.cfg.max_datagrams {
             if let Some(old) = self.oldest(None) {
                 self.kill(old, DropReason::Evicted, 0);
