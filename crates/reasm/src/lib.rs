@@ -1169,7 +1169,7 @@ struct Prepared {
 }
 
 /// A fragment that passed the per-fragment checks of the zero-copy fast
-/// paths ([`Reassembler::fast_prep`]).
+/// paths ([`fast_prep_v4`], [`Reassembler::fast_prep_v6`]).
 struct FastPrep {
     key: Key,
     offset: u16,
@@ -1269,11 +1269,13 @@ fn v6_next_header_field(ip: &[u8], frag_at: usize) -> Option<usize> {
     (pos == frag_at && next == NH_FRAGMENT).then_some(field)
 }
 
-/// [`Reassembler::fast_prep`] for an option-less IPv4 header `h`, at `at`
-/// of a frame of `frame_len` bytes, read from the header itself: the same
-/// checks and the same key as from the parse result (identification as a
-/// number, addresses in memory byte order). None when a check fails or the
-/// packet is no fragment (the general path decides).
+/// The per-fragment checks of the zero-copy fast paths for an option-less
+/// IPv4 header `h`, at `at` of a frame of `frame_len` bytes, read from the
+/// header itself: the same checks as [`Reassembler::prepare`] and the same
+/// key as from the parse result (identification as a number, addresses in
+/// memory byte order), without any side effect. None when a check fails or
+/// the packet is no fragment (the general path decides). IPv6:
+/// [`Reassembler::fast_prep_v6`].
 #[inline(always)]
 fn fast_prep_v4(h: &[u8; 20], at: usize, frame_len: usize) -> Option<FastPrep> {
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
@@ -1281,7 +1283,8 @@ fn fast_prep_v4(h: &[u8; 20], at: usize, frame_len: usize) -> Option<FastPrep> {
     let more = flags_offset & 0x2000 != 0;
     // At most 65528.
     let offset = (flags_offset & 0x1fff) << 3;
-    // `frame_len - at` is at least 20 (the header is in the frame).
+    // `frame_len - at` is at least 20 (the header is in the frame); `at`
+    // below 2^24 keeps the payload position within 32 bits.
     if (!more && offset == 0) || total <= 20 || total > frame_len.wrapping_sub(at) || at >= 1 << 24 {
         return None;
     }
@@ -1311,7 +1314,7 @@ fn fast_prep_v4(h: &[u8; 20], at: usize, frame_len: usize) -> Option<FastPrep> {
     })
 }
 
-/// The offset-0 header of a fragment that passed [`Reassembler::fast_prep`]
+/// The offset-0 header of a fragment that passed the fast path's checks
 /// and is kept in its frame: None when the general path must decide (an
 /// upper-layer header not whole, an IPv6 extension chain that does not lead
 /// to the Fragment header).
