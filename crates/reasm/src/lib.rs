@@ -837,8 +837,8 @@ struct Rid {
 
 /// One datagram being reassembled, in its slab slot. Slots are reused in
 /// place (a free slot keeps its range vector), so a queue is never moved.
-/// `repr(C)`, 256 bytes: what a lookup and a fragment in order read and
-/// write comes first, in the first two cache lines.
+/// `repr(C)`, 248 bytes with 16-byte frame handles (not line-aligned):
+/// what a lookup and a fragment in order read and write comes first.
 #[derive(Debug)]
 #[repr(C)]
 struct Queue<B> {
