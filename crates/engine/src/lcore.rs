@@ -595,9 +595,6 @@ impl RxSide {
         self.steer_packet_len(work, c, bytes, bytes.len(), l3, hash, q, now, carry);
     }
 
-    /// [`RxSide::steer_packet`] for a packet of `len` bytes of which `bytes`
-    /// holds at least the headers and the generator stamp (a reassembled
-    /// datagram still in its fragment buffers).
     /// The descriptor of a packet (`len` bytes, its first bytes in `bytes`)
     /// about to be delivered or steered, order-stamped unless its bytes are
     /// carried, and counted on its bucket (the rebalancer's load).
@@ -630,6 +627,9 @@ impl RxSide {
         }
     }
 
+    /// [`RxSide::steer_packet`] for a packet of `len` bytes of which `bytes`
+    /// holds at least the headers and the generator stamp (a reassembled
+    /// datagram still in its fragment buffers).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn steer_packet_len(
