@@ -14,17 +14,18 @@
 //!   threshold, the legitimate datagrams still complete, and the cost per
 //!   fragment stays flat (compare its ns/frag with the in-order row).
 //! * `flood` set (the flood sweep): 10,000, 100,000 and 1,000,000
-//!   never-completing datagrams (one middle fragment each, a fresh random
-//!   source and id every time) interleaved with legitimate 4,416-byte
+//!   never-completing datagrams (one middle fragment each, a random
+//!   source and id) interleaved with legitimate 4,416-byte
 //!   datagrams (64 in flight, in order, the warm set replayed), at a fixed
 //!   ratio of 10 flood datagrams per legitimate one, default 4 MiB
 //!   configuration. The work grows with the flood size but the mix does
 //!   not, so ns/fragment must not grow with it: every flood fragment
 //!   creates a queue and, the memory bound reached, evicts the oldest one,
 //!   O(1) each, whatever the number of flood datagrams seen so far. The
-//!   flood fragments' bytes are one template (the reassembler reads a
-//!   middle fragment's bytes only to copy its payload); their parse result
-//!   carries the fresh source and id, set in the timed loop.
+//!   flood fragments come round from a pool of 8,192 pre-built frames,
+//!   each with its own source and id in its header (the reassembler reads
+//!   an IPv4 key from the frame): a key comes back only long after its
+//!   queue was evicted, which the row checks (no duplicate counted).
 //!
 //! Fragment sizes are what Linux sends at MTU 1500: IPv4 1,480 bytes of
 //! fragment payload (1500 - 20), IPv6 1,448 (1500 - 40 - 8 rounded down to a
@@ -77,13 +78,13 @@
 
 use crate::cli::BenchReasmArgs;
 use anyhow::{bail, Context, Result};
-use flowsteer_reasm::{Chain, ReasmConfig, Reassembler, Verdict};
+use flowsteer_reasm::{Chain, DropReason, ReasmConfig, ReasmStats, Reassembler, Verdict};
 use flowsteer_rss::quality::SplitMix64;
 use flowsteer_wire::build::{ipv4_fragments, ipv4_header_checksum, ipv6_fragments};
 use flowsteer_wire::{parse_frame, L3Info, LinkType, ParseOptions};
 use serde::Serialize;
 use std::hint::black_box;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
 mod dpdk;
@@ -97,6 +98,9 @@ const LARGE: usize = 65507;
 const FLOOD_DGRAMS: usize = 200_000;
 /// Flood sizes of the `flood` set.
 const FLOOD_SWEEP: [usize; 3] = [10_000, 100_000, 1_000_000];
+/// Distinct never-completing datagram frames the `flood` set cycles through
+/// (about 12 MB): more than three times the queues the 4 MiB bound holds.
+const FLOOD_POOL: usize = 8192;
 /// Never-completing datagrams per legitimate one in the `flood` set.
 const FLOOD_RATIO: usize = 10;
 const FLOOD_LEGIT: usize = 20_000;
@@ -545,6 +549,29 @@ fn in_flight_case(
     })
 }
 
+/// A never-completing datagram: a copy of the middle fragment `template`
+/// with a random source and id written into its header (the IPv4 header
+/// checksum fixed), parsed. The reassembler reads an option-less IPv4
+/// header's key from the frame itself, so the bytes, not only the parse
+/// result, must carry the key.
+fn flood_frame(family: u8, template: &[u8], rng: &mut SplitMix64) -> Result<Push> {
+    let mut f = template.to_vec();
+    let r = rng.next_u64();
+    let ip = ETH;
+    if family == 4 {
+        f[ip + 12..ip + 16].copy_from_slice(&(r as u32).to_be_bytes());
+        f[ip + 4..ip + 6].copy_from_slice(&((r >> 32) as u16).to_be_bytes());
+        let sum = ipv4_header_checksum(&f[ip..ip + 20]).to_be_bytes();
+        f[ip + 10..ip + 12].copy_from_slice(&sum);
+    } else {
+        let src = (0xfd00u128 << 112) | u128::from(r) << 32 | u128::from(rng.next_u64() as u32);
+        f[ip + 8..ip + 24].copy_from_slice(&src.to_be_bytes());
+        // Fragment header right after the fixed header: id at +4.
+        f[ip + 44..ip + 48].copy_from_slice(&((r >> 32) as u32).to_be_bytes());
+    }
+    parsed(f)
+}
+
 /// Legitimate 4,416-byte datagrams, 64 in flight, in order, with
 /// [`FLOOD_DGRAMS`] lone middle fragments (random source and id) spread
 /// evenly between their fragments. Default (4 MiB) configuration.
@@ -553,26 +580,7 @@ fn flood_case(family: u8, rng: &mut SplitMix64) -> Result<Case> {
     let data: Vec<u8> = (0..SMALL).map(|i| (i * 7) as u8).collect();
     let legit_n = FLOOD_LEGIT.div_ceil(in_flight) * in_flight;
     let template = datagram(family, 0, &data)?.swap_remove(1).frame;
-    let mut flood = Vec::with_capacity(FLOOD_DGRAMS);
-    for _ in 0..FLOOD_DGRAMS {
-        let mut f = template.clone();
-        let r = rng.next_u64();
-        if family == 4 {
-            // 198.18.0.0/15 style random source (any address will do), random id.
-            let ip = ETH;
-            f[ip + 12..ip + 16].copy_from_slice(&(r as u32).to_be_bytes());
-            f[ip + 4..ip + 6].copy_from_slice(&((r >> 32) as u16).to_be_bytes());
-            let sum = ipv4_header_checksum(&f[ip..ip + 20]).to_be_bytes();
-            f[ip + 10..ip + 12].copy_from_slice(&sum);
-        } else {
-            let ip = ETH;
-            let src = (0xfd00u128 << 112) | u128::from(r) << 32 | u128::from(rng.next_u64() as u32);
-            f[ip + 8..ip + 24].copy_from_slice(&src.to_be_bytes());
-            // Fragment header right after the fixed header: id at +4.
-            f[ip + 44..ip + 48].copy_from_slice(&((r >> 32) as u32).to_be_bytes());
-        }
-        flood.push(parsed(f)?);
-    }
+    let flood = (0..FLOOD_DGRAMS).map(|_| flood_frame(family, &template, rng)).collect::<Result<Vec<_>>>()?;
     let mut legit_pushes = Vec::new();
     let mut legit_blocks = Vec::new();
     for b in 0..legit_n / in_flight {
@@ -685,11 +693,15 @@ impl<'a> State<'a> {
         })
     }
 
-    fn peak_mem(&self) -> usize {
+    fn stats(&self) -> &ReasmStats {
         match self {
-            State::Copy { r, .. } => r.stats().mem_high_watermark,
-            State::Chain(c) => c.r.stats().mem_high_watermark,
+            State::Copy { r, .. } => r.stats(),
+            State::Chain(c) => c.r.stats(),
         }
+    }
+
+    fn peak_mem(&self) -> usize {
+        self.stats().mem_high_watermark
     }
 
     /// Drops whatever is pending; on the chain path, every handle must have
@@ -841,16 +853,20 @@ fn measure(case: &Case, delivery: Delivery, seconds: f64) -> Result<Row> {
 /// (the warm in-order set `legit` replayed, whole rounds), evenly spread,
 /// with the default configuration. One reassembler per row, first run
 /// untimed (it grows the table and the slab to their steady state), then
-/// timed runs on it, each of the whole work with fresh flood keys: at least
-/// [`REPS`], more for the small sizes (as many as make the work of the
-/// largest), so a row is not a millisecond's sample; the median is
-/// reported. Every flood fragment is the same middle-fragment bytes (the
-/// reassembler reads a middle fragment's bytes only to copy its payload);
-/// its parse result carries a fresh source and id.
+/// timed runs on it, each of the whole work: at least [`REPS`], more for
+/// the small sizes (as many as make the work of the largest), so a row is
+/// not a millisecond's sample; the median is reported. The flood fragments
+/// come round from a pool of [`FLOOD_POOL`] frames, each with its own random
+/// source and id in its header ([`flood_frame`]): a key comes back only
+/// long after the memory bound evicted its queue (checked: no flood
+/// fragment may find its key still held, which would count a duplicate).
 fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> {
     let family = legit.family;
     let data: Vec<u8> = (0..SMALL).map(|i| (i * 7) as u8).collect();
-    let template = datagram(family, 0, &data)?.swap_remove(1);
+    let template = datagram(family, 0, &data)?.swap_remove(1).frame;
+    let mut rng = SplitMix64(0xf100_d5ee_d000_0000 ^ u64::from(family));
+    let pool = (0..FLOOD_POOL).map(|_| flood_frame(family, &template, &mut rng)).collect::<Result<Vec<_>>>()?;
+    let mut next = 0usize;
     let set_len = legit.pushes.len();
     let legit_pushes = (flood_n / FLOOD_RATIO * legit.fragments).div_ceil(set_len).max(1) * set_len;
     let cfg = ReasmConfig::default();
@@ -859,8 +875,6 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
     let mut st = State::new(delivery, cfg, legit.ip_len)?;
     let reps = (FLOOD_SWEEP[FLOOD_SWEEP.len() - 1] / flood_n).clamp(REPS, 100) as u64;
     for rep in 0..=reps {
-        let mut rng = SplitMix64(0xf100_d5ee_d000_0000 ^ rep);
-        let mut fl3 = template.l3;
         let (mut completed, mut header_sum) = (0u64, 0u64);
         let mut now = 0u64;
         let t0 = Instant::now();
@@ -871,22 +885,15 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
             // The flood fragments due before legitimate push j.
             let n = (j + 1) * flood_n / legit_pushes - j * flood_n / legit_pushes;
             for _ in 0..n {
-                let r = rng.next_u64();
-                if family == 4 {
-                    fl3.tuple.src = IpAddr::V4(Ipv4Addr::from(r as u32));
-                } else {
-                    fl3.tuple.src = IpAddr::V6(Ipv6Addr::from((0xfd00u128 << 112) | u128::from(r)));
-                }
-                if let Some(f) = fl3.frag.as_mut() {
-                    f.id = if family == 4 { u32::from((r >> 32) as u16) } else { (r >> 32) as u32 };
-                }
+                let Some(f) = pool.get(next) else { break };
+                next = (next + 1) % pool.len();
                 match &mut st {
                     State::Copy { r, out } => {
-                        r.push(&template.frame, &fl3, now, out);
+                        r.push(&f.frame, &f.l3, now, out);
                     }
                     State::Chain(c) => {
                         c.pushed += 1;
-                        if c.push(&template.frame, &fl3, now) {
+                        if c.push(&f.frame, &f.l3, now) {
                             c.release();
                         }
                     }
@@ -919,7 +926,11 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
         }
         peak = peak.max(st.peak_mem());
     }
+    let duplicates = st.stats().dropped(DropReason::Duplicate);
     st.finish()?;
+    if duplicates != 0 {
+        bail!("{duplicates} flood fragments found their key still held: the flood frame pool is too small");
+    }
     samples.sort_by(|a, b| a.1.total_cmp(&b.1));
     let (dgrams_per_s, ns_per_frag, completed_share) = samples[samples.len() / 2];
     Ok(Row {
