@@ -95,17 +95,31 @@ fn main() {
     let frags_per = set_len / (2 * in_flight);
     let legit_pushes = (total / 10 * frags_per).div_ceil(set_len).max(1) * set_len;
     let mut rng = 0x5eed_u64;
-    let mut flood_key = move |l3: &mut L3Info| {
+    // A fresh source and id, in the parse result and in the frame's header
+    // (the reassembler reads an option-less IPv4 header's key from the
+    // frame itself; the IPv4 checksum is left stale, nothing here reads it).
+    let mut flood_key = move |l3: &mut L3Info, frame: &mut [u8]| {
         rng = rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let r = (rng ^ (rng >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         let r = r ^ (r >> 29);
-        l3.tuple.src = if family == 4 {
-            Ipv4Addr::from(r as u32).into()
+        let ip = l3.l3_offset;
+        if family == 4 {
+            let (src, id) = (Ipv4Addr::from(r as u32), (r >> 32) as u16);
+            l3.tuple.src = src.into();
+            frame[ip + 12..ip + 16].copy_from_slice(&src.octets());
+            frame[ip + 4..ip + 6].copy_from_slice(&id.to_be_bytes());
+            if let Some(f) = l3.frag.as_mut() {
+                f.id = u32::from(id);
+            }
         } else {
-            Ipv6Addr::from((0xfd00u128 << 112) | u128::from(r)).into()
-        };
-        if let Some(f) = l3.frag.as_mut() {
-            f.id = if family == 4 { u32::from((r >> 32) as u16) } else { (r >> 32) as u32 };
+            let (src, id) = (Ipv6Addr::from((0xfd00u128 << 112) | u128::from(r)), (r >> 32) as u32);
+            l3.tuple.src = src.into();
+            frame[ip + 8..ip + 24].copy_from_slice(&src.octets());
+            // Fragment header right after the fixed header: id at +4.
+            frame[ip + 44..ip + 48].copy_from_slice(&id.to_be_bytes());
+            if let Some(f) = l3.frag.as_mut() {
+                f.id = id;
+            }
         }
     };
     let t = std::time::Instant::now();
@@ -227,7 +241,7 @@ fn flood_chain(
     mut fl3: L3Info,
     total: usize,
     legit_pushes: usize,
-    flood_key: &mut impl FnMut(&mut L3Info),
+    flood_key: &mut impl FnMut(&mut L3Info, &mut [u8]),
 ) -> (usize, usize, usize) {
     let (mut done, mut pushes, mut sum) = (0, 0, 0);
     let mut out = Chain::new();
@@ -243,9 +257,10 @@ fn flood_chain(
     };
     for j in 0..legit_pushes {
         for _ in 0..((j + 1) * total / legit_pushes - j * total / legit_pushes) {
-            flood_key(&mut fl3);
+            let mut f = free.pop().unwrap();
+            flood_key(&mut fl3, &mut f.bytes);
             pushes += 1;
-            r.push_owned(free.pop().unwrap(), &fl3, 0, &mut out, &mut spare);
+            r.push_owned(f, &fl3, 0, &mut out, &mut spare);
             for f in spare.drain(..) {
                 back(f, &mut pool, &mut free);
             }
@@ -277,15 +292,17 @@ fn flood_copy(
     mut fl3: L3Info,
     total: usize,
     legit_pushes: usize,
-    flood_key: &mut impl FnMut(&mut L3Info),
+    flood_key: &mut impl FnMut(&mut L3Info, &mut [u8]),
 ) -> (usize, usize, usize) {
     let (mut done, mut pushes, mut sum) = (0, 0, 0);
     let mut out = Vec::new();
+    // Lent, not held: one frame, its header rewritten per push.
+    let mut flood_frame = flood_frame.to_vec();
     for j in 0..legit_pushes {
         for _ in 0..((j + 1) * total / legit_pushes - j * total / legit_pushes) {
-            flood_key(&mut fl3);
+            flood_key(&mut fl3, &mut flood_frame);
             pushes += 1;
-            r.push(flood_frame, &fl3, 0, &mut out);
+            r.push(&flood_frame, &fl3, 0, &mut out);
         }
         let i = j % frames.len();
         pushes += 1;
