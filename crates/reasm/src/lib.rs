@@ -1528,10 +1528,7 @@ impl<B> Chain<B> {
     /// Moves the frame buffers out (for recycling) and empties the chain,
     /// keeping its capacity. Dropping the iterator early drops the rest.
     pub fn drain_buffers(&mut self) -> impl Iterator<Item = B> + '_ {
-        self.inline_len = 0;
-        self.header.clear();
-        self.copied.clear();
-        self.len = 0;
+        self.clear_header();
         self.frags.drain(..).filter_map(Frag::into_held)
     }
 
@@ -1539,11 +1536,17 @@ impl<B> Chain<B> {
     /// no recycling), and keeps its capacity.
     #[inline]
     pub fn clear(&mut self) {
+        self.clear_header();
+        self.frags.clear();
+    }
+
+    /// Empties everything but the fragment list.
+    #[inline]
+    fn clear_header(&mut self) {
         self.inline_len = 0;
         self.header.clear();
         self.copied.clear();
         self.len = 0;
-        self.frags.clear();
     }
 
     /// The frame buffers, consuming the chain.
