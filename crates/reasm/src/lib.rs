@@ -37,7 +37,11 @@
 //!
 //! Both paths run the same checks, the same table, the same accounting and
 //! the same header rewrite; only where the payload bytes live differs, and
-//! a queue may even mix copied and held fragments.
+//! a queue may even mix copied and held fragments. The IPv4 header checksum
+//! is not verified here (the parser does not either); the rewrite updates
+//! it for the words it changes (RFC 1624), as a router does, so the result
+//! is right when the offset-0 fragment's was, and a header that arrived
+//! corrupted is not given a checksum that vouches for it.
 //!
 //! # Algorithm
 //!
@@ -1338,58 +1342,54 @@ fn head_held<const V6: bool>(frame: &[u8], l3: &L3Info, p: &FastPrep) -> Option<
     }
 }
 
-/// IPv4 header checksum (RFC 1071) of `hdr`, whose checksum field is zero
-/// and whose length is a multiple of 4 (IHL words), as the bytes to store.
-/// Summed 32 bits at a time in native byte order: the one's complement sum
-/// folds to the same 16 bits either way, byte-swapped with the order
-/// (RFC 1071 §2(B)), so storing it in native order gives the right bytes.
-fn ipv4_checksum(hdr: &[u8]) -> [u8; 2] {
-    let mut acc = 0u64;
-    if let Ok(h) = <&[u8; 20]>::try_from(hdr) {
-        // The usual option-less header, unrolled.
-        let [a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3, d0, d1, d2, d3, e0, e1, e2, e3] = *h;
-        for w in [[a0, a1, a2, a3], [b0, b1, b2, b3], [c0, c1, c2, c3], [d0, d1, d2, d3], [e0, e1, e2, e3]] {
-            acc = acc.wrapping_add(u64::from(u32::from_ne_bytes(w)));
-        }
-    } else {
-        for w in hdr.chunks_exact(4) {
-            if let &[a, b, c, d] = w {
-                acc = acc.wrapping_add(u64::from(u32::from_ne_bytes([a, b, c, d])));
-            }
-        }
-    }
-    // Bounded: at most 3 rounds for a 64-bit sum.
-    while acc > 0xffff {
-        acc = (acc & 0xffff).wrapping_add(acc >> 16);
-    }
-    (!(acc as u16)).to_ne_bytes()
-}
-
 /// [`fix_header`] for a 20-byte IPv4 header (no options), on an array:
-/// no bounds checks, and the checksum folded without a loop.
+/// no bounds checks.
 #[inline(always)]
 fn fix_ipv4_20(h: &mut [u8; 20], ip_len: usize, set_ce: bool) {
-    [h[2], h[3]] = u16::try_from(ip_len).unwrap_or(u16::MAX).to_be_bytes();
+    if let Some(w) = h.first_chunk_mut::<12>() {
+        fix_ipv4_words(w, ip_len, set_ce);
+    }
+}
+
+/// Rewrites the first 12 bytes of an offset-0 IPv4 header for the
+/// reassembled datagram of `ip_len` bytes: total length, MF and offset
+/// cleared (DF kept), CE if combined. The header checksum is updated for
+/// the three 16-bit words that change (RFC 1624, eqn. 3: HC' = ~(~HC + ~m +
+/// m')), as a router updates it, not recomputed: for a header whose
+/// checksum was right (every header a sender built) the result is the same
+/// 16 bits a full computation gives (both are the folded one's complement
+/// sum, nonzero, of the same words), and a header that arrived corrupted
+/// (this crate does not verify IPv4 header checksums) stays detectably
+/// corrupted instead of being given a checksum that vouches for it. It
+/// reads only the header's own bytes, never one just rewritten, so the
+/// stores and loads do not wait on each other.
+#[inline(always)]
+fn fix_ipv4_words(h: &mut [u8; 12], ip_len: usize, set_ce: bool) {
+    // Words in memory order: the one's complement sum does not depend on
+    // the byte order, as long as every word is read and written alike.
+    let [t0, t1, l0, l1, _, _, f0, f1, _, _, c0, c1] = *h;
+    let word = |a: u8, b: u8| u16::from_ne_bytes([a, b]);
+    let (tos, flags, check) = (word(t0, t1), word(f0, f1), word(c0, c1));
+    let new_tos = tos | word(0, if set_ce { 3 } else { 0 });
+    let new_len = word_be(u16::try_from(ip_len).unwrap_or(u16::MAX));
     // Keep DF, clear MF and the offset.
-    h[6] &= 0x40;
-    h[7] = 0;
-    if set_ce {
-        h[1] |= 3;
-    }
-    [h[10], h[11]] = [0, 0];
-    let [a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3, d0, d1, d2, d3, e0, e1, e2, e3] = *h;
-    let mut acc = 0u64;
-    for w in [[a0, a1, a2, a3], [b0, b1, b2, b3], [c0, c1, c2, c3], [d0, d1, d2, d3], [e0, e1, e2, e3]] {
-        acc = acc.wrapping_add(u64::from(u32::from_ne_bytes(w)));
-    }
-    // Below 2^35: 32 bits (plus a carry), then 16 bits twice, then once more
-    // for the last end-around carry.
-    let acc = (acc & 0xffff_ffff).wrapping_add(acc >> 32);
-    let acc = (acc & 0xffff).wrapping_add(acc >> 16);
-    let acc = (acc & 0xffff).wrapping_add(acc >> 16);
-    let acc = (acc & 0xffff).wrapping_add(acc >> 16);
-    // Native order: see `ipv4_checksum`.
-    [h[10], h[11]] = (!(acc as u16)).to_ne_bytes();
+    let new_flags = flags & word(0x40, 0);
+    // At most 7 x 0xffff: two folds bring it to 16 bits.
+    let sum = [!check, !tos, new_tos, !word(l0, l1), new_len, !flags, new_flags]
+        .into_iter()
+        .fold(0u32, |acc, w| acc.wrapping_add(u32::from(w)));
+    let sum = (sum & 0xffff).wrapping_add(sum >> 16);
+    let sum = (sum & 0xffff).wrapping_add(sum >> 16);
+    [h[0], h[1]] = new_tos.to_ne_bytes();
+    [h[2], h[3]] = new_len.to_ne_bytes();
+    [h[6], h[7]] = new_flags.to_ne_bytes();
+    [h[10], h[11]] = (!(sum as u16)).to_ne_bytes();
+}
+
+/// `v` as the 16-bit word whose memory bytes are `v` in network order.
+#[inline(always)]
+fn word_be(v: u16) -> u16 {
+    u16::from_ne_bytes(v.to_be_bytes())
 }
 
 /// Appends `src` to `dst`; the usual header lengths (20, 40) as fixed-size
@@ -1407,25 +1407,13 @@ fn copy_small(dst: &mut Vec<u8>, src: &[u8]) {
 
 /// Rewrites the offset-0 header `hdr` for the reassembled datagram of
 /// `ip_len` bytes: IPv4 total length, MF and offset cleared (DF kept),
-/// CE if combined, checksum; IPv6 payload length, the Next Header that named
+/// CE if combined, checksum updated ([`fix_ipv4_words`]); IPv6 payload length, the Next Header that named
 /// the Fragment header, CE if combined.
 fn fix_header(family: Family, hdr: &mut [u8], ip_len: usize, set_ce: bool, v6_next: Option<(usize, u8)>) {
     match family {
         Family::V4 => {
-            let len = u16::try_from(ip_len).unwrap_or(u16::MAX).to_be_bytes();
-            let Some(h) = hdr.first_chunk_mut::<12>() else { return };
-            let [_, tos, l0, l1, _, _, flags, off, _, _, c0, c1] = h;
-            [*l0, *l1] = len;
-            // Keep DF, clear MF and the offset.
-            *flags &= 0x40;
-            *off = 0;
-            if set_ce {
-                *tos |= 3;
-            }
-            [*c0, *c1] = [0, 0];
-            let sum = ipv4_checksum(hdr);
-            if let Some([_, _, _, _, _, _, _, _, _, _, c0, c1]) = hdr.first_chunk_mut::<12>() {
-                [*c0, *c1] = sum;
+            if let Some(h) = hdr.first_chunk_mut::<12>() {
+                fix_ipv4_words(h, ip_len, set_ce);
             }
         }
         Family::V6 => {
@@ -2179,7 +2167,8 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
     /// (`flowsteer_wire::parse_frame(..).outer`). When the fragment completes
     /// its datagram, `out` is cleared and receives the complete IP packet
     /// (ready to use: IPv4 header with MF=0, offset 0, new total length and
-    /// checksum; IPv6 with the Fragment header removed, the Next Header chain
+    /// the checksum updated for them, so right when it was right on the
+    /// offset-0 fragment; IPv6 with the Fragment header removed, the Next Header chain
     /// and payload length fixed), and the verdict is [`Verdict::Complete`].
     /// Otherwise `out` is left alone. Runs [`Reassembler::expire`] first.
     /// Held frames of queues dropped meanwhile (only when
@@ -3058,6 +3047,60 @@ mod tests {
         assert!(fixed <= DATAGRAM_OVERHEAD, "{fixed}");
         assert!(2 * std::mem::size_of::<Frag<u32>>() <= FRAG_OVERHEAD);
         assert!(Reassembler::<Vec<u8>>::frag_cost() >= 2 * std::mem::size_of::<Frag<Vec<u8>>>());
+    }
+
+    proptest::proptest! {
+        /// The incremental checksum update gives exactly the full
+        /// computation's checksum for any header whose checksum was right
+        /// (options included), with or without CE; and a header whose
+        /// checksum was wrong still fails verification afterwards.
+        #[test]
+        fn ipv4_checksum_update_is_the_full_computation(
+            head in proptest::array::uniform20(proptest::num::u8::ANY),
+            opts in proptest::collection::vec(proptest::num::u8::ANY, 0..=10),
+            ip_len in 20usize..=65535,
+            set_ce: bool,
+            flip in 1u16..,
+        ) {
+            use flowsteer_wire::build::ipv4_header_checksum;
+            let mut h = head.to_vec();
+            h.extend(opts.iter().take(opts.len() / 4 * 4));
+            h[0] = 0x40 | (h.len() / 4) as u8;
+            let ck = ipv4_header_checksum(&h).to_be_bytes();
+            [h[10], h[11]] = ck;
+            let mut want = h.clone();
+            [want[2], want[3]] = (ip_len as u16).to_be_bytes();
+            want[6] &= 0x40;
+            want[7] = 0;
+            if set_ce {
+                want[1] |= 3;
+            }
+            let full = ipv4_header_checksum(&want).to_be_bytes();
+            [want[10], want[11]] = full;
+            let mut got = h.clone();
+            fix_header(Family::V4, &mut got, ip_len, set_ce, None);
+            proptest::prop_assert_eq!(&got, &want);
+            if let Ok(a) = <&mut [u8; 20]>::try_from(&mut h[..]) {
+                fix_ipv4_20(a, ip_len, set_ce);
+                proptest::prop_assert_eq!(&h, &want);
+            }
+            // Corrupted on the way in (not merely the other one's complement
+            // zero, 0xffff for 0x0000, which verifies): still detectably
+            // corrupted, the one's complement sum of all its words not
+            // 0xffff.
+            let verifies = |h: &[u8]| {
+                let sum: u32 = h.chunks_exact(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+                let sum = (sum & 0xffff) + (sum >> 16);
+                (sum & 0xffff) + (sum >> 16) == 0xffff
+            };
+            let mut bad = head.to_vec();
+            bad[0] = 0x45;
+            [bad[10], bad[11]] = (ipv4_header_checksum(&bad) ^ flip).to_be_bytes();
+            proptest::prop_assume!(!verifies(&bad));
+            fix_header(Family::V4, &mut bad, ip_len, set_ce, None);
+            proptest::prop_assert!(!verifies(&bad));
+            proptest::prop_assert!(verifies(&want));
+        }
     }
 
     /// HashDoS on the unkeyed front index: 2,000 IPv4 datagrams whose keys
