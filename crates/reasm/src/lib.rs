@@ -1407,8 +1407,8 @@ fn copy_small(dst: &mut Vec<u8>, src: &[u8]) {
 
 /// Rewrites the offset-0 header `hdr` for the reassembled datagram of
 /// `ip_len` bytes: IPv4 total length, MF and offset cleared (DF kept),
-/// CE if combined, checksum updated ([`fix_ipv4_words`]); IPv6 payload length, the Next Header that named
-/// the Fragment header, CE if combined.
+/// CE if combined, checksum updated ([`fix_ipv4_words`]); IPv6 payload
+/// length, the Next Header that named the Fragment header, CE if combined.
 fn fix_header(family: Family, hdr: &mut [u8], ip_len: usize, set_ce: bool, v6_next: Option<(usize, u8)>) {
     match family {
         Family::V4 => {
