@@ -86,7 +86,9 @@ fn check_warm_single(args: &[&str], family: u64, fragments: u64, order: &str, de
     check_case(row, family, fragments, order, delivery, "warm");
     positive(row, "peak_mem");
     // No DPDK: no shape, no rounds, no comparison.
-    assert!(row.get("shape").is_none() && row.get("round").is_none(), "{row}");
+    for field in ["shape", "shape_role", "round", "rounds"] {
+        assert!(row.get(field).is_none(), "{field}: {row}");
+    }
     assert!(row.get("flood_dgrams").is_none(), "{row}");
     assert_eq!(doc["comparison"], serde_json::json!([]), "{doc}");
     assert!(doc["dpdk"].is_null() && doc["rounds"].is_null(), "{doc}");
@@ -240,10 +242,9 @@ fn build_harness(dir: &TempDir) -> PathBuf {
 }
 
 /// DPDK's `shape` strings as the comparison reports them:
-/// `bkt<buckets>x<entries>[/max<M>]`, then ` ex` on the example shape.
+/// `bkt<buckets>x<entries>[/max<M>]`.
 fn is_shape(s: &str) -> bool {
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    let s = s.strip_suffix(" ex").unwrap_or(s);
     let (geometry, max) = match s.split_once("/max") {
         Some((g, m)) => (g, Some(m)),
         None => (s, None),
@@ -282,12 +283,14 @@ fn dpdk_side_by_side() {
     assert_eq!(doc["pinned_cpu"], 0, "{doc}");
     let rows = results(&doc);
 
-    // flowsteer: one row, the median of the 2 rounds (`round` = 2).
+    // flowsteer: one row, the median of the 2 rounds (`rounds` = 2; the
+    // per-round tag is internal).
     let ours: Vec<&Value> = rows.iter().filter(|r| r["impl"] == "flowsteer").collect();
     assert_eq!(ours.len(), 1, "{doc}");
     check_case(ours[0], 4, 3, "reversed", "chain", "warm");
     positive(ours[0], "peak_mem");
-    assert_eq!(ours[0]["round"], 2, "{doc}");
+    assert_eq!(ours[0]["rounds"], 2, "{doc}");
+    assert!(ours[0].get("round").is_none() && ours[0].get("shape_role").is_none(), "{doc}");
 
     // DPDK: one row per shape that completed the case, the example shape
     // among them; nothing but flowsteer and DPDK rows.
@@ -297,14 +300,16 @@ fn dpdk_side_by_side() {
     let mut shapes = Vec::new();
     for row in &dpdk {
         check_case(row, 4, 3, "reversed", "chain", "warm");
-        assert_eq!(row["round"], 2, "{row}");
-        assert!(row.get("peak_mem").is_none(), "{row}");
+        assert_eq!(row["rounds"], 2, "{row}");
+        assert!(row.get("round").is_none() && row.get("peak_mem").is_none(), "{row}");
         let shape = row["shape"].as_str().unwrap_or_else(|| panic!("no shape: {row}"));
         assert!(is_shape(shape), "shape {shape:?}");
-        assert!(!shapes.contains(&shape), "shape {shape} twice: {doc}");
-        shapes.push(shape);
+        assert!(!shapes.iter().any(|(s, _)| *s == shape), "shape {shape} twice: {doc}");
+        let role = row["shape_role"].as_str().unwrap_or_else(|| panic!("no shape_role: {row}"));
+        assert!(role == "example" || role == "tight", "shape_role {role:?}: {row}");
+        shapes.push((shape, role));
     }
-    let examples: Vec<&&str> = shapes.iter().filter(|s| s.ends_with(" ex")).collect();
+    let examples: Vec<&str> = shapes.iter().filter(|(_, role)| *role == "example").map(|(s, _)| *s).collect();
     assert_eq!(examples.len(), 1, "{doc}");
 
     // The comparison: exactly one entry, for this case.

@@ -122,6 +122,11 @@ struct Row {
     /// DPDK's table shape (`bktBxE[/maxM]`), on its rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     shape: Option<String>,
+    /// On DPDK's rows: "example" (its example application's shape, the
+    /// 1.5x bar) or "tight" (a shape that was among its fastest here, the
+    /// no-slower bar).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shape_role: Option<&'static str>,
     family: u8,
     payload: usize,
     fragments: usize,
@@ -136,10 +141,13 @@ struct Row {
     completed_share: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     flood_dgrams: Option<usize>,
-    /// With `--dpdk`: the number of rounds this row is the median of (the
-    /// round, while measuring).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// With `--dpdk`: the round this row was measured in (internal: the
+    /// rows printed are the medians over the rounds).
+    #[serde(skip)]
     round: Option<usize>,
+    /// With `--dpdk`: the number of rounds this row is the median of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rounds: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -412,10 +420,16 @@ fn print_text(rows: &[Row], seconds: f64, max_dist: u32) {
         "completed"
     );
     for r in rows {
+        // DPDK's example shape is marked " ex" in the table.
+        let shape = match (&r.shape, r.shape_role) {
+            (Some(s), Some("example")) => format!("{s} ex"),
+            (Some(s), _) => s.clone(),
+            (None, _) => "-".to_string(),
+        };
         println!(
             "{:<9} {:<18} {:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12.0} {:>9.1} {:>12} {:>9.4}",
             r.implementation,
-            r.shape.as_deref().unwrap_or("-"),
+            shape,
             r.family,
             r.payload,
             r.fragments,
@@ -832,6 +846,7 @@ fn measure(case: &Case, delivery: Delivery, seconds: f64) -> Result<Row> {
     Ok(Row {
         implementation: "flowsteer",
         shape: None,
+        shape_role: None,
         family: case.family,
         payload: case.payload,
         fragments: case.fragments,
@@ -845,6 +860,7 @@ fn measure(case: &Case, delivery: Delivery, seconds: f64) -> Result<Row> {
         completed_share,
         flood_dgrams: case.flood,
         round: None,
+        rounds: None,
     })
 }
 
@@ -936,6 +952,7 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
     Ok(Row {
         implementation: "flowsteer",
         shape: None,
+        shape_role: None,
         family,
         payload: SMALL,
         fragments: legit.fragments,
@@ -949,5 +966,6 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
         completed_share,
         flood_dgrams: Some(flood_n),
         round: None,
+        rounds: None,
     })
 }

@@ -95,7 +95,8 @@ impl Harness {
             };
             rows.push(Row {
                 implementation: "dpdk",
-                shape: Some(if r.shape_role == "example" { format!("{} ex", r.shape) } else { r.shape }),
+                shape_role: Some(if r.shape_role == "example" { "example" } else { "tight" }),
+                shape: Some(r.shape),
                 family: r.family,
                 payload: r.payload,
                 fragments: r.fragments,
@@ -109,6 +110,7 @@ impl Harness {
                 completed_share: r.completed_share,
                 flood_dgrams: None,
                 round: Some(round),
+                rounds: None,
             });
         }
         Ok(rows)
@@ -147,7 +149,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// The rows of one case's rounds (flowsteer's and DPDK's, each tagged with
 /// its round) merged into one row per implementation and shape (the
-/// median over the rounds, `round` = the number of rounds), and the
+/// median over the rounds, `rounds` = how many), and the
 /// comparison, its ratios paired within each round.
 pub fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
     let rounds = rows.iter().filter_map(|r| r.round).max().map_or(0, |m| m + 1);
@@ -172,14 +174,13 @@ pub fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
             m.dgrams_per_s = rate;
             m.ns_per_frag = ns;
             m.completed_share = same.iter().map(|r| r.completed_share).fold(1.0, f64::min);
-            m.round = Some(same.len());
+            m.round = None;
+            m.rounds = Some(same.len());
             merged.push(m);
         }
     }
     let ours = |round: usize| rows.iter().find(|r| r.implementation == "flowsteer" && r.round == Some(round));
-    let example = |round: usize| {
-        rows.iter().find(|r| r.round == Some(round) && r.shape.as_deref().is_some_and(|s| s.ends_with(" ex")))
-    };
+    let example = |round: usize| rows.iter().find(|r| r.round == Some(round) && r.shape_role == Some("example"));
     let best = |round: usize| {
         rows.iter()
             .filter(|r| r.implementation == "dpdk" && r.round == Some(round))
@@ -197,7 +198,7 @@ pub fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
     }
     let Some(f) = merged.iter().find(|r| r.implementation == "flowsteer") else { return (merged, None) };
     let dpdk: Vec<&Row> = merged.iter().filter(|r| r.implementation == "dpdk").collect();
-    let ex = dpdk.iter().find(|r| r.shape.as_deref().is_some_and(|s| s.ends_with(" ex")));
+    let ex = dpdk.iter().find(|r| r.shape_role == Some("example"));
     let top = dpdk.iter().max_by(|a, b| a.dgrams_per_s.total_cmp(&b.dgrams_per_s));
     let lowest = |v: &[f64]| v.iter().copied().min_by(f64::total_cmp);
     let cmp = Comparison {
