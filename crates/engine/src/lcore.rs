@@ -558,18 +558,18 @@ impl RxSide {
                 let (hash, _) = self.rss.hash_frame(head, &dl3);
                 let owner = self.shared.buckets.worker(self.shared.buckets.bucket_for(hash));
                 let worker_side = self.frag_steer.carries_bytes();
+                let desc = self.describe(c, head, len, &dl3, hash, q, false);
                 if worker_side && (owner == work.id || self.dispatch == Dispatch::Direct) {
                     // Reassembled by its owner: deliver here, now, behind the
                     // flow's earlier packets (a hop through our own queue
                     // would let later ones overtake it).
                     c.hdispatched += 1;
-                    let desc = self.describe(c, head, len, &dl3, hash, q, false);
                     work.process(c, &desc, now);
                 } else {
                     if owner != work.id && self.dispatch != Dispatch::Direct {
                         c.reinjected += 1;
                     }
-                    self.steer_packet_len(work, c, head, len, &dl3, hash, q, now, false);
+                    self.steer_desc(work, c, head, desc, now);
                 }
             }
             None => *c.parse_drops.entry("reasm_unparsable").or_insert(0) += 1,
@@ -592,7 +592,8 @@ impl RxSide {
         now: u64,
         carry: bool,
     ) {
-        self.steer_packet_len(work, c, bytes, bytes.len(), l3, hash, q, now, carry);
+        let desc = self.describe(c, bytes, bytes.len(), l3, hash, q, carry);
+        self.steer_desc(work, c, bytes, desc, now);
     }
 
     /// The descriptor of a packet (`len` bytes, its first bytes in `bytes`)
@@ -627,24 +628,12 @@ impl RxSide {
         }
     }
 
-    /// [`RxSide::steer_packet`] for a packet of `len` bytes of which `bytes`
-    /// holds at least the headers and the generator stamp (a reassembled
-    /// datagram still in its fragment buffers).
-    #[allow(clippy::too_many_arguments)]
+    /// Steers the packet `desc` describes ([`RxSide::describe`]); `bytes`
+    /// holds at least its headers, and the whole fragment when its bytes are
+    /// carried (`desc.carry`).
     #[inline]
-    fn steer_packet_len(
-        &mut self,
-        work: &mut WorkSide,
-        c: &mut LcoreCounters,
-        bytes: &[u8],
-        len: usize,
-        l3: &L3Info,
-        hash: u32,
-        q: u16,
-        now: u64,
-        carry: bool,
-    ) {
-        let desc = self.describe(c, bytes, len, l3, hash, q, carry);
+    fn steer_desc(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], desc: PacketDesc, now: u64) {
+        let (hash, q, carry) = (desc.hash, desc.rxq, desc.carry);
         if self.dispatch == Dispatch::Direct {
             c.dispatched += 1;
             if carry {
