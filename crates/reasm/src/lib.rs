@@ -1342,15 +1342,6 @@ fn head_held<const V6: bool>(frame: &[u8], l3: &L3Info, p: &FastPrep) -> Option<
     }
 }
 
-/// [`fix_header`] for a 20-byte IPv4 header (no options), on an array:
-/// no bounds checks.
-#[inline(always)]
-fn fix_ipv4_20(h: &mut [u8; 20], ip_len: usize, set_ce: bool) {
-    if let Some(w) = h.first_chunk_mut::<12>() {
-        fix_ipv4_words(w, ip_len, set_ce);
-    }
-}
-
 /// Rewrites the first 12 bytes of an offset-0 IPv4 header for the
 /// reassembled datagram of `ip_len` bytes: total length, MF and offset
 /// cleared (DF kept), CE if combined. The header checksum is updated for
@@ -1407,7 +1398,8 @@ fn copy_small(dst: &mut Vec<u8>, src: &[u8]) {
 
 /// Rewrites the offset-0 header `hdr` for the reassembled datagram of
 /// `ip_len` bytes: IPv4 total length, MF and offset cleared (DF kept),
-/// CE if combined, checksum updated ([`fix_ipv4_words`]); IPv6 payload
+/// CE if combined, checksum updated ([`fix_ipv4_words`], which the
+/// option-less fast path calls directly); IPv6 payload
 /// length, the Next Header that named the Fragment header, CE if combined.
 fn fix_header(family: Family, hdr: &mut [u8], ip_len: usize, set_ce: bool, v6_next: Option<(usize, u8)>) {
     match family {
@@ -2893,7 +2885,9 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             // The usual option-less IPv4 header, fixed in place.
             (Ok(h), Some(dst)) if !v6 => {
                 *dst = *h;
-                fix_ipv4_20(dst, ip_len, set_ce);
+                if let Some(w) = dst.first_chunk_mut::<12>() {
+                    fix_ipv4_words(w, ip_len, set_ce);
+                }
                 ch.inline_len = 20;
             }
             _ => match ch.inline.get_mut(..hdr.len()) {
@@ -3080,8 +3074,8 @@ mod tests {
             let mut got = h.clone();
             fix_header(Family::V4, &mut got, ip_len, set_ce, None);
             proptest::prop_assert_eq!(&got, &want);
-            if let Ok(a) = <&mut [u8; 20]>::try_from(&mut h[..]) {
-                fix_ipv4_20(a, ip_len, set_ce);
+            if let Some(a) = h.first_chunk_mut::<12>() {
+                fix_ipv4_words(a, ip_len, set_ce);
                 proptest::prop_assert_eq!(&h, &want);
             }
             // Corrupted on the way in (not merely the other one's complement
