@@ -225,8 +225,9 @@ use flowsteer_wire::{proto, L3Info};
 /// handle, so a large handle type is charged more (a `Vec<u8>` handle: 80 B).
 pub const FRAG_OVERHEAD: usize = 64;
 /// Accounted cost of one queue besides its buffer's capacity and an
-/// out-of-buffer header: the slab slot (~200 B), its bucket head, the
-/// allocator headers of the buffer and the range vector.
+/// out-of-buffer header: the slab slot (160 B), its boxed copy buffers
+/// (56 B, once it has copied), its bucket head, the allocator headers of
+/// the buffers and the range vector.
 pub const DATAGRAM_OVERHEAD: usize = 320;
 
 /// Largest IPv4 datagram / IPv6 payload.
@@ -681,8 +682,11 @@ pub const KEEP_RANGES: usize = 8;
 enum Ranges<B> {
     /// Sorted vector (binary search; inserts shift at most `SMALL_RANGES`).
     Small(Vec<Frag<B>>),
-    /// Keyed by offset, for queues past `SMALL_RANGES` fragments.
-    Big(BTreeMap<u16, Frag<B>>),
+    /// Keyed by offset, for queues past `SMALL_RANGES` fragments (boxed:
+    /// the enum is then as small as the vector, in every slot; the extra
+    /// allocation is made once per queue past 64 fragments).
+    #[allow(clippy::box_collection)]
+    Big(Box<BTreeMap<u16, Frag<B>>>),
 }
 
 impl<B> Ranges<B> {
@@ -740,7 +744,7 @@ impl<B> Ranges<B> {
             Ranges::Small(v) => {
                 let mut m: BTreeMap<u16, Frag<B>> = v.drain(..).map(|x| (x.offset, x)).collect();
                 m.insert(r.offset, r);
-                *self = Ranges::Big(m);
+                *self = Ranges::Big(Box::new(m));
             }
             Ranges::Big(m) => {
                 m.insert(r.offset, r);
@@ -795,16 +799,38 @@ enum HeadLoc {
     Held(u32),
 }
 
-/// The header of the offset-0 fragment.
+/// The header of the offset-0 fragment, in 16 bytes (it lives in the
+/// queue's slot): lengths and positions within a header fit 16 bits (an
+/// IPv4 header is at most 60 bytes; an IPv6 packet's extension headers are
+/// within its 16-bit payload length).
 #[derive(Clone, Copy, Debug)]
 struct Head {
     loc: HeadLoc,
     /// Header length.
-    len: usize,
+    len: u16,
     /// IPv6: where the Next Header field pointing at the Fragment header is
     /// (from the IP header's start), and the Fragment header's Next Header
     /// to write there.
-    v6_next: Option<(usize, u8)>,
+    v6_next: Option<(u16, u8)>,
+}
+
+impl Head {
+    /// None when a length or position does not fit 16 bits.
+    fn new(loc: HeadLoc, len: usize, v6_next: Option<(usize, u8)>) -> Option<Head> {
+        let v6_next = match v6_next {
+            Some((at, nh)) => Some((u16::try_from(at).ok()?, nh)),
+            None => None,
+        };
+        Some(Head { loc, len: u16::try_from(len).ok()?, v6_next })
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    fn v6_next(&self) -> Option<(usize, u8)> {
+        self.v6_next.map(|(at, nh)| (usize::from(at), nh))
+    }
 }
 
 /// The offset-0 fragment's header in the frame being pushed.
@@ -841,8 +867,13 @@ struct Rid {
 
 /// One datagram being reassembled, in its slab slot. Slots are reused in
 /// place (a free slot keeps its range vector), so a queue is never moved.
-/// `repr(C)`, 248 bytes with 16-byte frame handles (not line-aligned):
-/// what a lookup and a fragment in order read and write comes first.
+/// `repr(C)`, 160 bytes (2.5 cache lines) with 16-byte frame handles:
+/// what a lookup and a fragment in order read and write comes first (key,
+/// rule mark, range vector and counters in the first two lines), the copy
+/// path's buffers are boxed. Small matters with thousands of datagrams in
+/// flight: at 248 bytes, 4,096 slots filled this machine's 1 MiB L2 (see
+/// BENCHMARKS.md, session 6). Not line-aligned: 64-byte alignment (a
+/// 256-byte stride) measured 10 % slower there.
 #[derive(Debug)]
 #[repr(C)]
 struct Queue<B> {
@@ -866,10 +897,10 @@ struct Queue<B> {
     /// End of the datagram, known once the last fragment arrived.
     known_end: Option<u16>,
     /// Largest end of any held fragment.
-    max_end: usize,
+    max_end: u16,
     /// Payload bytes held (non-overlapping, so the datagram is complete when
     /// this equals `known_end`).
-    received: usize,
+    received: u32,
     /// Accounted memory of this queue.
     mem: usize,
     /// The key's keyed table hash, when the queue is in the keyed table
@@ -879,13 +910,21 @@ struct Queue<B> {
     next: u32,
     created: u64,
     head: Option<Head>,
+    /// The copy buffers (set up with the queue's first copied fragment;
+    /// see `has_buf`): boxed, so a slot stays small for the zero-copy
+    /// path. A free slot keeps its box for its next queue.
+    copy: Option<Box<CopyBufs>>,
+}
+
+/// The buffers of a queue whose fragments were pushed by copying.
+#[derive(Debug, Default)]
+struct CopyBufs {
     /// The offset-0 header when [`HeadLoc::Saved`] (else empty, no
     /// allocation).
     saved: Vec<u8>,
     /// The copy buffer: `hroom` bytes for the IP header, then the copied
     /// fragments' payloads in arrival order (so in offset order, and already
-    /// in place, when they arrive in order). Empty (no allocation) until the
-    /// queue's first copied fragment.
+    /// in place, when they arrive in order).
     buf: Vec<u8>,
     /// Header room at the front of `buf`: the header length of the first
     /// copied fragment (the offset-0 header when every fragment carries the
@@ -913,9 +952,7 @@ impl<B> Queue<B> {
             rid: None,
             frags: Ranges::Small(Vec::new()),
             head: None,
-            saved: Vec::new(),
-            buf: Vec::new(),
-            hroom: 0,
+            copy: None,
         }
     }
 
@@ -926,12 +963,12 @@ impl<B> Queue<B> {
     {
         let Some(head) = &self.head else { return &[] };
         let got = match &head.loc {
-            HeadLoc::Inline => self.buf.get(..self.hroom),
-            HeadLoc::Saved => Some(&self.saved[..]),
+            HeadLoc::Inline => self.copy.as_ref().and_then(|c| c.buf.get(..c.hroom)),
+            HeadLoc::Saved => self.copy.as_ref().map(|c| &c.saved[..]),
             HeadLoc::Held(at) => match self.frags.first() {
                 Some(Frag { data: Data::Held(buf, _), .. }) => {
                     let at = *at as usize;
-                    buf.as_ref().get(at..at.saturating_add(head.len))
+                    buf.as_ref().get(at..at.saturating_add(head.len()))
                 }
                 _ => None,
             },
@@ -1332,12 +1369,12 @@ fn head_held<const V6: bool>(frame: &[u8], l3: &L3Info, p: &FastPrep) -> Option<
     let at = l3.l3_offset;
     let loc = HeadLoc::Held(u32::try_from(at).ok()?);
     if !V6 {
-        return Some(Head { loc, len: l3.ip_header_len, v6_next: None });
+        return Head::new(loc, l3.ip_header_len, None);
     }
     let frag_at = l3.ip_header_len.saturating_sub(8);
     let ip = frame.get(at..ip_end)?;
     match (v6_next_header_field(ip, frag_at), ip.get(frag_at)) {
-        (Some(field), Some(&nh)) if frag_at >= 40 => Some(Head { loc, len: frag_at, v6_next: Some((field, nh)) }),
+        (Some(field), Some(&nh)) if frag_at >= 40 => Head::new(loc, frag_at, Some((field, nh))),
         _ => None,
     }
 }
@@ -1916,12 +1953,14 @@ impl<B> Reassembler<B> {
             Ranges::Small(v) if v.is_empty() && v.capacity() <= KEEP_RANGES => {}
             frags => frags.clear_into(&mut self.released),
         }
-        if q.saved.capacity() > 0 {
-            q.saved = Vec::new();
-        }
-        if q.buf.capacity() > 0 {
-            let buf = std::mem::take(&mut q.buf);
-            self.recycle(buf);
+        if let Some(c) = q.copy.as_mut() {
+            if c.saved.capacity() > 0 {
+                c.saved = Vec::new();
+            }
+            if c.buf.capacity() > 0 {
+                let buf = std::mem::take(&mut c.buf);
+                self.recycle(buf);
+            }
         }
         self.free.push(slot);
     }
@@ -2050,7 +2089,7 @@ impl<B> Reassembler<B> {
     fn check_existing(q: &Queue<B>, f: &Prepared, max_frags: usize) -> Option<DropReason> {
         let end = usize::from(f.end);
         if !f.more {
-            if end < q.max_end || q.known_end.is_some_and(|e| usize::from(e) != end) {
+            if end < usize::from(q.max_end) || q.known_end.is_some_and(|e| usize::from(e) != end) {
                 return Some(DropReason::ConflictingEnd);
             }
         } else if q.known_end.is_some_and(|e| end > usize::from(e)) {
@@ -2059,7 +2098,7 @@ impl<B> Reassembler<B> {
         // In-order arrival (at or past the end of the last held fragment)
         // can neither duplicate nor overlap: skip both searches.
         // (`max_end` is the end of the last held fragment: they are disjoint.)
-        if usize::from(f.offset) < q.max_end {
+        if f.offset < q.max_end {
             if let Some(h) = q.frags.get(f.offset) {
                 if h.end == f.end && h.more == f.more {
                     return Some(DropReason::Duplicate);
@@ -2121,7 +2160,6 @@ impl<B> Reassembler<B> {
         q.mem = DATAGRAM_OVERHEAD;
         q.rid = None;
         q.head = None;
-        q.hroom = 0;
         if in_front {
             if let Some(f) = self.front.get_mut(fi) {
                 *f = slot;
@@ -2326,7 +2364,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         if held >= self.cfg.max_frags || held >= SMALL_RANGES {
             return self.push_owned_general(frame, l3, now, out);
         }
-        if usize::from(offset) >= q.max_end {
+        if offset >= q.max_end {
             // In order (at or past the end of everything held): at the end,
             // where nothing can overlap it. No end known yet: once the last
             // fragment is held, everything held ends at or before its end,
@@ -2442,8 +2480,9 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         if !more {
             q.known_end = Some(end);
         }
-        q.max_end = q.max_end.max(usize::from(end));
-        q.received = q.received.wrapping_add(len);
+        q.max_end = q.max_end.max(end);
+        // Held fragments are disjoint and end by 65,535: no overflow.
+        q.received = q.received.wrapping_add(len as u32);
         q.ecn_seen |= ecn;
         q.mem = q.mem.wrapping_add(cost);
         *mem = mem.wrapping_add(cost);
@@ -2451,7 +2490,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             stats.mem_high_watermark = *mem;
         }
         stats.pending = stats.pending.wrapping_add(1);
-        q.known_end.map(usize::from) == Some(q.received)
+        q.known_end.map(u32::from) == Some(q.received)
     }
 
     /// The fast path for a fragment that starts a queue: its front entry
@@ -2537,14 +2576,13 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         q.hnext = NIL;
         q.rid = rid;
         q.known_end = if p.more { None } else { Some(p.end) };
-        q.max_end = usize::from(p.end);
-        q.received = p.len as usize;
+        q.max_end = p.end;
+        q.received = p.len;
         q.mem = cost.saturating_add(DATAGRAM_OVERHEAD);
         q.prev = tail;
         q.next = NIL;
         q.created = now;
         q.head = head;
-        q.hroom = 0;
         // A fresh queue's list is empty: a freed slot keeps an empty vector
         // (`vacate` empties it, a delivery swaps in the chain's, emptied
         // first), so the fragment is pushed without `Ranges::insert`'s
@@ -2554,7 +2592,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             Ranges::Small(v) => v.push(frag),
             frags => frags.insert(frag),
         }
-        let done = q.known_end.map(usize::from) == Some(q.received);
+        let done = q.known_end.map(u32::from) == Some(q.received);
         let timeout = if V6 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
         self.next_expiry = self.next_expiry.min(now.saturating_add(timeout));
         self.count = self.count.wrapping_add(1);
@@ -2722,10 +2760,10 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         let cost = match &payload {
             Payload::Own(b) => b.as_ref().len(),
             Payload::Copy(_) if q.has_buf => {
-                let cap = q.buf.capacity();
-                let needed = q.buf.len().saturating_add(p.len);
-                let grown = grow_target(cap, needed, buf_limit(q.hroom, q.known_end, &p));
-                grown.saturating_sub(cap).saturating_add(Self::head_extra(&payload, &p, q.hroom))
+                let (cap, len, hroom) = q.copy.as_ref().map_or((0, 0, 0), |c| (c.buf.capacity(), c.buf.len(), c.hroom));
+                let needed = len.saturating_add(p.len);
+                let grown = grow_target(cap, needed, buf_limit(hroom, q.known_end, &p));
+                grown.saturating_sub(cap).saturating_add(Self::head_extra(&payload, &p, hroom))
             }
             // No copy buffer yet: take one.
             Payload::Copy(_) => {
@@ -2794,8 +2832,9 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         };
         let fresh = new_buf.is_some();
         if let Some(b) = new_buf {
-            q.buf = b;
-            q.hroom = p.hroom;
+            let c = q.copy.get_or_insert_with(Box::default);
+            c.buf = b;
+            c.hroom = p.hroom;
             q.has_buf = true;
         }
         // Store the payload (growing the copy buffer as predicted) and the
@@ -2803,38 +2842,43 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         let mut mem = Self::frag_cost();
         let data = match payload {
             Payload::Copy(frame) => {
-                let old_cap = q.buf.capacity();
-                let needed = q.buf.len().saturating_add(p.len);
+                // Set up with the first copied fragment (the caller passes
+                // `new_buf` then).
+                let c = q.copy.get_or_insert_with(Box::default);
+                let old_cap = c.buf.capacity();
+                let needed = c.buf.len().saturating_add(p.len);
                 if needed > old_cap {
-                    let target = grow_target(old_cap, needed, buf_limit(q.hroom, q.known_end, &p));
-                    q.buf.reserve_exact(target.saturating_sub(q.buf.len()));
+                    let target = grow_target(old_cap, needed, buf_limit(c.hroom, q.known_end, &p));
+                    c.buf.reserve_exact(target.saturating_sub(c.buf.len()));
                 }
-                let pos = q.buf.len();
-                q.buf.extend_from_slice(frame.get(p.data_at..p.data_at.saturating_add(p.len)).unwrap_or(&[]));
+                let pos = c.buf.len();
+                c.buf.extend_from_slice(frame.get(p.data_at..p.data_at.saturating_add(p.len)).unwrap_or(&[]));
                 // A new buffer's capacity counts whole; a grown one, the growth.
                 let before = if fresh { 0 } else { old_cap };
-                mem = mem.saturating_add(q.buf.capacity().saturating_sub(before));
+                mem = mem.saturating_add(c.buf.capacity().saturating_sub(before));
                 if let Some(h) = p.head {
                     let bytes = frame.get(h.at..h.at.saturating_add(h.len)).unwrap_or(&[]);
-                    let loc = if h.len == q.hroom {
-                        if let Some(b) = q.buf.get_mut(..h.len) {
+                    let loc = if h.len == c.hroom {
+                        if let Some(b) = c.buf.get_mut(..h.len) {
                             b.copy_from_slice(bytes);
                         }
                         HeadLoc::Inline
                     } else {
                         mem = mem.saturating_add(h.len);
-                        q.saved.clear();
-                        q.saved.extend_from_slice(bytes);
+                        c.saved.clear();
+                        c.saved.extend_from_slice(bytes);
                         HeadLoc::Saved
                     };
-                    q.head = Some(Head { loc, len: h.len, v6_next: h.v6_next });
+                    // (None only for a header that cannot be: the
+                    // datagram is then dropped on completion.)
+                    q.head = Head::new(loc, h.len, h.v6_next);
                 }
                 Data::Copied(pos as u32)
             }
             Payload::Own(b) => {
                 mem = mem.saturating_add(b.as_ref().len());
                 if let Some(h) = p.head {
-                    q.head = Some(Head { loc: HeadLoc::Held(h.at as u32), len: h.len, v6_next: h.v6_next });
+                    q.head = Head::new(HeadLoc::Held(h.at as u32), h.len, h.v6_next);
                 }
                 Data::Held(b, p.data_at as u32)
             }
@@ -2856,13 +2900,14 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         let Some(q) = self.slots.get_mut(slot as usize) else {
             return Verdict::Held;
         };
-        let (Some(Head { loc: HeadLoc::Held(at), len: hlen, v6_next }), Ranges::Small(frags), false) =
+        let (Some(head @ Head { loc: HeadLoc::Held(at), .. }), Ranges::Small(frags), false) =
             (q.head, &mut q.frags, q.has_buf)
         else {
             return self.complete(slot, pushed, Out::Chain(ch));
         };
+        let (hlen, v6_next) = (head.len(), head.v6_next());
         let v6 = V6;
-        let ip_len = hlen.saturating_add(q.received);
+        let ip_len = hlen.saturating_add(q.received as usize);
         let set_ce = ecn_combine(q.ecn_seen);
         let hdr = match frags.first() {
             Some(Frag { data: Data::Held(first, _), .. }) => {
@@ -2951,7 +2996,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         let Some(q) = self.queue(slot) else {
             return Verdict::Held;
         };
-        let total = q.received;
+        let total = q.received as usize;
         let Some(head) = q.head else {
             // Unreachable in practice: full coverage includes offset 0.
             return self.kill_completing(slot, DropReason::BadHeader, pushed);
@@ -2959,7 +3004,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         let Some(set_ce) = ecn_combine(q.ecn_seen) else {
             return self.kill_completing(slot, DropReason::EcnMismatch, pushed);
         };
-        let ip_len = head.len.saturating_add(total);
+        let ip_len = head.len().saturating_add(total);
         let family = q.key.family();
         let fits = match family {
             Family::V4 => ip_len <= MAX_IP_LEN,
@@ -2977,27 +3022,29 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         };
         match out {
             Out::Flat(out) => {
-                let hroom = q.hroom;
+                let (hroom, copied) = q.copy.as_ref().map_or((0, &[][..]), |c| (c.hroom, &c.buf[..]));
                 // Fragments that arrived in order are already in place behind
                 // the header: hand the buffer over. Otherwise one copy, in
                 // offset order.
                 let in_place = matches!(head.loc, HeadLoc::Inline)
-                    && q.buf.len() == hroom.saturating_add(total)
+                    && copied.len() == hroom.saturating_add(total)
                     && q.frags.iter().all(|r| match r.data {
                         Data::Copied(pos) => pos as usize == hroom.saturating_add(r.offset()),
                         Data::Held(..) => false,
                     });
-                if in_place {
-                    std::mem::swap(out, &mut q.buf);
-                } else {
-                    out.clear();
-                    out.reserve(ip_len);
-                    out.extend_from_slice(q.head_bytes());
-                    for f in q.frags.iter() {
-                        out.extend_from_slice(f.bytes(&q.buf));
+                match q.copy.as_mut() {
+                    Some(c) if in_place => std::mem::swap(out, &mut c.buf),
+                    _ => {
+                        out.clear();
+                        out.reserve(ip_len);
+                        out.extend_from_slice(q.head_bytes());
+                        let copied = q.copy.as_ref().map_or(&[][..], |c| &c.buf[..]);
+                        for f in q.frags.iter() {
+                            out.extend_from_slice(f.bytes(copied));
+                        }
                     }
                 }
-                fix_header(family, out.get_mut(..head.len).unwrap_or(&mut []), ip_len, set_ce, head.v6_next);
+                fix_header(family, out.get_mut(..head.len()).unwrap_or(&mut []), ip_len, set_ce, head.v6_next());
             }
             Out::Chain(ch) => {
                 if !ch.frags.is_empty() {
@@ -3006,11 +3053,10 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                 ch.inline_len = 0;
                 ch.header.clear();
                 copy_small(&mut ch.header, q.head_bytes());
-                fix_header(family, &mut ch.header, ip_len, set_ce, head.v6_next);
-                if q.has_buf {
-                    std::mem::swap(&mut ch.copied, &mut q.buf);
-                } else {
-                    ch.copied.clear();
+                fix_header(family, &mut ch.header, ip_len, set_ce, head.v6_next());
+                match q.copy.as_mut() {
+                    Some(c) if q.has_buf => std::mem::swap(&mut ch.copied, &mut c.buf),
+                    _ => ch.copied.clear(),
                 }
                 // Hand the fragment list over whole; the chain's empty vector
                 // stays with the slot for its next queue.
@@ -3032,12 +3078,15 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
 mod tests {
     use super::*;
 
-    /// [`DATAGRAM_OVERHEAD`] covers the slab slot and up to two bucket heads
-    /// (plus 2 x 16 B of allocator headers); the fragment charge covers two
-    /// entries.
+    /// [`DATAGRAM_OVERHEAD`] covers the slab slot, its boxed copy buffers
+    /// and up to two bucket heads (plus 3 x 16 B of allocator headers); the
+    /// fragment charge covers two entries.
     #[test]
     fn datagram_overhead_covers_slot_and_entry() {
-        let fixed = std::mem::size_of::<Queue<Vec<u8>>>() + 2 * std::mem::size_of::<u32>() + 32;
+        let fixed = std::mem::size_of::<Queue<Vec<u8>>>()
+            + std::mem::size_of::<CopyBufs>()
+            + 2 * std::mem::size_of::<u32>()
+            + 48;
         assert!(fixed <= DATAGRAM_OVERHEAD, "{fixed}");
         assert!(2 * std::mem::size_of::<Frag<u32>>() <= FRAG_OVERHEAD);
         assert!(Reassembler::<Vec<u8>>::frag_cost() >= 2 * std::mem::size_of::<Frag<Vec<u8>>>());
