@@ -2676,6 +2676,13 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             }
             None
         };
+        // A queue keeps header lengths in 16 bits ([`Head`]); a longer one
+        // cannot come from a real packet (the IPv6 payload length bounds
+        // the extension headers), only from a parse result that does not
+        // match its frame.
+        if head.is_some_and(|h| h.len > usize::from(u16::MAX)) {
+            return Err(self.drop_single(DropReason::BadHeader));
+        }
         Ok(Prepared {
             key,
             offset: fi.offset,

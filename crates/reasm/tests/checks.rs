@@ -542,3 +542,27 @@ fn config_validation() {
     let r = flowsteer_reasm::Reassembler::new(ReasmConfig::default()).unwrap();
     assert_eq!(r.mem_used(), 0);
 }
+
+/// A parse result that does not match its frame (a header longer than any
+/// real packet's) is dropped with a reason, never stored: the queue keeps
+/// header lengths in 16 bits.
+#[test]
+fn header_length_beyond_16_bits_is_dropped() {
+    let p = payload(3000);
+    for family6 in [false, true] {
+        let frames = if family6 {
+            build::ipv6_fragments(v6(1), v6(2), 1000, 2000, 7, &p, 1448)
+        } else {
+            build::ipv4_fragments(v4(10, 0, 0, 1), v4(10, 0, 0, 2), 1000, 2000, 7, &p, 1480)
+        };
+        let mut r = reasm();
+        let mut l3 = l3(&frames[0]);
+        l3.ip_header_len = 70_000;
+        let mut out = Vec::new();
+        let v = r.push(&frames[0], &l3, 0, &mut out);
+        assert!(matches!(v, Verdict::Dropped(_)), "IPv6 {family6}: {v:?}");
+        assert_eq!(r.pending(), 0);
+        assert_eq!(r.mem_used(), 0);
+        assert!(r.stats().conservation_ok(), "{:?}", r.stats());
+    }
+}
