@@ -69,8 +69,9 @@
 //!   [`ReasmConfig::max_datagrams`] queues; a new queue in a full table
 //!   evicts the oldest one. Queues stay in their slab slot for life (a
 //!   freed slot keeps a small range vector for the next queue,
-//!   [`KEEP_RANGES`] entries at most), so nothing is moved or allocated per
-//!   datagram. The bucket array and the front table double when the queues
+//!   [`KEEP_RANGES`] entries at most, and, once it has held a copied
+//!   fragment, its 56-byte box of copy buffers, emptied), so nothing is
+//!   moved or allocated per datagram. The bucket array and the front table double when the queues
 //!   outnumber the buckets, placing every queue again (at most
 //!   `2 x max_datagrams` 4-byte heads plus 4 front entries of 8 bytes each:
 //!   1.1 MiB at the default; not accounted, like the slab) and, with the
