@@ -71,11 +71,11 @@
 //!   freed slot keeps a small range vector for the next queue,
 //!   [`KEEP_RANGES`] entries at most, and, once it has held a copied
 //!   fragment, its 56-byte box of copy buffers, emptied), so nothing is
-//!   moved or allocated per datagram. The bucket array and the front table double when the queues
-//!   outnumber the buckets, placing every queue again (at most
-//!   `2 x max_datagrams` 4-byte heads plus 4 front entries of 8 bytes each:
-//!   1.1 MiB at the default; not accounted, like the slab) and, with the
-//!   slab, are freed by [`Reassembler::flush`].
+//!   moved or allocated per datagram. The bucket array and the front table
+//!   double when the queues outnumber the buckets, placing every queue
+//!   again (at most `2 x max_datagrams` 4-byte heads plus 4 front entries
+//!   of 8 bytes each: 1.1 MiB at the default; not accounted, like the slab)
+//!   and, with the slab, are freed by [`Reassembler::flush`].
 //! * **Fast paths.** [`Reassembler::push_owned`] decides the usual cases
 //!   without side effects first and then does exactly what the general
 //!   path does for them: a fragment for a queue found at its front entry
@@ -1400,7 +1400,8 @@ fn fix_ipv4_words(h: &mut [u8; 12], ip_len: usize, set_ce: bool) {
     let word = |a: u8, b: u8| u16::from_ne_bytes([a, b]);
     let (tos, flags, check) = (word(t0, t1), word(f0, f1), word(c0, c1));
     let new_tos = tos | word(0, if set_ce { 3 } else { 0 });
-    let new_len = word_be(u16::try_from(ip_len).unwrap_or(u16::MAX));
+    // The word whose memory bytes are the length in network order.
+    let new_len = u16::try_from(ip_len).unwrap_or(u16::MAX).to_be();
     // Keep DF, clear MF and the offset.
     let new_flags = flags & word(0x40, 0);
     // At most 7 x 0xffff: two folds bring it to 16 bits.
@@ -1413,12 +1414,6 @@ fn fix_ipv4_words(h: &mut [u8; 12], ip_len: usize, set_ce: bool) {
     [h[2], h[3]] = new_len.to_ne_bytes();
     [h[6], h[7]] = new_flags.to_ne_bytes();
     [h[10], h[11]] = (!(sum as u16)).to_ne_bytes();
-}
-
-/// `v` as the 16-bit word whose memory bytes are `v` in network order.
-#[inline(always)]
-fn word_be(v: u16) -> u16 {
-    u16::from_ne_bytes(v.to_be_bytes())
 }
 
 /// Appends `src` to `dst`; the usual header lengths (20, 40) as fixed-size
@@ -3040,16 +3035,17 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
                         Data::Copied(pos) => pos as usize == hroom.saturating_add(r.offset()),
                         Data::Held(..) => false,
                     });
-                match q.copy.as_mut() {
-                    Some(c) if in_place => std::mem::swap(out, &mut c.buf),
-                    _ => {
-                        out.clear();
-                        out.reserve(ip_len);
-                        out.extend_from_slice(q.head_bytes());
-                        let copied = q.copy.as_ref().map_or(&[][..], |c| &c.buf[..]);
-                        for f in q.frags.iter() {
-                            out.extend_from_slice(f.bytes(copied));
-                        }
+                if in_place {
+                    // (In place implies the copy buffers.)
+                    if let Some(c) = q.copy.as_mut() {
+                        std::mem::swap(out, &mut c.buf);
+                    }
+                } else {
+                    out.clear();
+                    out.reserve(ip_len);
+                    out.extend_from_slice(q.head_bytes());
+                    for f in q.frags.iter() {
+                        out.extend_from_slice(f.bytes(copied));
                     }
                 }
                 fix_header(family, out.get_mut(..head.len()).unwrap_or(&mut []), ip_len, set_ce, head.v6_next());
