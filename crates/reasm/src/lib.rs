@@ -2833,21 +2833,19 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
         let Some(q) = self.slots.get_mut(slot as usize) else {
             return self.reject(DropReason::BadHeader, payload, new_buf, false);
         };
-        let fresh = new_buf.is_some();
-        if let Some(b) = new_buf {
-            let c = q.copy.get_or_insert_with(Box::default);
-            c.buf = b;
-            c.hroom = p.hroom;
-            q.has_buf = true;
-        }
         // Store the payload (growing the copy buffer as predicted) and the
         // offset-0 header.
         let mut mem = Self::frag_cost();
         let data = match payload {
             Payload::Copy(frame) => {
-                // Set up with the first copied fragment (the caller passes
-                // `new_buf` then).
+                // The queue's first copied fragment comes with its buffer.
                 let c = q.copy.get_or_insert_with(Box::default);
+                let fresh = new_buf.is_some();
+                if let Some(b) = new_buf {
+                    c.buf = b;
+                    c.hroom = p.hroom;
+                    q.has_buf = true;
+                }
                 let old_cap = c.buf.capacity();
                 let needed = c.buf.len().saturating_add(p.len);
                 if needed > old_cap {
