@@ -1029,6 +1029,9 @@ pub struct Reassembler<B = Vec<u8>> {
     free_buf_bytes: usize,
     /// Per-source fragment counters of the max-distance rule.
     sources: SourceTable,
+    /// Fragments a queue may hold for the fast paths to extend it:
+    /// `min(max_frags, SMALL_RANGES)`, one compare instead of two.
+    fast_frags: usize,
     /// Frame buffers let go of during the current call; handed to the
     /// caller's `spare` (or dropped) before the call returns, so empty
     /// between calls.
@@ -1650,6 +1653,7 @@ impl<B> Reassembler<B> {
             free_bufs: Vec::new(),
             free_buf_bytes: 0,
             sources: SourceTable::default(),
+            fast_frags: cfg.max_frags.min(SMALL_RANGES),
             released: Vec::new(),
         })
     }
@@ -2357,7 +2361,7 @@ impl<B: AsRef<[u8]>> Reassembler<B> {
             return self.push_owned_general(frame, l3, now, out);
         };
         let held = frags.len();
-        if held >= self.cfg.max_frags || held >= SMALL_RANGES {
+        if held >= self.fast_frags {
             return self.push_owned_general(frame, l3, now, out);
         }
         if offset >= q.max_end {
