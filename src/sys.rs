@@ -23,7 +23,9 @@ pub fn prefetch(bytes: &[u8], at: usize) {
     // any address, valid or not (the pointer is computed with wrapping
     // arithmetic and never dereferenced); a prefetch never faults or writes.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bytes.as_ptr().wrapping_add(at).cast::<i8>());
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            bytes.as_ptr().wrapping_add(at).cast::<i8>(),
+        );
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (bytes, at);

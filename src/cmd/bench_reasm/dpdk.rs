@@ -271,7 +271,13 @@ mod tests {
     use super::super::Row;
     use super::merge_rounds;
 
-    fn row(implementation: &'static str, shape: Option<&str>, role: Option<&'static str>, round: usize, rate: f64) -> Row {
+    fn row(
+        implementation: &'static str,
+        shape: Option<&str>,
+        role: Option<&'static str>,
+        round: usize,
+        rate: f64,
+    ) -> Row {
         Row {
             implementation,
             shape: shape.map(str::to_string),
