@@ -64,9 +64,10 @@
 //! `libdpdk-dev` is installed; see `bench/dpdk/README.md`), with its
 //! example table shape and the tight shapes that were its best here, and
 //! prints flowsteer's ratio to the example shape and to the best shape (the
-//! best median over the rounds), paired per round. The harness times what this loop
-//! times: the reassemble calls and the delivered datagram's header read;
-//! it restores its mbufs (DPDK rewrites them) outside the timed part.
+//! best median over the rounds), paired per round. The harness times what
+//! this loop times: the reassemble calls and the delivered datagram's
+//! header read; it restores its mbufs (DPDK rewrites them) outside the
+//! timed part.
 //!
 //! Every frame and its parse result are built before timing; only the
 //! push calls and the delivered datagram's handling are timed, with a clock
