@@ -4,9 +4,14 @@
 # built): the executed instructions of one call of each side's timed loop,
 # traced with gdb, then simulated by llvm-mca (Zen 3 model, the newest in
 # LLVM 14) as straight-line code. Needs gdb and llvm-mca-14 (Debian:
-# gdb, llvm-14). Run from the repository root after `cargo build --release`.
+# gdb, llvm-14). Uses the repository's release build (`cargo build
+# --release` first).
 #
-#   bench/model/run.sh [in-order|reversed|shuffled ...]
+#   [SHAPE=bkt64x2] bench/model/run.sh [in-order|reversed|shuffled ...]
+#
+# DPDK's table shape defaults to bkt256x1, one of the two tight shapes
+# `bench reasm --dpdk` compares at 64 in flight (DPDK_SHAPES_64 in
+# src/cmd/bench_reasm.rs) and the faster of them in sessions 6 and 7.
 #
 # The model has perfect branch prediction and every load hitting L1; see
 # BENCHMARKS.md (session 8) for what it explains and what it does not.
@@ -14,6 +19,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 orders=${*:-in-order reversed shuffled}
+shape=${SHAPE:-bkt256x1}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for tool in gdb llvm-mca-14; do
@@ -33,7 +39,7 @@ for o in $orders; do
     echo "flowsteer $o: $(model $work/fs.$o.s)"
     if [ -x "$dpdk" ]; then
         TFN=reasm_block_v4 TOUT=$work/dp.$o gdb -batch -x "$here/trace.py" --args \
-            "$dpdk" --family 4 --in-flight 64 --order "$o" --payload 4416 --shape bkt256x1 --seconds 0.05 >/dev/null 2>&1
+            "$dpdk" --family 4 --in-flight 64 --order "$o" --payload 4416 --shape "$shape" --seconds 0.05 >/dev/null 2>&1
         echo "dpdk      $o: $(python3 "$here/to_mca.py" $work/dp.$o 64 $work/dp.$o.s)"
         echo "dpdk      $o: $(model $work/dp.$o.s)"
     fi
