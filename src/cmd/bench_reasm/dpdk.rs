@@ -138,6 +138,10 @@ pub struct Comparison {
     /// round, median (the bar: >= 1.0) and lowest.
     vs_best: Option<f64>,
     vs_best_min: Option<f64>,
+    /// 95 % confidence intervals of those two medians (see [`median_ci95`]):
+    /// `[low, high]`, absent below 6 rounds.
+    vs_example_ci95: Option<[f64; 2]>,
+    vs_best_ci95: Option<[f64; 2]>,
 }
 
 /// The median (the mean of the two middle values for an even count).
@@ -145,6 +149,35 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
     let hi = v.get(v.len() / 2).copied()?;
     Some(if v.len().is_multiple_of(2) { v.get(v.len() / 2 - 1).map_or(hi, |lo| (lo + hi) / 2.0) } else { hi })
+}
+
+/// A distribution-free confidence interval of at least 95 % for the median
+/// of `v` (the sign test's): from the k-th smallest to the k-th largest
+/// value, k the largest rank with P(Binomial(n, 1/2) < k) <= 2.5 %. It
+/// assumes nothing about the noise but that rounds are independent, which
+/// suits this shared host. None below 6 values (no such k exists) or with
+/// a NaN.
+fn median_ci95(v: &[f64]) -> Option<[f64; 2]> {
+    let n = v.len();
+    if v.iter().any(|x| x.is_nan()) {
+        return None;
+    }
+    // P(X = j) from P(X = j - 1), in logarithms so that 0.5^n cannot
+    // underflow to zero for many rounds.
+    let mut ln_p = n as f64 * 0.5f64.ln();
+    let (mut below, mut k) = (0.0, 0);
+    for j in 0..n {
+        let p = ln_p.exp();
+        if below + p > 0.025 {
+            break;
+        }
+        below += p;
+        k = j + 1;
+        ln_p += ((n - j) as f64 / (j + 1) as f64).ln();
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    Some([*s.get(k.checked_sub(1)?)?, *s.get(n.checked_sub(k)?)?])
 }
 
 /// The rows of one case's rounds (flowsteer's and DPDK's, each tagged with
@@ -215,8 +248,10 @@ pub fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
         dpdk_best: top.map(|r| r.dgrams_per_s),
         dpdk_best_shape: top_shape,
         vs_example_min: lowest(&vs_ex),
+        vs_example_ci95: median_ci95(&vs_ex),
         vs_example: median(vs_ex),
         vs_best_min: lowest(&vs_best),
+        vs_best_ci95: median_ci95(&vs_best),
         vs_best: median(vs_best),
     };
     (merged, Some(cmp))
@@ -228,13 +263,15 @@ pub fn print_comparison(c: &[Comparison]) {
         (Some(v), Some(lo)) => format!("{v:.2}x ({lo:.2})"),
         _ => "-".to_string(),
     };
+    let ci = |c: Option<[f64; 2]>| c.map_or_else(|| "-".to_string(), |[lo, hi]| format!("{lo:.2}-{hi:.2}"));
     println!();
     println!(
         "flowsteer vs DPDK rte_ip_frag, same workload, same CPU, rounds of one then the other; \
-         M datagrams/s (median of rounds); ratios paired per round: median (lowest)"
+         M datagrams/s (median of rounds); ratios paired per round: median (lowest), and the \
+         median's 95 % interval (sign test, from 6 rounds)"
     );
     println!(
-        "{:>3} {:>9} {:<9} {:>6} {:>9} {:>10} {:>9} {:<20} {:>14} {:>14}",
+        "{:>3} {:>9} {:<9} {:>6} {:>9} {:>10} {:>9} {:<20} {:>14} {:>10} {:>14} {:>10}",
         "fam",
         "in_flight",
         "order",
@@ -244,11 +281,13 @@ pub fn print_comparison(c: &[Comparison]) {
         "dpdk_best",
         "best_shape",
         "vs_example",
-        "vs_best"
+        "ex_95%",
+        "vs_best",
+        "best_95%"
     );
     for r in c {
         println!(
-            "{:>3} {:>9} {:<9} {:>6} {:>9.2} {:>10} {:>9} {:<20} {:>14} {:>14}",
+            "{:>3} {:>9} {:<9} {:>6} {:>9.2} {:>10} {:>9} {:<20} {:>14} {:>10} {:>14} {:>10}",
             r.family,
             r.in_flight,
             r.order,
@@ -258,7 +297,9 @@ pub fn print_comparison(c: &[Comparison]) {
             m(r.dpdk_best),
             r.dpdk_best_shape.as_deref().unwrap_or("-"),
             x(r.vs_example, r.vs_example_min),
-            x(r.vs_best, r.vs_best_min)
+            ci(r.vs_example_ci95),
+            x(r.vs_best, r.vs_best_min),
+            ci(r.vs_best_ci95)
         );
     }
     println!(
@@ -269,7 +310,7 @@ pub fn print_comparison(c: &[Comparison]) {
 #[cfg(test)]
 mod tests {
     use super::super::Row;
-    use super::merge_rounds;
+    use super::{median_ci95, merge_rounds};
 
     fn row(
         implementation: &'static str,
@@ -323,5 +364,25 @@ mod tests {
         assert_eq!(c.vs_best, Some(10.0 / 10.4));
         assert_eq!(c.vs_best_min, Some(10.0 / 10.5));
         assert_eq!(c.vs_example, Some(10.0 / 6.0));
+        // Three rounds are too few for a 95 % interval.
+        assert_eq!(c.vs_best_ci95, None);
+    }
+
+    /// The sign test's ranks: 6 values give the whole range (1 - 2/64 =
+    /// 96.9 %), 9 the 2nd to 8th, 15 the 4th to 12th, 45 the 16th to
+    /// 30th (binomial tables); 5 values give none; thousands of rounds do
+    /// not underflow; order does not matter.
+    #[test]
+    fn median_ci95_uses_the_sign_test_ranks() {
+        let vals = |n: usize| (1..=n).rev().map(|i| i as f64).collect::<Vec<_>>();
+        assert_eq!(median_ci95(&vals(5)), None);
+        assert_eq!(median_ci95(&[]), None);
+        assert_eq!(median_ci95(&vals(6)), Some([1.0, 6.0]));
+        assert_eq!(median_ci95(&vals(9)), Some([2.0, 8.0]));
+        assert_eq!(median_ci95(&vals(15)), Some([4.0, 12.0]));
+        assert_eq!(median_ci95(&vals(45)), Some([16.0, 30.0]));
+        // 3,000: the 1,446th to 1,555th (n / 2 -/+ 1.96 sqrt(n) / 2).
+        assert_eq!(median_ci95(&vals(3000)), Some([1446.0, 1555.0]));
+        assert_eq!(median_ci95(&[1.0, f64::NAN, 2.0, 3.0, 4.0, 5.0, 6.0]), None);
     }
 }
