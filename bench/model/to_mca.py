@@ -26,7 +26,9 @@ for raw in open(trace):
     for prefix in ("bnd ", "notrack "):
         if ins.startswith(prefix):
             ins = ins[len(prefix):]
-    op = ins.split()[0] if ins else ""
+    if not ins:
+        continue
+    op = ins.split()[0]
     if op.startswith("call"):
         ins = "movq %rax,-8(%rsp)"
     elif op.startswith("ret"):
