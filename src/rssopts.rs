@@ -3,7 +3,7 @@
 
 use crate::cli::RssArgs;
 use anyhow::{bail, Context, Result};
-use flowsteer_rss::ethtool::parse_ethtool_x;
+use flowsteer_plan::ethtool::parse_ethtool_x;
 use flowsteer_rss::{CoreId, HashTypes, Impl, Mapping, Reta, RssConfig, RssKey};
 
 /// Queues when neither --queues nor a command-specific count is given.

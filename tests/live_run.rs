@@ -11,7 +11,7 @@
 //! Root only (skipped with a printed reason otherwise).
 
 use flowsteer_netns::{skip_reason, Lab, LabConfig, Side};
-use flowsteer_rss::plan::{plan, AddrRange, PlanRequest, PortRange};
+use flowsteer_plan::plan::{plan, AddrRange, PlanRequest, PortRange};
 use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_wire::FlowTuple;
 use std::net::{IpAddr, UdpSocket};
@@ -177,7 +177,7 @@ fn afpacket_per_bucket_exactness() {
         proto: 17,
         buckets: (0..buckets as u16).map(QueueId).collect(),
         per_bucket: 1,
-        max_candidates: flowsteer_rss::plan::DEFAULT_MAX_CANDIDATES,
+        max_candidates: flowsteer_plan::plan::DEFAULT_MAX_CANDIDATES,
     };
     let planned = plan(&cfg, &req).unwrap();
     let mut ports = vec![0u16; buckets];

@@ -3,7 +3,7 @@
 use crate::cli::PlanArgs;
 use crate::rssopts::{resolve, Resolved};
 use anyhow::{bail, Context, Result};
-use flowsteer_rss::plan::{plan, AddrRange, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
+use flowsteer_plan::plan::{plan, AddrRange, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
 use flowsteer_rss::QueueId;
 use flowsteer_wire::proto;
 

@@ -20,10 +20,10 @@
 //! buckets cannot be reached at all; [`Plan::unreachable`] says which, and
 //! why.
 
-use crate::config::RssConfig;
-use crate::hashtype::{Fields, HashInput};
-use crate::reta::{Mapping, QueueId};
-use crate::toeplitz::key_window;
+use flowsteer_rss::config::RssConfig;
+use flowsteer_rss::hashtype::{Fields, HashInput};
+use flowsteer_rss::reta::{Mapping, QueueId};
+use flowsteer_rss::toeplitz::key_window;
 use flowsteer_wire::FlowTuple;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

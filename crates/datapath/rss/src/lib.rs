@@ -9,10 +9,8 @@
 #![deny(unsafe_code)]
 
 pub mod config;
-pub mod ethtool;
 pub mod hashtype;
 pub mod key;
-pub mod plan;
 pub mod quality;
 pub mod reta;
 mod simd;

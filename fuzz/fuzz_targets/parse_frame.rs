@@ -1,4 +1,4 @@
-//! `cargo +nightly fuzz run parse_frame` (from crates/wire/fuzz).
+//! `cargo +nightly fuzz run parse_frame` (from fuzz/).
 //!
 //! The first byte picks the link type, whether inner headers are parsed and
 //! whether VXLAN uses the default port; the rest is the frame.

@@ -19,7 +19,7 @@ mod sys;
 pub mod track;
 
 pub use client::{route_source, ClientConfig, ClientReport, FlowReport, LatencySummary};
-pub use flowsteer_rss::plan::PortRange;
+pub use flowsteer_plan::plan::PortRange;
 pub use server::{BindMode, CoreStats, Counters, Reply, SelfTestReport, Server, ServerConfig, ServerStats};
 pub use spread::{plain_flows, spread_flows, FlowSpec};
 /// The CPU the calling thread runs on (`sched_getcpu`), and pinning the

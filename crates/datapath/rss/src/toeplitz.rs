@@ -49,7 +49,7 @@ pub fn reference(key: &[u8], input: &[u8]) -> u32 {
 /// The 32 key bits starting at bit `pos` (bit 0 = MSB of key byte 0), bits
 /// past the key being zero: the contribution of a set input bit at `pos`.
 /// The hash is linear, so the table path and the planner are built from it.
-pub(crate) fn key_window(key: &[u8], pos: usize) -> u32 {
+pub fn key_window(key: &[u8], pos: usize) -> u32 {
     (0..32).fold(0u32, |w, i| {
         let p = pos + i;
         let bit = key.get(p / 8).map_or(0, |b| (b >> (7 - p % 8)) & 1);

@@ -1,7 +1,7 @@
 //! The GF(2) planner: every planned tuple lands where the plan says, checked
 //! with the bit-by-bit reference hash.
 
-use flowsteer_rss::plan::{plan, PlanRequest, DEFAULT_MAX_CANDIDATES};
+use flowsteer_plan::plan::{plan, PlanRequest, DEFAULT_MAX_CANDIDATES};
 use flowsteer_rss::{reference, Fields, HashInput, HashTypes, Impl, QueueId, Reta, RssConfig, RssKey};
 use flowsteer_wire::proto;
 
@@ -22,7 +22,7 @@ fn req(src: &str, dst: &str, sport: Option<&str>, dport: Option<&str>, proto: u8
     }
 }
 
-fn verify(cfg: &RssConfig, p: &flowsteer_rss::plan::Plan) {
+fn verify(cfg: &RssConfig, p: &flowsteer_plan::plan::Plan) {
     for a in &p.assignments {
         let ports = if p.fields == Fields::FourTuple { Some((a.sport, a.dport)) } else { None };
         let input = HashInput::build(a.src, a.dst, ports);

@@ -1,13 +1,13 @@
 //! Choosing the generator's flows: plain (ephemeral source ports over the
 //! local addresses) or spread over N receive queues of the receiver's RSS
-//! configuration with the GF(2) planner ([`flowsteer_rss::plan`]).
+//! configuration with the GF(2) planner ([`flowsteer_plan::plan`]).
 //!
 //! When the receiver hashes UDP on the 4-tuple, the planner picks source
 //! ports; when it hashes UDP on addresses only (the default of most NICs),
 //! ports do not matter and the local addresses (`-l`) must already land in
 //! the wanted queues, so they are sorted by their placement.
 
-use flowsteer_rss::plan::{plan, AddrRange, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
+use flowsteer_plan::plan::{plan, AddrRange, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
 use flowsteer_rss::{Fields, HashInput, QueueId, RssConfig};
 use flowsteer_wire::{proto, FlowTuple};
 use serde::Serialize;
