@@ -293,7 +293,7 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
                 Some(c) => c,
                 None => {
                     // The last CPU this process may run on (taskset, cpuset).
-                    let c = crate::cmd::run::available_cpus().into_iter().max().unwrap_or(0);
+                    let c = flowsteer_live::available_cpus().into_iter().max().unwrap_or(0);
                     flowsteer_udp::pin_to_cpu(c).with_context(|| format!("cannot run on CPU {c}"))?;
                     c
                 }

@@ -92,7 +92,7 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) || args.reps == 0 {
         anyhow::bail!("--seconds must be positive and --reps at least 1");
     }
-    let cpus = crate::cmd::run::available_cpus();
+    let cpus = flowsteer_live::available_cpus();
     let mut rows = Vec::new();
     for &flows in &args.flows {
         if flows == 0 {
@@ -294,7 +294,7 @@ fn shared_queue(flows: u32, workers: usize, seconds: f64, burst: usize) -> f64 {
     let rss = RssConfig::default_for_queues(1).ok();
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
-    let cpus = crate::cmd::run::available_cpus();
+    let cpus = flowsteer_live::available_cpus();
     let handles: Vec<_> = (0..workers)
         .map(|i| {
             let (shared, table, rss) = (shared.clone(), table.clone(), rss.clone());

@@ -72,7 +72,7 @@ pub fn run(args: &BenchUdpArgs) -> Result<i32> {
     if args.max_flows == 0 || args.flows == 0 {
         bail!("--flows and --max-flows must be at least 1");
     }
-    let cpus = crate::cmd::run::available_cpus();
+    let cpus = flowsteer_live::available_cpus();
     let lab = Lab::new("bu", &LabConfig { queues: cpus.len().clamp(1, 64) as u16, mtu: 1500 })
         .map_err(|e| anyhow!("bench udp: {e}"))?;
     xps_per_cpu(&lab, &cpus)?;

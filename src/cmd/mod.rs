@@ -7,12 +7,10 @@ pub mod bench_steer;
 pub mod bench_udp;
 pub mod defrag;
 pub mod hash;
-pub mod live;
 pub mod plan;
 pub mod queues;
 pub mod run;
 pub mod udp_echo;
-pub mod udp_echo_xdp;
 pub mod udp_gen;
 
 /// Print warnings once, to stderr.

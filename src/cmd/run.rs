@@ -4,28 +4,29 @@
 use crate::cli::RunArgs;
 use crate::rssopts::{resolve, Resolved};
 use anyhow::{bail, Context, Result};
-use flowsteer_capture::CaptureReader;
 use flowsteer_engine::counters::Snapshot;
 use flowsteer_engine::engine::{Engine, EngineConfig};
 use flowsteer_engine::runtime::{run as run_engine, RunOptions, RunReport};
-use flowsteer_engine::source::{GenSource, Replay, ReplaySource, RxSource};
+use flowsteer_engine::source::{GenSource, ReplaySource, RxSource};
 use flowsteer_flow::FlowTableConfig;
 use flowsteer_gen::{GenConfig, SizeDist, Spread};
+use flowsteer_live::source::{FanoutChoice, Guard, LiveOptions, LiveSpec};
+use flowsteer_live::{available_cpus, replay, LiveError};
 use flowsteer_rss::RssConfig;
 use flowsteer_steer::cpuset::CpuSet;
 use flowsteer_steer::dispatch::Dispatch;
 use flowsteer_steer::rebalance::RebalanceConfig;
 use flowsteer_steer::steer::Policy;
-use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
+use flowsteer_xsk::XdpMode;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub fn run(args: &RunArgs) -> Result<i32> {
     let (engine, mut opts, warnings, guard) = build(args)?;
-    if !matches!(guard, crate::cmd::live::Guard::None) || args.source.starts_with("af") {
+    if !matches!(guard, Guard::None) || args.source.starts_with("af") {
         // Live traffic never ends by itself: stop cleanly on SIGINT/SIGTERM
         // (the XDP program is detached when `guard` drops).
-        opts.stop = Some(crate::cmd::udp_echo::stop_on_signals()?);
+        opts.stop = Some(flowsteer_live::stop_on_signals()?);
     }
     crate::cmd::warn_all(&warnings);
     let header = describe(&engine.cfg, args);
@@ -55,7 +56,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
 }
 
 /// Build the engine and options from the flags (shared with `bench steer`).
-pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::cmd::live::Guard)> {
+pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)> {
     let available = available_cpus();
     let cpus: Vec<u32> = if args.cores.is_empty() { available.clone() } else { args.cores.clone() };
     if cpus.is_empty() {
@@ -73,7 +74,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::
         bail!("--cores lists a CPU twice");
     }
     let single = args.single_queue;
-    let live = crate::cmd::live::LiveSpec::parse(&args.source)?;
+    let live = LiveSpec::parse(&args.source).map_err(|e| anyhow::anyhow!("--source '{}': {e}", args.source))?;
     let live_queues = match &live {
         Some(spec) => {
             let q = spec.rx_queues(args.rx_queues.unwrap_or(cpus.len() as u16))?;
@@ -146,7 +147,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::
         )
     };
     let n = cpus.len();
-    let mut guard = crate::cmd::live::Guard::None;
+    let mut guard = Guard::None;
     let (sources, tracked): (Vec<Box<dyn RxSource>>, usize) = if args.source == "gen" {
         let size = match args.size.as_str() {
             "imix" => SizeDist::Imix,
@@ -178,7 +179,9 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::
             .map_err(|e| anyhow::anyhow!("generator: {e}"))?;
         (sources, args.flows as usize)
     } else if let Some(path) = args.source.strip_prefix("pcap:") {
-        let replay = Arc::new(load_capture(path, &rss, rx_queues, args.max_capture_mib)?);
+        let (replay, load_warnings) = replay::load(path, &rss, rx_queues, args.max_capture_mib)?;
+        crate::cmd::warn_all(&load_warnings);
+        let replay = Arc::new(replay);
         let sources =
             (0..n).map(|_| Box::new(ReplaySource::new(replay.clone(), args.loops)) as Box<dyn RxSource>).collect();
         (sources, 1)
@@ -186,8 +189,26 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::
         let worker_of: Vec<usize> = (0..queues.len())
             .map(|i| rxq_worker.as_ref().and_then(|m| m.get(i)).map_or(i % n, |&w| usize::from(w)))
             .collect();
-        let lopts = crate::cmd::live::LiveOptions { xdp_mode: &args.xdp_mode, fanout: &args.fanout, rss: &rss };
-        let (sources, g) = crate::cmd::live::open(spec, queues, &worker_of, n, &lopts)?;
+        // Each backend checks only its own option, as before the split.
+        let xdp_mode = match (spec, args.xdp_mode.as_str()) {
+            (LiveSpec::Xdp { .. }, "auto") | (LiveSpec::Packet { .. }, _) => XdpMode::Auto,
+            (LiveSpec::Xdp { .. }, "native") => XdpMode::Native,
+            (LiveSpec::Xdp { .. }, "skb") => XdpMode::Skb,
+            (LiveSpec::Xdp { .. }, m) => bail!("--xdp-mode '{m}': expected auto, native or skb"),
+        };
+        let fanout = match (spec, args.fanout.as_str()) {
+            (LiveSpec::Xdp { .. }, _) | (LiveSpec::Packet { .. }, "rss") => FanoutChoice::Rss,
+            (LiveSpec::Packet { .. }, "hash") => FanoutChoice::Hash,
+            (LiveSpec::Packet { .. }, "cpu") => FanoutChoice::Cpu,
+            (LiveSpec::Packet { .. }, "qm") => FanoutChoice::QueueMapping,
+            (LiveSpec::Packet { .. }, "lb") => FanoutChoice::LoadBalance,
+            (LiveSpec::Packet { .. }, m) => bail!("--fanout '{m}': expected rss, hash, cpu, qm or lb"),
+        };
+        let lopts = LiveOptions { xdp_mode, fanout, rss: &rss };
+        let (sources, g) = flowsteer_live::open(spec, queues, &worker_of, n, &lopts).map_err(|e| match e {
+            LiveError::Fanout(e) => anyhow::anyhow!("--fanout rss: {e}"),
+            e => anyhow::anyhow!("--source {e}"),
+        })?;
         guard = g;
         (sources, 1)
     } else {
@@ -251,49 +272,6 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, crate::
         stop: None,
     };
     Ok((engine, opts, warnings, guard))
-}
-
-/// CPUs this process may run on.
-pub fn available_cpus() -> Vec<u32> {
-    core_affinity::get_core_ids().map(|ids| ids.into_iter().map(|c| c.id as u32).collect()).unwrap_or_else(|| vec![0])
-}
-
-/// Read a capture into memory and split it over receive queues by RSS, as a
-/// NIC would. Frames that do not parse go to queue 0 (where the engine
-/// counts them as parse drops).
-fn load_capture(path: &str, rss: &RssConfig, queues: u16, max_mib: u64) -> Result<Replay> {
-    let mut reader = CaptureReader::open(std::path::Path::new(path)).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-    let mut replay = Replay { queues: vec![Vec::new(); usize::from(queues)] };
-    let limit = max_mib.saturating_mul(1 << 20);
-    let mut bytes = 0u64;
-    let opts = ParseOptions::default();
-    loop {
-        match reader.next_packet() {
-            Ok(Some(p)) => {
-                if LinkType::from_pcap(p.linktype) != Some(LinkType::Ethernet) {
-                    bail!("{path}: link type {} is not Ethernet; `run` replays Ethernet captures", p.linktype);
-                }
-                bytes += p.data.len() as u64;
-                if bytes > limit {
-                    bail!("{path}: larger than --max-capture-mib {max_mib}");
-                }
-                let q = match parse_frame(p.data, LinkType::Ethernet, &opts) {
-                    Ok(parsed) => parsed.outer.map_or(0, |l3| rss.place(&l3.tuple, l3.frag.is_some()).queue.0 % queues),
-                    Err(_) => 0,
-                };
-                replay.queues[usize::from(q)].push(p.data.to_vec());
-            }
-            Ok(None) => break,
-            Err(flowsteer_capture::CaptureError::Truncated { packets_read }) => {
-                eprintln!("warning: {path}: capture truncated after {packets_read} packets; replaying those");
-            }
-            Err(e) => bail!("{path}: {e}"),
-        }
-    }
-    if replay.queues.iter().all(|q| q.is_empty()) {
-        bail!("{path}: no packets");
-    }
-    Ok(replay)
 }
 
 fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {

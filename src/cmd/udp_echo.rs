@@ -6,22 +6,14 @@
 
 use crate::cli::UdpEchoArgs;
 use anyhow::{bail, Context, Result};
+use flowsteer_live::queues::rx_queues;
+use flowsteer_live::stop_on_signals;
 use flowsteer_udp::server::format_table;
+use flowsteer_udp::xdp::{XdpCoreCounters, XdpEcho, XdpEchoOptions};
 use flowsteer_udp::{allowed_cpus, BindMode, Reply, Server, ServerConfig, ServerStats};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// A flag set by SIGINT or SIGTERM; a second signal while it is set exits at once (code 1).
-pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone()).context("install signal handler")?;
-        signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
-    }
-    Ok(stop)
-}
 
 /// Parse `ADDR:PORT` with a message that shows the expected form.
 pub fn parse_socket_addr(s: &str) -> Result<SocketAddr> {
@@ -108,9 +100,8 @@ fn emit(stats: &ServerStats, json: bool, line: bool) -> Result<()> {
     Ok(())
 }
 
-/// `--mode xdp`: see [`crate::cmd::udp_echo_xdp`].
+/// `--mode xdp`: see [`flowsteer_udp::xdp`].
 fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
-    use crate::cmd::udp_echo_xdp::{self as x, XdpCoreCounters};
     let addr = parse_socket_addr(&args.addr)?;
     let Some(iface) = args.iface.clone() else {
         bail!("udp-echo --mode xdp needs --iface IFACE (the interface whose receive queues to serve)");
@@ -124,7 +115,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         "skb" => flowsteer_xsk::XdpMode::Skb,
         m => bail!("--xdp-mode '{m}': expected auto, native or skb"),
     };
-    let queues = if args.queues.is_empty() { crate::cmd::queues::rx_queues(&iface)? } else { args.queues.clone() };
+    let queues = if args.queues.is_empty() { rx_queues(&iface)? } else { args.queues.clone() };
     let cpus = if args.cpus.is_empty() { allowed_cpus().map_err(anyhow::Error::msg)? } else { args.cpus.clone() };
     let duration = match args.duration {
         Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
@@ -141,23 +132,23 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
             stop.store(true, Ordering::Relaxed);
         });
     }
-    let opts = x::XdpEchoOptions { iface, addr, echo: !args.sink, cpus, queues, mode };
-    let rows = x::run(&opts, stop)?;
+    let opts = XdpEchoOptions { iface, addr, echo: !args.sink, cpus, queues, mode };
+    let server = XdpEcho::open(&opts)?;
+    eprintln!(
+        "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({:?} XDP)",
+        opts.addr,
+        if opts.echo { "echo" } else { "sink" },
+        opts.iface,
+        opts.queues,
+        server.mode()
+    );
+    let rows = server.run(stop)?;
     let mut total = XdpCoreCounters { queue: u32::MAX, cpu: u32::MAX, ..Default::default() };
     for r in &rows {
-        total.received += r.received;
-        total.delivered += r.delivered;
-        total.sent += r.sent;
-        total.dropped_tx_full += r.dropped_tx_full;
-        total.not_for_us += r.not_for_us;
-        total.kernel_drops += r.kernel_drops;
-        total.cpu_mismatch += r.cpu_mismatch;
+        total += r;
     }
     let echo = !args.sink;
-    let adds_up = |c: &XdpCoreCounters| {
-        c.received == c.delivered + c.not_for_us && (!echo || c.delivered == c.sent + c.dropped_tx_full)
-    };
-    let ok = rows.iter().all(adds_up) && adds_up(&total);
+    let ok = rows.iter().all(|c| c.adds_up(echo)) && total.adds_up(echo);
     if args.json {
         let v = serde_json::json!({
             "schema": "flowsteer.udp-echo-xdp.v1",

@@ -6,9 +6,9 @@
 //! sending early and still print the report.
 
 use crate::cli::UdpGenArgs;
-use crate::cmd::udp_echo::stop_on_signals;
 use crate::rssopts::{resolve, Resolved};
 use anyhow::{bail, Context, Result};
+use flowsteer_live::stop_on_signals;
 use flowsteer_udp::client::{self, format_report};
 use flowsteer_udp::{plain_flows, route_source, spread_flows, ClientConfig, PortRange};
 use std::net::{IpAddr, SocketAddr};

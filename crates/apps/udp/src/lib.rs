@@ -1,9 +1,11 @@
-//! RSS-aware UDP over kernel sockets: a per-core echo/sink server whose
+//! RSS-aware UDP: a per-core echo/sink server over kernel sockets whose
 //! sockets are tied to CPUs (SO_REUSEPORT + SO_INCOMING_CPU or a classic BPF
 //! reuseport program, proved by a loopback self-test), and a load generator
 //! whose flows can be planned onto chosen receive queues with the GF(2)
-//! planner of `flowsteer-rss`, with byte-exact echo checks, loss, reordering
-//! and round-trip percentiles.
+//! planner of `flowsteer-plan`, with byte-exact echo checks, loss, reordering
+//! and round-trip percentiles; and the same echo on the AF_XDP dataplane
+//! ([`xdp`]: one pinned thread per receive queue, replies rewritten in
+//! place).
 //!
 //! Libraries never print: every failure is a one-line `String` saying what
 //! to do. All `unsafe` lives in the private `sys` module.
@@ -17,6 +19,7 @@ pub mod server;
 pub mod spread;
 mod sys;
 pub mod track;
+pub mod xdp;
 
 pub use client::{route_source, ClientConfig, ClientReport, FlowReport, LatencySummary};
 pub use flowsteer_plan::plan::PortRange;

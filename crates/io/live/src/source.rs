@@ -1,5 +1,5 @@
-//! Live packet sources for `flowsteer run`: AF_XDP and AF_PACKET receive
-//! queues behind the engine's [`RxSource`] seam. Engine receive queue `i`
+//! Live packet sources for the engine: AF_XDP and AF_PACKET receive
+//! queues behind its [`RxSource`] seam. Engine receive queue `i`
 //! is the backend's queue `i` (an AF_XDP socket on device queue `ids[i]`,
 //! or the `i`-th member of an AF_PACKET fanout group); the worker that
 //! polls it is `--queue-cpus[i]` (default `i % workers`).
@@ -12,7 +12,7 @@
 //!   receives exactly what the RETA sends to queue `i`); one ring per
 //!   engine receive queue (`--rx-queues`, default one per worker).
 
-use anyhow::{anyhow, bail, Result};
+use crate::LiveError;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing};
 use flowsteer_engine::source::RxSource;
 use flowsteer_rss::RssConfig;
@@ -36,26 +36,26 @@ pub enum LiveSpec {
 
 impl LiveSpec {
     /// `None` when `spec` is not a live source.
-    pub fn parse(spec: &str) -> Result<Option<LiveSpec>> {
+    pub fn parse(spec: &str) -> Result<Option<LiveSpec>, LiveError> {
         if let Some(rest) = spec.strip_prefix("afxdp:") {
             let (iface, queues) = match rest.split_once(':') {
                 Some((i, q)) => {
                     let qs = q
                         .split(',')
-                        .map(|x| x.trim().parse::<u32>().map_err(|_| anyhow!("--source '{spec}': bad queue '{x}'")))
-                        .collect::<Result<Vec<_>>>()?;
+                        .map(|x| x.trim().parse::<u32>().map_err(|_| LiveError::Spec(format!("bad queue '{x}'"))))
+                        .collect::<Result<Vec<_>, _>>()?;
                     (i, Some(qs))
                 }
                 None => (rest, None),
             };
             if iface.is_empty() {
-                bail!("--source '{spec}': expected afxdp:IFACE[:QUEUE,...]");
+                return Err(LiveError::Spec("expected afxdp:IFACE[:QUEUE,...]".into()));
             }
             return Ok(Some(LiveSpec::Xdp { iface: iface.to_string(), queues }));
         }
         if let Some(iface) = spec.strip_prefix("afpacket:") {
             if iface.is_empty() || iface.contains(':') {
-                bail!("--source '{spec}': expected afpacket:IFACE");
+                return Err(LiveError::Spec("expected afpacket:IFACE".into()));
             }
             return Ok(Some(LiveSpec::Packet { iface: iface.to_string() }));
         }
@@ -64,13 +64,13 @@ impl LiveSpec {
 
     /// Receive queues the engine will have: the listed AF_XDP queues (or
     /// every device queue), or `default` fanout members.
-    pub fn rx_queues(&self, default: u16) -> Result<Vec<u32>> {
+    pub fn rx_queues(&self, default: u16) -> Result<Vec<u32>, LiveError> {
         match self {
             LiveSpec::Xdp { queues: Some(q), .. } => Ok(q.clone()),
             LiveSpec::Xdp { iface, queues: None } => {
-                let q = crate::cmd::queues::rx_queues(iface)?;
+                let q = crate::queues::rx_queues(iface)?;
                 if q.is_empty() {
-                    bail!("interface {iface} reports no receive queues");
+                    return Err(LiveError::NoQueues(iface.clone()));
                 }
                 Ok(q)
             }
@@ -114,10 +114,22 @@ impl RxSource for PacketSource {
     }
 }
 
+/// How AF_PACKET spreads frames over the rings of its fanout group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FanoutChoice {
+    /// Our Toeplitz RSS compiled to a classic BPF fanout program: ring `i`
+    /// receives exactly what the RETA sends to queue `i`.
+    Rss,
+    Hash,
+    Cpu,
+    QueueMapping,
+    LoadBalance,
+}
+
 /// Options of the live backends.
 pub struct LiveOptions<'a> {
-    pub xdp_mode: &'a str,
-    pub fanout: &'a str,
+    pub xdp_mode: XdpMode,
+    pub fanout: FanoutChoice,
     pub rss: &'a RssConfig,
 }
 
@@ -129,17 +141,11 @@ pub fn open(
     worker_of: &[usize],
     workers: usize,
     opts: &LiveOptions<'_>,
-) -> Result<(Vec<Box<dyn RxSource>>, Guard)> {
+) -> Result<(Vec<Box<dyn RxSource>>, Guard), LiveError> {
     match spec {
         LiveSpec::Xdp { iface, .. } => {
-            let mode = match opts.xdp_mode {
-                "auto" => XdpMode::Auto,
-                "native" => XdpMode::Native,
-                "skb" => XdpMode::Skb,
-                m => bail!("--xdp-mode '{m}': expected auto, native or skb"),
-            };
-            let port = XdpPort::open(iface, queues, &PortConfig::with_mode(mode))
-                .map_err(|e| anyhow!("--source afxdp:{iface}: {e}"))?;
+            let port = XdpPort::open(iface, queues, &PortConfig::with_mode(opts.xdp_mode))
+                .map_err(|e| LiveError::Open(format!("afxdp:{iface}: {e}")))?;
             let (program, sockets) = port.into_parts();
             let mut per: Vec<XskSource> = (0..workers).map(|_| XskSource { socks: Vec::new() }).collect();
             for (i, s) in sockets.into_iter().enumerate() {
@@ -151,18 +157,17 @@ pub fn open(
         LiveSpec::Packet { iface } => {
             let group = (std::process::id() & 0xffff) as u16;
             let fanout = match opts.fanout {
-                "rss" => Fanout::toeplitz(group, opts.rss).map_err(|e| anyhow!("--fanout rss: {e}"))?,
-                "hash" => Fanout::new(group, FanoutMode::Hash),
-                "cpu" => Fanout::new(group, FanoutMode::Cpu),
-                "qm" => Fanout::new(group, FanoutMode::QueueMapping),
-                "lb" => Fanout::new(group, FanoutMode::LoadBalance),
-                m => bail!("--fanout '{m}': expected rss, hash, cpu, qm or lb"),
+                FanoutChoice::Rss => Fanout::toeplitz(group, opts.rss).map_err(|e| LiveError::Fanout(e.to_string()))?,
+                FanoutChoice::Hash => Fanout::new(group, FanoutMode::Hash),
+                FanoutChoice::Cpu => Fanout::new(group, FanoutMode::Cpu),
+                FanoutChoice::QueueMapping => Fanout::new(group, FanoutMode::QueueMapping),
+                FanoutChoice::LoadBalance => Fanout::new(group, FanoutMode::LoadBalance),
             };
             let mut per: Vec<PacketSource> = (0..workers).map(|_| PacketSource { rings: Vec::new() }).collect();
             // Join in queue order: the kernel picks member `ret % n` in join order.
             for i in 0..queues.len() {
                 let cfg = RxConfig { fanout: Some(fanout.clone()), ..RxConfig::default() };
-                let ring = RxRing::open(iface, &cfg).map_err(|e| anyhow!("--source afpacket:{iface}: {e}"))?;
+                let ring = RxRing::open(iface, &cfg).map_err(|e| LiveError::Open(format!("afpacket:{iface}: {e}")))?;
                 let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
                 per[w].rings.push((i as u16, ring));
             }

@@ -1,9 +1,9 @@
-//! `udp-echo --mode xdp`: the echo server on the AF_XDP dataplane. One
+//! The echo server on the AF_XDP dataplane (`udp-echo --mode xdp`). One
 //! AF_XDP socket per receive queue of the interface, each served by its own
 //! thread pinned to that queue's CPU (the NIC's RSS picks the queue, so a
 //! flow stays on one core); a request is answered from the same socket, by
-//! the same thread, on the same core that received it (reliability check
-//! 23). The XDP program hands every IP frame of the queue to the socket
+//! the same thread, on the same core that received it (a reply never
+//! crosses cores). The XDP program hands every IP frame of the queue to the socket
 //! and passes the rest (ARP) to the kernel.
 //!
 //! Replies are built in place, in the request's own UMEM frame, which is
@@ -17,9 +17,8 @@
 //! counted as `not_for_us` and dropped: with the queue owned by the XDP
 //! socket, the kernel never sees them.
 
-use anyhow::{bail, Result};
 use flowsteer_wire::{parse_frame, proto, LinkType, ParseOptions};
-use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XskSocket};
+use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +45,41 @@ pub struct XdpCoreCounters {
     pub cpu_mismatch: u64,
 }
 
+impl std::ops::AddAssign<&XdpCoreCounters> for XdpCoreCounters {
+    /// Adds the counts; `queue` and `cpu` are left as they are.
+    fn add_assign(&mut self, o: &XdpCoreCounters) {
+        self.received += o.received;
+        self.delivered += o.delivered;
+        self.sent += o.sent;
+        self.dropped_tx_full += o.dropped_tx_full;
+        self.not_for_us += o.not_for_us;
+        self.kernel_drops += o.kernel_drops;
+        self.cpu_mismatch += o.cpu_mismatch;
+    }
+}
+
+impl XdpCoreCounters {
+    /// Every frame accounted for: received = delivered + not for us, and
+    /// (when echoing) delivered = sent + dropped because transmit was full.
+    pub fn adds_up(&self, echo: bool) -> bool {
+        self.received == self.delivered + self.not_for_us
+            && (!echo || self.delivered == self.sent + self.dropped_tx_full)
+    }
+}
+
+/// Why the XDP echo could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpEchoError {
+    #[error("udp-echo --mode xdp: no queues or CPUs to run on")]
+    NothingToRun,
+    #[error("udp-echo --mode xdp on {iface}: {error}")]
+    Open { iface: String, error: String },
+    #[error("{0}")]
+    Spawn(std::io::Error),
+    #[error("an XDP echo thread panicked")]
+    Panicked,
+}
+
 /// Options of an XDP echo run.
 pub struct XdpEchoOptions {
     pub iface: String,
@@ -57,41 +91,70 @@ pub struct XdpEchoOptions {
     pub mode: XdpMode,
 }
 
-/// Runs until `stop` is set; returns the per-core counters.
-pub fn run(opts: &XdpEchoOptions, stop: Arc<AtomicBool>) -> Result<Vec<XdpCoreCounters>> {
-    if opts.cpus.is_empty() || opts.queues.is_empty() {
-        bail!("udp-echo --mode xdp: no queues or CPUs to run on");
-    }
-    let port = XdpPort::open(&opts.iface, &opts.queues, &PortConfig::with_mode(opts.mode))
-        .map_err(|e| anyhow::anyhow!("udp-echo --mode xdp on {}: {e}", opts.iface))?;
-    let (program, sockets) = port.into_parts();
-    eprintln!(
-        "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({:?} XDP)",
-        opts.addr,
-        if opts.echo { "echo" } else { "sink" },
-        opts.iface,
-        opts.queues,
-        program.mode()
-    );
-    let mut handles = Vec::new();
-    for (i, sock) in sockets.into_iter().enumerate() {
-        let cpu = opts.cpus[i % opts.cpus.len()];
-        let stop = stop.clone();
-        let (addr, echo) = (opts.addr, opts.echo);
-        handles.push(std::thread::Builder::new().name(format!("fs-xdp-q{}", sock.queue())).spawn(move || {
-            let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize });
-            serve(sock, cpu, pinned, addr, echo, &stop)
-        })?);
-    }
-    let mut rows = Vec::new();
-    for h in handles {
-        match h.join() {
-            Ok(row) => rows.push(row),
-            Err(_) => bail!("an XDP echo thread panicked"),
+/// The sockets and the attached XDP program, ready to serve.
+pub struct XdpEcho {
+    program: XdpProgram,
+    sockets: Vec<XskSocket>,
+    cpus: Vec<u32>,
+    addr: SocketAddr,
+    echo: bool,
+}
+
+impl XdpEcho {
+    /// Attaches the XDP program and opens one socket per queue.
+    pub fn open(opts: &XdpEchoOptions) -> Result<XdpEcho, XdpEchoError> {
+        if opts.cpus.is_empty() || opts.queues.is_empty() {
+            return Err(XdpEchoError::NothingToRun);
         }
+        let port = XdpPort::open(&opts.iface, &opts.queues, &PortConfig::with_mode(opts.mode))
+            .map_err(|e| XdpEchoError::Open { iface: opts.iface.clone(), error: e.to_string() })?;
+        let (program, sockets) = port.into_parts();
+        Ok(XdpEcho { program, sockets, cpus: opts.cpus.clone(), addr: opts.addr, echo: opts.echo })
     }
-    drop(program); // detaches the XDP program
-    Ok(rows)
+
+    /// The XDP mode the program was attached in (native or generic).
+    pub fn mode(&self) -> XdpMode {
+        self.program.mode()
+    }
+
+    /// Serves until `stop` is set, one pinned thread per socket; returns the
+    /// per-core counters. The program is detached on return.
+    pub fn run(self, stop: Arc<AtomicBool>) -> Result<Vec<XdpCoreCounters>, XdpEchoError> {
+        let XdpEcho { program, sockets, cpus, addr, echo } = self;
+        let mut handles = Vec::new();
+        for (i, sock) in sockets.into_iter().enumerate() {
+            let cpu = cpus[i % cpus.len()];
+            let thread_stop = stop.clone();
+            let spawned = std::thread::Builder::new().name(format!("fs-xdp-q{}", sock.queue())).spawn(move || {
+                let pinned = crate::pin_to_cpu(cpu).is_ok();
+                serve(sock, cpu, pinned, addr, echo, &thread_stop)
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Threads already serving stop before the error returns.
+                    stop.store(true, Ordering::Relaxed);
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                    return Err(XdpEchoError::Spawn(e));
+                }
+            }
+        }
+        let mut rows = Vec::new();
+        let mut panicked = false;
+        for h in handles {
+            match h.join() {
+                Ok(row) => rows.push(row),
+                Err(_) => panicked = true,
+            }
+        }
+        drop(program); // detaches the XDP program
+        if panicked {
+            return Err(XdpEchoError::Panicked);
+        }
+        Ok(rows)
+    }
 }
 
 fn serve(
@@ -126,7 +189,7 @@ fn serve(
         });
         c.sent += reflected as u64;
         c.dropped_tx_full += wanted.saturating_sub(reflected as u64);
-        if reflected > 0 && pinned && flowsteer_udp::current_cpu() != Some(cpu) {
+        if reflected > 0 && pinned && crate::current_cpu() != Some(cpu) {
             c.cpu_mismatch += reflected as u64;
         }
         if got == 0 {
