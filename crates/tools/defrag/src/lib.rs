@@ -232,7 +232,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     let mut truncated = false;
     let mut format = None;
     let mut counts = Counts::default();
-    let mut reasm = Reassembler::new(opts.reasm.clone())?;
+    let mut reasm = Reassembler::new(opts.reasm)?;
 
     let file = File::open(in_path).map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
     let reader = match CaptureReader::new(file) {
