@@ -14,31 +14,13 @@
 #![forbid(unsafe_code)]
 
 pub mod cpus;
+mod error;
 pub mod queues;
 pub mod replay;
 pub mod signals;
 pub mod source;
 
 pub use cpus::available_cpus;
+pub use error::LiveError;
 pub use signals::stop_on_signals;
 pub use source::{open, FanoutChoice, Guard, LiveOptions, LiveSpec};
-
-/// What can go wrong opening a live source or reading the host.
-#[derive(Debug, thiserror::Error)]
-pub enum LiveError {
-    /// A source spec that does not parse; the text says what was expected.
-    #[error("{0}")]
-    Spec(String),
-    #[error("interface {0} does not exist (see `ip link`)")]
-    NoInterface(String),
-    #[error("interface {0} reports no receive queues")]
-    NoQueues(String),
-    /// The RSS fanout program could not be built for this configuration.
-    #[error("{0}")]
-    Fanout(String),
-    /// The backend refused to open (permissions, a missing queue, ...).
-    #[error("{0}")]
-    Open(String),
-    #[error("install signal handler")]
-    Signal(#[source] std::io::Error),
-}

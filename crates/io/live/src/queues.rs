@@ -7,7 +7,7 @@
 //! missing file is `None` or empty (veth has no interrupts and no NUMA node).
 
 use crate::cpus::{parse_list, parse_mask};
-use crate::LiveError;
+use crate::error::LiveError;
 use serde::Serialize;
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! Stopping long-running commands cleanly on SIGINT and SIGTERM.
 
-use crate::LiveError;
+use crate::error::LiveError;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 

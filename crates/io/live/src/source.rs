@@ -12,7 +12,7 @@
 //!   receives exactly what the RETA sends to queue `i`); one ring per
 //!   engine receive queue (`--rx-queues`, default one per worker).
 
-use crate::LiveError;
+use crate::error::LiveError;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing};
 use flowsteer_engine::source::RxSource;
 use flowsteer_rss::RssConfig;

@@ -1,0 +1,21 @@
+//! The one error type of the crate.
+
+/// What can go wrong opening a live source or reading the host.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// A source spec that does not parse; the text says what was expected.
+    #[error("{0}")]
+    Spec(String),
+    #[error("interface {0} does not exist (see `ip link`)")]
+    NoInterface(String),
+    #[error("interface {0} reports no receive queues")]
+    NoQueues(String),
+    /// The RSS fanout program could not be built for this configuration.
+    #[error("{0}")]
+    Fanout(String),
+    /// The backend refused to open (permissions, a missing queue, ...).
+    #[error("{0}")]
+    Open(String),
+    #[error("install signal handler")]
+    Signal(#[source] std::io::Error),
+}
