@@ -480,7 +480,7 @@ impl XskSocket {
     /// ring has no room for, or whose `out` does not fit its frame, is
     /// recycled and counted in `tx_rejected`. Returns (received, reflected).
     ///
-    /// This is the echo/forward path of M21: zero-copy from the socket's
+    /// This is the echo and forwarding path: zero-copy from the socket's
     /// point of view in both directions (in copy mode the kernel still
     /// copies between the driver and the UMEM).
     pub fn reflect_burst(
