@@ -2,10 +2,10 @@
 //!
 //! Stage "worker / reasm" of the packet's path (source -> parse -> hash -> steer
 //! -> hand-off -> **worker: reassembly** -> app -> sink). Fragments are steered
-//! on the IP 2-tuple, reassembled on the core where they land (mission M14/M15),
-//! and the complete datagram is handed back to the caller to re-hash and
-//! re-inject. One [`Reassembler`] per worker core: it is `Send` (when the held
-//! buffer type is) but not `Sync`, owns all its memory and takes no locks.
+//! on the IP 2-tuple, reassembled on the core where they land, and the
+//! complete datagram is handed back to the caller to re-hash and re-inject.
+//! One [`Reassembler`] per worker core: it is `Send` (when the held buffer
+//! type is) but not `Sync`, owns all its memory and takes no locks.
 //!
 //! # Sans-IO
 //!

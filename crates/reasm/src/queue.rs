@@ -256,8 +256,9 @@ pub(crate) const REUSE_SLACK: usize = 8192;
 /// rule mark, range vector and counters in the first two lines), the copy
 /// path's buffers are boxed. Small matters with thousands of datagrams in
 /// flight: at 248 bytes, 4,096 slots filled this machine's 1 MiB L2 (see
-/// BENCHMARKS.md, session 6). Not line-aligned: 64-byte alignment (a
-/// 256-byte stride) measured 10 % slower there.
+/// the slot's shrinking from 248 to 160 bytes in BENCHMARKS.md). Not
+/// line-aligned: 64-byte alignment (a 256-byte stride) measured 10 % slower
+/// there.
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Queue<B> {

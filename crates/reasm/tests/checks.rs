@@ -1,4 +1,10 @@
-//! Reliability checks 1-12, 19-21 (see /work/shared/reliability-checks.md).
+//! Behaviour tests, each an input against the outcome Linux, FreeBSD, DPDK,
+//! VPP or the RFCs give: byte-exact reassembly in six orders, overlaps,
+//! duplicates, the fragment cap, timeouts, the memory bound under a flood,
+//! FragmentSmack, malformed fragments, IPv6 atomic fragments and extension
+//! headers, the IPv4 key, ECN, limits set to zero, the table bound. Every
+//! push checks the counters' conservation law; most tests end by checking
+//! that nothing is pending and no memory is accounted.
 
 mod common;
 
@@ -24,7 +30,7 @@ fn run_order(r: &mut flowsteer_reasm::Reassembler, frames: &[Vec<u8>], order: &[
     got.unwrap()
 }
 
-// Check 1: byte-exact sweep, IPv4 and IPv6, six orders.
+// Byte-exact sweep, IPv4 and IPv6, six orders.
 #[test]
 fn check01_byte_exact_sweep() {
     let mut rng = Rng(seed("check01_byte_exact_sweep"));
@@ -70,7 +76,7 @@ fn dgram4(id: u16) -> Vec<u8> {
     udp4(v4(10, 0, 0, 1), v4(10, 0, 0, 2), id, 1800 - 8)
 }
 
-// Check 2: every overlap geometry kills the whole datagram at once.
+// Every overlap geometry kills the whole datagram at once.
 #[test]
 fn check02_overlap_kills_datagram_v4() {
     // (first, second) pushes; then the remaining valid fragments.
@@ -125,7 +131,7 @@ fn check02_overlap_kills_datagram_v6() {
     finish(&mut r);
 }
 
-// Check 3: duplicates are harmless.
+// Duplicates are harmless.
 #[test]
 fn check03_duplicates() {
     let mut r = reasm();
@@ -190,7 +196,7 @@ fn check03_v6_resent_first_with_other_unfragmentable_part_is_ignored() {
     finish(&mut r);
 }
 
-// Check 4: cap boundary.
+// The per-datagram fragment cap at its boundary.
 #[test]
 fn check04_fragment_cap_boundary() {
     let n = 8;
@@ -214,7 +220,7 @@ fn check04_fragment_cap_boundary() {
     finish(&mut r);
 }
 
-// Check 5: timeouts on the virtual clock, not extended by later fragments.
+// Timeouts on the virtual clock, not extended by later fragments.
 #[test]
 fn check05_timeout_virtual_clock() {
     let mut r = reasm();
@@ -256,7 +262,7 @@ fn check05_timeout_virtual_clock() {
     finish(&mut r);
 }
 
-// Check 6: memory bound under a never-completing flood; warm queues survive.
+// Memory bound under a never-completing flood; warm queues survive.
 #[test]
 fn check06_flood_memory_bound_warm_queues_survive() {
     let mut r = reasm();
@@ -303,7 +309,7 @@ fn check06_flood_memory_bound_warm_queues_survive() {
     finish(&mut r);
 }
 
-// Check 7: FragmentSmack. The cap bounds the queue; the other flow keeps
+// FragmentSmack. The cap bounds the queue; the other flow keeps
 // zero loss. With the cap lifted, 8000 tiny fragments in reverse order still
 // reassemble (the BTreeMap keeps each insert O(log n); timing is left to the
 // benchmark tier).
@@ -339,7 +345,7 @@ fn check07_fragmentsmack() {
     finish(&mut r);
 }
 
-// Check 8: malformed single fragments, each with its own reason, never stored.
+// Malformed single fragments, each with its own reason, never stored.
 #[test]
 fn check08_malformed_singles() {
     let mut r = reasm();
@@ -394,7 +400,7 @@ fn check08_malformed_singles() {
     finish(&mut r);
 }
 
-// Check 9: IPv6 atomic fragments bypass reassembly.
+// IPv6 atomic fragments bypass reassembly.
 #[test]
 fn check09_atomic_fragments() {
     let mut r = reasm();
@@ -413,7 +419,7 @@ fn check09_atomic_fragments() {
     finish(&mut r);
 }
 
-// Check 10b: extension headers before the Fragment header.
+// Extension headers before the Fragment header.
 #[test]
 fn check10_v6_unfragmentable_part() {
     let mut r = reasm();
@@ -437,7 +443,7 @@ fn check10_v6_unfragmentable_part() {
     finish(&mut r);
 }
 
-// Check 11: the IPv4 key includes the protocol.
+// The IPv4 key includes the protocol.
 #[test]
 fn check11_key_includes_protocol() {
     let mut r = reasm();
@@ -460,7 +466,7 @@ fn check11_key_includes_protocol() {
     finish(&mut r);
 }
 
-// Check 12: ECN combination (RFC 3168 §5.3).
+// ECN combination (RFC 3168 §5.3).
 #[test]
 fn check12_ecn() {
     let mut r = reasm();
@@ -489,7 +495,7 @@ fn check12_ecn() {
     finish(&mut r);
 }
 
-// Check 21: limits set to zero.
+// Limits set to zero.
 #[test]
 fn check21_disabled() {
     for cfg in [

@@ -1,6 +1,6 @@
-//! Reliability check 13 (see /work/shared/reliability-checks.md): IPv4 ID
-//! wrap-around does not mis-assemble (RFC 4963), thanks to the per-source
-//! max-distance rule (Linux `ipfrag_max_dist`, [`ReasmConfig::max_dist`]).
+//! IPv4 ID wrap-around does not mis-assemble (RFC 4963), thanks to the
+//! per-source max-distance rule (Linux `ipfrag_max_dist`,
+//! [`ReasmConfig::max_dist`]).
 
 mod common;
 
@@ -71,7 +71,7 @@ fn id_wrap_run(r: &mut Reassembler) -> WrapRun {
     run
 }
 
-// Check 13: the max-distance rule (default 64) drops the stale queues the
+// The max-distance rule (default 64) drops the stale queues the
 // first cycle left behind; nothing corrupt is delivered.
 #[test]
 fn check13_id_wrap_no_misassembly() {
