@@ -32,8 +32,8 @@ fn run_order(r: &mut flowsteer_reasm::Reassembler, frames: &[Vec<u8>], order: &[
 
 // Byte-exact sweep, IPv4 and IPv6, six orders.
 #[test]
-fn check01_byte_exact_sweep() {
-    let mut rng = Rng(seed("check01_byte_exact_sweep"));
+fn byte_exact_sweep() {
+    let mut rng = Rng(seed("byte_exact_sweep"));
     let cfg = ReasmConfig { max_frags: 8192, ..ReasmConfig::default() };
     let mut r = reasm_with(cfg);
     let (s4, d4) = (v4(10, 0, 0, 1), v4(10, 0, 0, 2));
@@ -78,7 +78,7 @@ fn dgram4(id: u16) -> Vec<u8> {
 
 // Every overlap geometry kills the whole datagram at once.
 #[test]
-fn check02_overlap_kills_datagram_v4() {
+fn overlap_kills_datagram_v4() {
     // (first, second) pushes; then the remaining valid fragments.
     type Piece = (usize, usize, bool);
     let geometries: [(&str, Piece, Piece); 4] = [
@@ -110,7 +110,7 @@ fn check02_overlap_kills_datagram_v4() {
 }
 
 #[test]
-fn check02_overlap_kills_datagram_v6() {
+fn overlap_kills_datagram_v6() {
     let whole = udp6(v6(1), v6(2), &[], 1800 - 8);
     let mut r = reasm();
     assert_eq!(push(&mut r, &v6_frag(&whole, 40, 6, 9, 0, 600, true), 0).0, Verdict::Held);
@@ -133,7 +133,7 @@ fn check02_overlap_kills_datagram_v6() {
 
 // Duplicates are harmless.
 #[test]
-fn check03_duplicates() {
+fn duplicates_are_harmless() {
     let mut r = reasm();
     let whole = dgram4(1);
     let frames: Vec<Vec<u8>> = pieces(1800, 600).iter().map(|&(o, l, m)| v4_frag(&whole, o, l, m)).collect();
@@ -184,7 +184,7 @@ fn check03_duplicates() {
 }
 
 #[test]
-fn check03_v6_resent_first_with_other_unfragmentable_part_is_ignored() {
+fn v6_resent_first_with_other_unfragmentable_part_is_ignored() {
     let mut r = reasm();
     let whole = udp6(v6(1), v6(2), &[], 1200 - 8);
     let with_hbh = udp6(v6(1), v6(2), &[Ipv6Ext::HopByHop { len: 8 }], 1200 - 8);
@@ -198,7 +198,7 @@ fn check03_v6_resent_first_with_other_unfragmentable_part_is_ignored() {
 
 // The per-datagram fragment cap at its boundary.
 #[test]
-fn check04_fragment_cap_boundary() {
+fn fragment_cap_boundary() {
     let n = 8;
     let mut r = reasm_with(ReasmConfig { max_frags: n, ..ReasmConfig::default() });
     // N fragments reassemble.
@@ -222,7 +222,7 @@ fn check04_fragment_cap_boundary() {
 
 // Timeouts on the virtual clock, not extended by later fragments.
 #[test]
-fn check05_timeout_virtual_clock() {
+fn timeout_virtual_clock() {
     let mut r = reasm();
     let k = 10u16;
     let mut lasts = vec![];
@@ -264,7 +264,7 @@ fn check05_timeout_virtual_clock() {
 
 // Memory bound under a never-completing flood; warm queues survive.
 #[test]
-fn check06_flood_memory_bound_warm_queues_survive() {
+fn flood_memory_bound_warm_queues_survive() {
     let mut r = reasm();
     let high = r.config().high_thresh;
     let attacker = v4(192, 0, 2, 66);
@@ -314,10 +314,10 @@ fn check06_flood_memory_bound_warm_queues_survive() {
 // reassemble (the BTreeMap keeps each insert O(log n); timing is left to the
 // benchmark tier).
 #[test]
-fn check07_fragmentsmack() {
+fn fragmentsmack() {
     let mut r = reasm();
     let big = udp4(v4(192, 0, 2, 1), v4(10, 0, 0, 2), 77, 65000);
-    let mut rng = Rng(seed("check07_fragmentsmack"));
+    let mut rng = Rng(seed("fragmentsmack"));
     let mut good = 0;
     for k in 0..10_000usize {
         let off = 8 * (1 + rng.below(8000));
@@ -347,7 +347,7 @@ fn check07_fragmentsmack() {
 
 // Malformed single fragments, each with its own reason, never stored.
 #[test]
-fn check08_malformed_singles() {
+fn malformed_singles() {
     let mut r = reasm();
     let whole = dgram4(1);
     let d = |r: &mut flowsteer_reasm::Reassembler, f: &[u8]| push(r, f, 0).0;
@@ -402,7 +402,7 @@ fn check08_malformed_singles() {
 
 // IPv6 atomic fragments bypass reassembly.
 #[test]
-fn check09_atomic_fragments() {
+fn atomic_fragments() {
     let mut r = reasm();
     let w6 = udp6(v6(1), v6(2), &[], 1192);
     push(&mut r, &v6_frag(&w6, 40, 6, 42, 0, 600, true), 0);
@@ -421,9 +421,9 @@ fn check09_atomic_fragments() {
 
 // Extension headers before the Fragment header.
 #[test]
-fn check10_v6_unfragmentable_part() {
+fn v6_unfragmentable_part() {
     let mut r = reasm();
-    let mut rng = Rng(seed("check10_v6_unfragmentable_part"));
+    let mut rng = Rng(seed("v6_unfragmentable_part"));
     let ext_sets: [(&[Ipv6Ext], usize, usize); 4] = [
         (&[Ipv6Ext::HopByHop { len: 8 }], 48, 40),
         (&[Ipv6Ext::HopByHop { len: 8 }, Ipv6Ext::Routing { len: 24 }], 72, 48),
@@ -445,7 +445,7 @@ fn check10_v6_unfragmentable_part() {
 
 // The IPv4 key includes the protocol.
 #[test]
-fn check11_key_includes_protocol() {
+fn key_includes_protocol() {
     let mut r = reasm();
     let (s, d) = (v4(10, 0, 0, 1), v4(10, 0, 0, 2));
     let p = payload(1800);
@@ -468,7 +468,7 @@ fn check11_key_includes_protocol() {
 
 // ECN combination (RFC 3168 §5.3).
 #[test]
-fn check12_ecn() {
+fn ecn_combination() {
     let mut r = reasm();
     let whole = dgram4(1);
     let body = &whole[20..];
@@ -497,7 +497,7 @@ fn check12_ecn() {
 
 // Limits set to zero.
 #[test]
-fn check21_disabled() {
+fn limits_set_to_zero_disable_reassembly() {
     for cfg in [
         ReasmConfig { max_frags: 0, ..ReasmConfig::default() },
         ReasmConfig { max_datagrams: 0, ..ReasmConfig::default() },
