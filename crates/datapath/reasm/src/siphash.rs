@@ -3,7 +3,7 @@
 //! ([`crate::Reassembler::with_seed`]) and randomly in production
 //! ([`crate::Reassembler::new`], keys from `getrandom`). A keyed hash keeps an
 //! attacker who controls fragment ids and addresses from choosing colliding
-//! keys (Crosby & Wallach; reliability check 17).
+//! keys (Crosby & Wallach, hash flooding).
 //!
 //! SipHash-1-3 (one compression round, three finalisation rounds) is the
 //! variant std's `HashMap` and the per-core flow table use for the same

@@ -1,4 +1,10 @@
-//! Reliability checks 1-12, 19-21 (see /work/shared/reliability-checks.md).
+//! Behaviour tests, each an input against the outcome Linux, FreeBSD, DPDK,
+//! VPP or the RFCs give: byte-exact reassembly in six orders, overlaps,
+//! duplicates, the fragment cap, timeouts, the memory bound under a flood,
+//! FragmentSmack, malformed fragments, IPv6 atomic fragments and extension
+//! headers, the IPv4 key, ECN, limits set to zero, the table bound. Every
+//! push checks the counters' conservation law; most tests end by checking
+//! that nothing is pending and no memory is accounted.
 
 mod common;
 
@@ -24,10 +30,10 @@ fn run_order(r: &mut flowsteer_reasm::Reassembler, frames: &[Vec<u8>], order: &[
     got.unwrap()
 }
 
-// Check 1: byte-exact sweep, IPv4 and IPv6, six orders.
+// Byte-exact sweep, IPv4 and IPv6, six orders.
 #[test]
-fn check01_byte_exact_sweep() {
-    let mut rng = Rng(seed("check01_byte_exact_sweep"));
+fn byte_exact_sweep() {
+    let mut rng = Rng(seed("byte_exact_sweep"));
     let cfg = ReasmConfig { max_frags: 8192, ..ReasmConfig::default() };
     let mut r = reasm_with(cfg);
     let (s4, d4) = (v4(10, 0, 0, 1), v4(10, 0, 0, 2));
@@ -70,9 +76,9 @@ fn dgram4(id: u16) -> Vec<u8> {
     udp4(v4(10, 0, 0, 1), v4(10, 0, 0, 2), id, 1800 - 8)
 }
 
-// Check 2: every overlap geometry kills the whole datagram at once.
+// Every overlap geometry kills the whole datagram at once.
 #[test]
-fn check02_overlap_kills_datagram_v4() {
+fn overlap_kills_datagram_v4() {
     // (first, second) pushes; then the remaining valid fragments.
     type Piece = (usize, usize, bool);
     let geometries: [(&str, Piece, Piece); 4] = [
@@ -104,7 +110,7 @@ fn check02_overlap_kills_datagram_v4() {
 }
 
 #[test]
-fn check02_overlap_kills_datagram_v6() {
+fn overlap_kills_datagram_v6() {
     let whole = udp6(v6(1), v6(2), &[], 1800 - 8);
     let mut r = reasm();
     assert_eq!(push(&mut r, &v6_frag(&whole, 40, 6, 9, 0, 600, true), 0).0, Verdict::Held);
@@ -125,9 +131,9 @@ fn check02_overlap_kills_datagram_v6() {
     finish(&mut r);
 }
 
-// Check 3: duplicates are harmless.
+// Duplicates are harmless.
 #[test]
-fn check03_duplicates() {
+fn duplicates_are_harmless() {
     let mut r = reasm();
     let whole = dgram4(1);
     let frames: Vec<Vec<u8>> = pieces(1800, 600).iter().map(|&(o, l, m)| v4_frag(&whole, o, l, m)).collect();
@@ -178,7 +184,7 @@ fn check03_duplicates() {
 }
 
 #[test]
-fn check03_v6_resent_first_with_other_unfragmentable_part_is_ignored() {
+fn v6_resent_first_with_other_unfragmentable_part_is_ignored() {
     let mut r = reasm();
     let whole = udp6(v6(1), v6(2), &[], 1200 - 8);
     let with_hbh = udp6(v6(1), v6(2), &[Ipv6Ext::HopByHop { len: 8 }], 1200 - 8);
@@ -190,9 +196,9 @@ fn check03_v6_resent_first_with_other_unfragmentable_part_is_ignored() {
     finish(&mut r);
 }
 
-// Check 4: cap boundary.
+// The per-datagram fragment cap at its boundary.
 #[test]
-fn check04_fragment_cap_boundary() {
+fn fragment_cap_boundary() {
     let n = 8;
     let mut r = reasm_with(ReasmConfig { max_frags: n, ..ReasmConfig::default() });
     // N fragments reassemble.
@@ -214,9 +220,9 @@ fn check04_fragment_cap_boundary() {
     finish(&mut r);
 }
 
-// Check 5: timeouts on the virtual clock, not extended by later fragments.
+// Timeouts on the virtual clock, not extended by later fragments.
 #[test]
-fn check05_timeout_virtual_clock() {
+fn timeout_virtual_clock() {
     let mut r = reasm();
     let k = 10u16;
     let mut lasts = vec![];
@@ -256,9 +262,9 @@ fn check05_timeout_virtual_clock() {
     finish(&mut r);
 }
 
-// Check 6: memory bound under a never-completing flood; warm queues survive.
+// Memory bound under a never-completing flood; warm queues survive.
 #[test]
-fn check06_flood_memory_bound_warm_queues_survive() {
+fn flood_memory_bound_warm_queues_survive() {
     let mut r = reasm();
     let high = r.config().high_thresh;
     let attacker = v4(192, 0, 2, 66);
@@ -303,15 +309,15 @@ fn check06_flood_memory_bound_warm_queues_survive() {
     finish(&mut r);
 }
 
-// Check 7: FragmentSmack. The cap bounds the queue; the other flow keeps
+// FragmentSmack. The cap bounds the queue; the other flow keeps
 // zero loss. With the cap lifted, 8000 tiny fragments in reverse order still
 // reassemble (the BTreeMap keeps each insert O(log n); timing is left to the
 // benchmark tier).
 #[test]
-fn check07_fragmentsmack() {
+fn fragmentsmack() {
     let mut r = reasm();
     let big = udp4(v4(192, 0, 2, 1), v4(10, 0, 0, 2), 77, 65000);
-    let mut rng = Rng(seed("check07_fragmentsmack"));
+    let mut rng = Rng(seed("fragmentsmack"));
     let mut good = 0;
     for k in 0..10_000usize {
         let off = 8 * (1 + rng.below(8000));
@@ -339,9 +345,9 @@ fn check07_fragmentsmack() {
     finish(&mut r);
 }
 
-// Check 8: malformed single fragments, each with its own reason, never stored.
+// Malformed single fragments, each with its own reason, never stored.
 #[test]
-fn check08_malformed_singles() {
+fn malformed_singles() {
     let mut r = reasm();
     let whole = dgram4(1);
     let d = |r: &mut flowsteer_reasm::Reassembler, f: &[u8]| push(r, f, 0).0;
@@ -394,9 +400,9 @@ fn check08_malformed_singles() {
     finish(&mut r);
 }
 
-// Check 9: IPv6 atomic fragments bypass reassembly.
+// IPv6 atomic fragments bypass reassembly.
 #[test]
-fn check09_atomic_fragments() {
+fn atomic_fragments() {
     let mut r = reasm();
     let w6 = udp6(v6(1), v6(2), &[], 1192);
     push(&mut r, &v6_frag(&w6, 40, 6, 42, 0, 600, true), 0);
@@ -413,11 +419,11 @@ fn check09_atomic_fragments() {
     finish(&mut r);
 }
 
-// Check 10b: extension headers before the Fragment header.
+// Extension headers before the Fragment header.
 #[test]
-fn check10_v6_unfragmentable_part() {
+fn v6_unfragmentable_part() {
     let mut r = reasm();
-    let mut rng = Rng(seed("check10_v6_unfragmentable_part"));
+    let mut rng = Rng(seed("v6_unfragmentable_part"));
     let ext_sets: [(&[Ipv6Ext], usize, usize); 4] = [
         (&[Ipv6Ext::HopByHop { len: 8 }], 48, 40),
         (&[Ipv6Ext::HopByHop { len: 8 }, Ipv6Ext::Routing { len: 24 }], 72, 48),
@@ -437,9 +443,9 @@ fn check10_v6_unfragmentable_part() {
     finish(&mut r);
 }
 
-// Check 11: the IPv4 key includes the protocol.
+// The IPv4 key includes the protocol.
 #[test]
-fn check11_key_includes_protocol() {
+fn key_includes_protocol() {
     let mut r = reasm();
     let (s, d) = (v4(10, 0, 0, 1), v4(10, 0, 0, 2));
     let p = payload(1800);
@@ -460,9 +466,9 @@ fn check11_key_includes_protocol() {
     finish(&mut r);
 }
 
-// Check 12: ECN combination (RFC 3168 §5.3).
+// ECN combination (RFC 3168 §5.3).
 #[test]
-fn check12_ecn() {
+fn ecn_combination() {
     let mut r = reasm();
     let whole = dgram4(1);
     let body = &whole[20..];
@@ -489,9 +495,9 @@ fn check12_ecn() {
     finish(&mut r);
 }
 
-// Check 21: limits set to zero.
+// Limits set to zero.
 #[test]
-fn check21_disabled() {
+fn limits_set_to_zero_disable_reassembly() {
     for cfg in [
         ReasmConfig { max_frags: 0, ..ReasmConfig::default() },
         ReasmConfig { max_datagrams: 0, ..ReasmConfig::default() },

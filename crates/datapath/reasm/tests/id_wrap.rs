@@ -1,6 +1,6 @@
-//! Reliability check 13 (see /work/shared/reliability-checks.md): IPv4 ID
-//! wrap-around does not mis-assemble (RFC 4963), thanks to the per-source
-//! max-distance rule (Linux `ipfrag_max_dist`, [`ReasmConfig::max_dist`]).
+//! IPv4 ID wrap-around does not mis-assemble (RFC 4963), thanks to the
+//! per-source max-distance rule (Linux `ipfrag_max_dist`,
+//! [`ReasmConfig::max_dist`]).
 
 mod common;
 
@@ -71,10 +71,10 @@ fn id_wrap_run(r: &mut Reassembler) -> WrapRun {
     run
 }
 
-// Check 13: the max-distance rule (default 64) drops the stale queues the
+// The max-distance rule (default 64) drops the stale queues the
 // first cycle left behind; nothing corrupt is delivered.
 #[test]
-fn check13_id_wrap_no_misassembly() {
+fn id_wrap_no_misassembly() {
     let mut r = reasm();
     assert_eq!(r.config().max_dist, 64);
     let run = id_wrap_run(&mut r);
@@ -102,7 +102,7 @@ fn check13_id_wrap_no_misassembly() {
 // Control: with the rule off (and the timeout longer than the wrap), the
 // same stream is mis-assembled, so the pattern check above has teeth.
 #[test]
-fn check13_control_without_max_dist_misassembles() {
+fn control_without_max_dist_misassembles() {
     let mut r = reasm_with(ReasmConfig { max_dist: 0, ..ReasmConfig::default() });
     let run = id_wrap_run(&mut r);
     assert_eq!(run.corrupt, 656);
@@ -136,7 +136,7 @@ fn distance_case(max_dist: u32, filler_src: Ipv4Addr, filler: u16) -> (Reassembl
 // queue's last extension up to and including the arriving one; more than
 // `max_dist` is stale.
 #[test]
-fn check13_max_dist_boundary() {
+fn max_dist_boundary() {
     let src = v4(192, 0, 2, 1);
     // 63 fragments in between: distance 64, not stale.
     let (mut r, v) = distance_case(64, src, 63);
@@ -166,7 +166,7 @@ fn check13_max_dist_boundary() {
 // The counter is per source: another source's fragments do not age Q; and
 // max_dist 0 disables the rule.
 #[test]
-fn check13_per_source_and_disabled() {
+fn per_source_and_disabled() {
     let (mut r, v) = distance_case(64, v4(192, 0, 2, 99), 5000);
     assert_eq!(v, Verdict::Complete { fragments: 3 });
     assert_eq!(r.stats().dropped(DropReason::StaleQueue), 0);
@@ -191,7 +191,7 @@ fn push_complete(r: &mut Reassembler, src: Ipv4Addr, id: u16) {
 // replaced entry (its new counter restarts at 0, which a plain distance
 // would read as ~2^32 behind). Duplicates do not count as extensions.
 #[test]
-fn check13_source_table_replacement_never_drops_live_queue() {
+fn source_table_replacement_never_drops_live_queue() {
     let mut r = reasm_with(ReasmConfig { max_dist: 4, ..ReasmConfig::default() });
     let src = v4(192, 0, 2, 1);
     for id in 0..10 {

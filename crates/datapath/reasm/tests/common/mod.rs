@@ -11,7 +11,8 @@ use flowsteer_wire::{parse_frame, L3Info, LinkType, ParseOptions};
 pub const SRC_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 pub const DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
-/// Non-periodic test payload `p[k] = (k*31+7) & 0xff` (check 1).
+/// Non-periodic test payload `p[k] = (k*31+7) & 0xff` (the byte-exact
+/// sweep).
 pub fn payload(n: usize) -> Vec<u8> {
     (0..n).map(|k| (k.wrapping_mul(31).wrapping_add(7) & 0xff) as u8).collect()
 }
@@ -193,7 +194,7 @@ pub fn seed(test: &str) -> u64 {
     s
 }
 
-/// The push orders of check 1 over `n` fragments.
+/// The push orders of the byte-exact sweep over `n` fragments.
 pub fn orders(n: usize, rng: &mut Rng) -> Vec<(&'static str, Vec<usize>)> {
     let in_order: Vec<usize> = (0..n).collect();
     let reverse: Vec<usize> = (0..n).rev().collect();
