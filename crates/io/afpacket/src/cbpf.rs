@@ -56,7 +56,7 @@
 
 use flowsteer_rss::{HashTypes, Mapping, RssConfig};
 
-use crate::Error;
+use crate::error::Error;
 
 /// One classic BPF instruction (`struct sock_filter`).
 #[repr(C)]

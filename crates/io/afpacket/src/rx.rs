@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use flowsteer_rss::RssConfig;
 
-use crate::cbpf::{SockFilter, MAX_INSNS};
+use crate::cbpf::{toeplitz_cbpf, SockFilter, MAX_INSNS};
+use crate::error::Error;
+use crate::open::{lookup_ifindex, open_packet_socket};
 use crate::sys::{self, RingMap};
-use crate::{lookup_ifindex, open_packet_socket, Error};
 
 /// Default block size: 1 MiB (a whole burst fits, few block switches).
 pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
@@ -200,7 +201,7 @@ impl Fanout {
     /// A group steered by flowsteer's Toeplitz RSS ([`crate::toeplitz_cbpf`]):
     /// join `config.queue_count()` rings in queue order.
     pub fn toeplitz(group: u16, config: &RssConfig) -> Result<Fanout, Error> {
-        Ok(Fanout::new(group, FanoutMode::Cbpf(crate::toeplitz_cbpf(config)?)))
+        Ok(Fanout::new(group, FanoutMode::Cbpf(toeplitz_cbpf(config)?)))
     }
 
     fn validate(&self) -> Result<(), Error> {

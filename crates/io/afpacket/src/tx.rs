@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use crate::error::{errno_name, Error};
+use crate::open::{lookup_ifindex, open_packet_socket};
 use crate::sys;
-use crate::{lookup_ifindex, open_packet_socket, Error};
 
 /// Frames per `sendmmsg` call when none is given.
 pub const DEFAULT_TX_BATCH: usize = 64;
@@ -53,27 +54,6 @@ impl TxStats {
     pub fn failed_by_name(&self) -> Vec<(String, u64)> {
         self.failed.iter().map(|(e, n)| (errno_name(*e), *n)).collect()
     }
-}
-
-/// The symbolic name of the errno values a transmit can meet.
-pub fn errno_name(errno: i32) -> String {
-    let name = match errno {
-        libc::EMSGSIZE => "EMSGSIZE",
-        libc::ENOBUFS => "ENOBUFS",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENETDOWN => "ENETDOWN",
-        libc::ENXIO => "ENXIO",
-        libc::ENODEV => "ENODEV",
-        libc::EINVAL => "EINVAL",
-        libc::EPERM => "EPERM",
-        libc::EACCES => "EACCES",
-        libc::ENOMEM => "ENOMEM",
-        libc::EFAULT => "EFAULT",
-        libc::EINTR => "EINTR",
-        libc::EBUSY => "EBUSY",
-        _ => return format!("errno {errno}"),
-    };
-    name.to_string()
 }
 
 /// A packet socket that sends whole Ethernet frames (the caller writes the

@@ -311,7 +311,7 @@ impl XdpProgram {
     /// Sends the IP frames of the socket's rx queue to that socket (replaces
     /// any socket registered for the queue before). Closing the socket
     /// removes it from the map again (the kernel does that).
-    pub fn register(&self, sock: &crate::XskSocket) -> Result<(), Error> {
+    pub fn register(&self, sock: &crate::socket::XskSocket) -> Result<(), Error> {
         if sock.ifindex() != self.ifindex || sock.ifname() != self.ifname {
             return Err(Error::config(format!(
                 "socket is bound to {} but the XDP program is attached to {}",
