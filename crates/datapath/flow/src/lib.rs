@@ -50,7 +50,6 @@ pub mod bench;
 pub mod hostile;
 mod key;
 pub mod listen;
-mod sip;
 pub mod table;
 pub mod timer;
 

@@ -18,7 +18,7 @@
 //! array until a tag matches. Free slab entries are chained through `next`.
 
 use crate::key::{FlowKey, Packed};
-use crate::sip::{self, SipKey};
+use flowsteer_prim::siphash::{self as sip, SipKey};
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
