@@ -6,7 +6,6 @@
 //! queue -> CPU map ([`reta`]), the whole configuration ([`config`]), key
 //! quality checks ([`quality`]), the GF(2) tuple planner ([`plan`]) and the
 //! `ethtool -x` reader ([`ethtool`]). Pure: no threads, clocks or sockets.
-#![deny(unsafe_code)]
 
 pub mod config;
 pub mod hashtype;
