@@ -1,4 +1,5 @@
-//! Key sets for the hostile-traffic check (reliability check 17): IPv4 UDP
+//! Key sets for the hostile-traffic test (the flow table against keys
+//! crafted to collide in the RSS hash, `tests/hostile.rs`): IPv4 UDP
 //! tuples whose Toeplitz hashes all agree in their low 16 bits, i.e. that a
 //! table indexed by the RSS hash would put in one chain, and random tuples
 //! to compare against. Pure and deterministic; used by the tests and by
