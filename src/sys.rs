@@ -1,5 +1,6 @@
 //! The CLI's only system call outside the library crates, and a cache
 //! prefetch hint for its benchmark loops.
+#![allow(unsafe_code)]
 
 /// Restores the default SIGPIPE action, so `flowsteer ... | head` ends
 /// quietly when the reader goes away, as C tools do (Rust ignores SIGPIPE

@@ -3,7 +3,7 @@
 //!
 //! * every datagram the sender sends is received and delivered to the
 //!   listener, and the run's counters add up (conservation);
-//! * per-bucket exactness (reliability check 15): 32 datagrams on a tuple
+//! * per-bucket exactness: 32 datagrams on a tuple
 //!   planned for each bucket are delivered by that bucket's worker only;
 //! * SIGTERM during traffic stops the run, prints the final counters and
 //!   leaves no XDP program attached.
@@ -152,7 +152,7 @@ fn afpacket_source_receives_every_datagram_and_counts_add_up() {
     every_datagram_arrives("afpacket", false);
 }
 
-/// Reliability check 15 through the whole engine: for each bucket of a
+/// Per-bucket exactness through the whole engine: for each bucket of a
 /// small table, a source port whose tuple lands in it; 32 datagrams each;
 /// every worker delivers exactly the datagrams of the buckets it owns.
 #[test]

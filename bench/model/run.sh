@@ -11,10 +11,12 @@
 #
 # DPDK's table shape defaults to bkt256x1, one of the two tight shapes
 # `bench reasm --dpdk` compares at 64 in flight (DPDK_SHAPES_64 in
-# src/cmd/bench_reasm.rs) and the faster of them in sessions 6 and 7.
+# src/cmd/bench_reasm.rs) and the faster of the two in BENCHMARKS.md's
+# reassembly table ("DPDK best").
 #
 # The model has perfect branch prediction and every load hitting L1; see
-# BENCHMARKS.md (session 8) for what it explains and what it does not.
+# BENCHMARKS.md (Reassembly, the cycle model) for what it explains and what
+# it does not.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -1,5 +1,5 @@
-//! Print the flow table's cost and probe lengths for random and colliding
-//! keys (reliability check 17). `cargo run --release -p flowsteer-flow
+//! Print the flow table's cost and probe lengths for random keys and for
+//! keys crafted to collide in the RSS hash. `cargo run --release -p flowsteer-flow
 //! --example collision_bench [n]`.
 
 use flowsteer_flow::bench::collision_bench;

@@ -1,4 +1,5 @@
-//! Key sets for the hostile-traffic check (reliability check 17): IPv4 UDP
+//! Key sets for the hostile-traffic test (the flow table against keys
+//! crafted to collide in the RSS hash, `tests/hostile.rs`): IPv4 UDP
 //! tuples whose Toeplitz hashes all agree in their low 16 bits, i.e. that a
 //! table indexed by the RSS hash would put in one chain, and random tuples
 //! to compare against. Pure and deterministic; used by the tests and by
@@ -15,6 +16,7 @@
 
 use crate::table::{FlowStats, FlowTable, FlowTableConfig};
 use crate::FlowKey;
+use flowsteer_prim::SplitMix64;
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -70,26 +72,13 @@ fn tuple(src: u32, sport: u16) -> FlowKey {
     FlowKey { src: IpAddr::V4(Ipv4Addr::from(src)), dst: IpAddr::V4(DST), proto: UDP, sport, dport: DPORT }
 }
 
-/// Small deterministic generator (SplitMix64).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49be_b133_11eb);
-        z ^ (z >> 31)
-    }
-}
-
 /// `n` distinct random UDP tuples `10.x.y.z:sport -> 192.0.2.1:53`.
 pub fn random_v4_udp(n: usize, seed: u64) -> Vec<FlowKey> {
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64(seed);
     let mut seen = HashSet::with_capacity(n);
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
-        let r = rng.next();
+        let r = rng.next_u64();
         let src = 0x0a00_0000 | (r as u32 & 0x00ff_ffff);
         let sport = (r >> 32) as u16;
         if seen.insert((src, sport)) {
@@ -134,7 +123,7 @@ pub fn colliding_v4_udp(n: usize, key: &[u8], seed: u64) -> Vec<FlowKey> {
         }
     }
     let n = n.min(1usize.checked_shl(null.len() as u32).unwrap_or(usize::MAX));
-    let r = SplitMix(seed).next();
+    let r = SplitMix64(seed).next_u64();
     let (src0, sport0) = (0x0a00_0000 | (r as u32 & 0x00ff_ffff), (r >> 32) as u16);
     // Gray-code walk: consecutive masks differ by one null-space vector.
     let mut mask = 0u64;

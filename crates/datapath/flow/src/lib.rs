@@ -1,5 +1,5 @@
 //! flowsteer-flow: the per-core flow table, timers and listeners (the
-//! PCB-group idea, missions M11, M12, M22).
+//! PCB-group idea: per-bucket listeners, per-core timers, bounded expiry).
 //!
 //! Stage 5 of the packet's path (source -> parse -> hash -> steer ->
 //! hand-off -> **worker**). RSS sends every packet of a flow to one core;
@@ -31,14 +31,14 @@
 //!   indices in the slab); the least recently seen flow is always at the
 //!   tail, so [`FlowTable::expire`] pops idle flows from there, at most a
 //!   budget per call, and stops at the first fresh one: no table walk per
-//!   tick (M22). `std::collections::HashMap` has no such order.
+//!   tick. `std::collections::HashMap` has no such order.
 //! * **Hostile traffic.** Buckets are chosen by SipHash-1-3 under a per-table
 //!   random 128-bit key, independent of the RSS Toeplitz hash (which is
 //!   public and linear, so a sender can craft 2^24 tuples with equal low
 //!   hash bits, see [`hostile`]). Open addressing with linear probing at load
 //!   factor <= 1/2, backward-shift deletion (no tombstones), and the probe
-//!   lengths exported in [`FlowStats`] (`probes`, `max_probe`) so reliability
-//!   check 17 can show they stay short.
+//!   lengths exported in [`FlowStats`] (`probes`, `max_probe`) so the
+//!   hostile-traffic test (`tests/hostile.rs`) can show they stay short.
 //!
 //! Measured (release, shared 2-core VM under load, 100 000 IPv4 UDP flows,
 //! [`bench::collision_bench`]): 35-43 ns per operation (insert or lookup)
@@ -50,7 +50,6 @@ pub mod bench;
 pub mod hostile;
 mod key;
 pub mod listen;
-mod sip;
 pub mod table;
 pub mod timer;
 

@@ -1,4 +1,4 @@
-//! Per-bucket listeners (mission M11; FreeBSD `IP_RSS_LISTEN_BUCKET`).
+//! Per-bucket listeners (FreeBSD's `IP_RSS_LISTEN_BUCKET`).
 //!
 //! A listener is bound to `(protocol, port)` either for one RSS bucket or,
 //! with `bucket = None`, as the wildcard for every bucket this core serves.

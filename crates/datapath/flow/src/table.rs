@@ -18,7 +18,7 @@
 //! array until a tag matches. Free slab entries are chained through `next`.
 
 use crate::key::{FlowKey, Packed};
-use crate::sip::{self, SipKey};
+use flowsteer_prim::siphash::{self as sip, SipKey};
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
@@ -404,8 +404,8 @@ impl<V> FlowTable<V> {
     /// `on_expire`. Returns how many were removed.
     ///
     /// Cost: O(1) per removed flow plus one look at the first non-idle flow;
-    /// the LRU tail is always the oldest, so this never walks the table
-    /// (mission M22). Call it once per poll with a small budget.
+    /// the LRU tail is always the oldest, so this never walks the table.
+    /// Call it once per poll with a small budget.
     pub fn expire(&mut self, now: u64, budget: usize, mut on_expire: impl FnMut(FlowKey, V)) -> usize {
         let mut n = 0;
         while n < budget && self.tail != NIL {

@@ -1,4 +1,4 @@
-//! Per-core timers: a hashed timing wheel (mission M12).
+//! Per-core timers: a hashed timing wheel (Varghese & Lauck).
 //!
 //! Time is cut into ticks of `tick_ns`; a timer due at tick `d` hangs in
 //! slot `d mod slots` (a doubly linked list threaded through a slab, so

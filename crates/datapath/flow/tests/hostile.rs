@@ -1,5 +1,5 @@
-//! Reliability check 17: the flow table resists keys crafted to collide in
-//! the RSS hash. 100 000 IPv4 UDP tuples whose Toeplitz hashes (Microsoft
+//! Hostile traffic: the flow table resists keys crafted to collide in the
+//! RSS hash. 100 000 IPv4 UDP tuples whose Toeplitz hashes (Microsoft
 //! key) agree in the low 16 bits, so a table indexed by the RSS hash would
 //! chain them all in one bucket, must probe no longer than random keys (a
 //! generous bound: 2 x the random maximum + 4), be found every time, and a

@@ -76,7 +76,7 @@ impl AliasTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::SplitMix64;
+    use flowsteer_prim::SplitMix64;
 
     fn freqs(w: &[f64], draws: usize) -> Vec<f64> {
         let t = AliasTable::new(w.to_vec());

@@ -91,10 +91,11 @@ mod template;
 
 use std::fmt;
 
+use flowsteer_prim::{mix64, SplitMix64};
 use flowsteer_wire::FlowTuple;
 
 use crate::alias::AliasTable;
-use crate::flow::{mix64, FlowParams, SplitMix64};
+use crate::flow::FlowParams;
 use crate::template::{Buf, Template};
 
 pub use crate::config::{

@@ -142,7 +142,6 @@
 //! for the worst stall. The handles themselves are 128-byte aligned: a
 //! producer and a consumer stored side by side (as in a test harness) made
 //! the ring ~7 % slower through false sharing of their private indices.
-#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;

@@ -3,10 +3,9 @@
 //! Stage 2 of the packet's path (source -> parse -> **hash** -> steer -> ...):
 //! the Toeplitz hash ([`toeplitz`]), the keys ([`key`]), which fields are
 //! hashed for which protocol ([`hashtype`]), the indirection table and the
-//! queue -> CPU map ([`reta`]), the whole configuration ([`config`]), key
-//! quality checks ([`quality`]), the GF(2) tuple planner ([`plan`]) and the
-//! `ethtool -x` reader ([`ethtool`]). Pure: no threads, clocks or sockets.
-#![deny(unsafe_code)]
+//! queue -> CPU map ([`reta`]), the whole configuration ([`config`]) and key
+//! quality checks ([`quality`]); the GF(2) tuple planner and the `ethtool -x`
+//! reader are in `flowsteer-plan`. Pure: no threads, clocks or sockets.
 
 pub mod config;
 pub mod hashtype;

@@ -155,20 +155,10 @@ fn normal_upper_quantile(alpha: f64) -> f64 {
     }
 }
 
-/// Small deterministic generator for test samples (SplitMix64).
-#[derive(Clone, Debug)]
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
+/// The deterministic generator of the test sample, re-exported from
+/// `flowsteer-prim` (where its known answers are) for the callers that
+/// name it by this path.
+pub use flowsteer_prim::SplitMix64;
 
 #[cfg(test)]
 mod tests {

@@ -61,8 +61,6 @@
         clippy::expect_used,
         clippy::panic,
         clippy::unreachable,
-        clippy::todo,
-        clippy::unimplemented,
         clippy::print_stdout,
         clippy::print_stderr,
         clippy::arithmetic_side_effects

@@ -1,6 +1,7 @@
 //! Every system call and every raw-memory access of the crate. The rest of
 //! the crate is safe code built on these wrappers: the ring mapping is only
 //! reachable through bounds-checked accessors.
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -7,6 +7,7 @@
 //! writes entries, then publishes them with a release store of its index;
 //! the consumer reads the index with an acquire load, reads the entries, then
 //! hands the slots back with a release store of its own index.
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::io;

@@ -16,10 +16,19 @@
 //! Memory: a flow takes one 64-byte slot and the table is at most 5/8
 //! full, so the default cap of 1,000,000 flows needs 2^21 slots, 128 MB. A
 //! fragment entry is about 90 bytes: 6 MB at the default cap.
+//!
+//! Hashing: rustc's FxHash (`rustc-hash` 2: one multiply per word, the
+//! result rotated so that the well-mixed high product bits become the low
+//! bits a table indexes with). Unkeyed and deterministic, so the reports
+//! are reproducible; not DoS-resistant (whoever writes the capture can pick
+//! colliding tuples), which is acceptable for offline analysis of a capture
+//! the user chose. A table fed from the network uses a keyed hash instead
+//! (`flowsteer-prim`'s SipHash).
 
-use crate::fxhash::{FxBuildHasher, FxHashMap};
+use flowsteer_prim::mix64;
 use flowsteer_rss::QueueId;
 use flowsteer_wire::FlowTuple;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -318,7 +327,11 @@ impl FragTable {
 /// Linear counting (Whang et al., 1990) over a 2^20-bit bitmap (128 KiB,
 /// allocated on first use): estimates how many distinct items were
 /// inserted. Standard error about 1 % up to a few million items; the
-/// estimate saturates near 14 million.
+/// estimate saturates near 14 million. Linear counting assumes the bit an
+/// item sets is uniformly random, so [`DistinctCounter::insert`] passes the
+/// item's table hash through a full-avalanche finaliser first: FxHash alone
+/// spreads consecutive inputs too evenly (it is multiplicative), which
+/// would make the estimate high.
 #[derive(Default)]
 pub(crate) struct DistinctCounter {
     bits: Vec<u64>,
@@ -332,7 +345,7 @@ impl DistinctCounter {
         if self.bits.is_empty() {
             self.bits = vec![0; Self::BITS / 64];
         }
-        let bit = (hash >> (64 - Self::BITS_LOG2)) as usize;
+        let bit = (mix64(hash) >> (64 - Self::BITS_LOG2)) as usize;
         if let Some(word) = self.bits.get_mut(bit / 64) {
             *word |= 1 << (bit % 64);
         }
@@ -446,6 +459,19 @@ mod tests {
         assert_eq!(t.flow_of(&later, 1), None);
         assert_eq!(t.flow_of(&later, 3), Some(first));
         assert_eq!(t.flow_of(&later, 5), Some(first));
+    }
+
+    #[test]
+    fn hash_deterministic_and_index_bits_spread() {
+        let b = FxBuildHasher;
+        let k = FlowKey::of(&tuple(7, Some((1, 2))));
+        assert_eq!(b.hash_one(k), b.hash_one(k));
+        // IPv4 sources that differ only in the first octet still spread over
+        // the low bits the table indexes with: 256 keys into 256 buckets, a
+        // good hash fills about 162 of them.
+        let low: std::collections::HashSet<u64> =
+            (0u32..256).map(|i| b.hash_one(FlowKey::of(&tuple(i << 24, Some((1, 2))))) & 0xff).collect();
+        assert!(low.len() > 120, "{}", low.len());
     }
 
     #[test]

@@ -41,9 +41,9 @@
 //! Memory is bounded by [`AnalyzeOptions::max_flows`] (default
 //! [`DEFAULT_MAX_FLOWS`], about 128 MB when full) and
 //! [`AnalyzeOptions::max_fragments`] (default [`DEFAULT_MAX_FRAGMENTS`]);
-//! the overflow policies are in [`flows`]. The tables use [`fxhash`], a
-//! fast unkeyed hasher: fine for a capture the user chose, not for tables
-//! fed live from the network. Cost: see `flowsteer bench analyze`.
+//! the overflow policies are in [`flows`]. The tables use rustc's FxHash
+//! (the `rustc-hash` crate), a fast unkeyed hasher: fine for a capture the
+//! user chose, not for tables fed live from the network. Cost: see `flowsteer bench analyze`.
 //!
 //! # Thread safety
 //!
@@ -53,7 +53,6 @@
 
 mod analyzer;
 pub mod flows;
-pub mod fxhash;
 pub mod report;
 
 pub use analyzer::{AnalyzeOptions, Analyzer, DEFAULT_MAX_FLOWS, DEFAULT_MAX_FRAGMENTS, DEFAULT_TOP};

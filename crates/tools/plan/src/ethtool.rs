@@ -27,16 +27,28 @@
 //! `name: on|off` lines in the input-transformation section (ignored).
 //! Everything else is an [`EthtoolParseError`] with the 1-based line number.
 //!
-//! JSON input (detected by a leading `[` or `{`) is read with a small private
-//! parser (nesting depth limited to 64): the first object of the top-level
-//! array (or the top-level object) supplies `ifname`, `rss-indirection-table`,
-//! `rss-hash-key`, `rss-hash-function`, `rss-input-transformation`
-//! (`symmetric-xor`, `symmetric-or-xor`) and, if present, `context` or
-//! `rss-context`; other keys are ignored. JSON carries no ring count, so
-//! `rx_rings` is `None`.
+//! JSON input (detected by a leading `[` or `{`) is read with `serde_json`:
+//! the first object of the top-level array (or the top-level object)
+//! supplies `ifname`, `rss-indirection-table`, `rss-hash-key`,
+//! `rss-hash-function`, `rss-input-transformation` (`symmetric-xor`,
+//! `symmetric-or-xor`) and, if present, `context` or `rss-context`; other
+//! keys are ignored. A key that is present must have its type (`null` is an
+//! error, not "absent"), the table and the key must be non-empty arrays of
+//! integers (key bytes at most 255), and a key may not be given twice. The
+//! error's line is the one serde_json stopped on; its column is in the
+//! message. Nesting depth needs no bound of ours: the typed part nests three
+//! deep, serde_json skips everything else (other keys, later interfaces)
+//! without recursing, and refuses to recurse deeper than its recursion limit
+//! (128), so no input can overflow the stack. JSON carries no ring count,
+//! so `rx_rings` is `None`.
 #![forbid(unsafe_code)]
 
 use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 /// The RSS state reported by `ethtool -x`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -391,370 +403,187 @@ fn parse_text(text: &str) -> Result<EthtoolRss, EthtoolParseError> {
 
 // ------------------------------------------------------------------ JSON ----
 
-const MAX_JSON_DEPTH: usize = 64;
-
-#[derive(Debug)]
-enum Json {
-    Null,
-    Bool(bool),
-    /// The number's text.
-    Num(String),
-    Str(String),
-    Arr(Vec<Node>),
-    Obj(Vec<(String, Node)>),
+/// One interface's object in `ethtool --json -x` output. Every key is
+/// optional, but one that is present must have the right type: `null` is
+/// not the same as absent.
+#[derive(Deserialize)]
+struct JsonRss {
+    #[serde(default, deserialize_with = "string")]
+    ifname: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    context: Option<u32>,
+    #[serde(default, rename = "rss-context", deserialize_with = "present")]
+    rss_context: Option<u32>,
+    #[serde(default, rename = "rss-indirection-table", deserialize_with = "non_empty")]
+    indirection: Option<Vec<u32>>,
+    #[serde(default, rename = "rss-hash-key", deserialize_with = "non_empty")]
+    key: Option<Vec<u8>>,
+    #[serde(default, rename = "rss-hash-function", deserialize_with = "string")]
+    hash_function: Option<String>,
+    #[serde(default, rename = "rss-input-transformation", deserialize_with = "object")]
+    transformation: Option<JsonTransformation>,
 }
 
-#[derive(Debug)]
-struct Node {
-    line: usize,
-    val: Json,
+/// The `rss-input-transformation` object.
+#[derive(Deserialize)]
+struct JsonTransformation {
+    #[serde(default, rename = "symmetric-xor", deserialize_with = "present")]
+    symmetric_xor: Option<bool>,
+    #[serde(default, rename = "symmetric-or-xor", deserialize_with = "present")]
+    symmetric_or_xor: Option<bool>,
 }
 
-impl Node {
-    fn kind(&self) -> &'static str {
-        match self.val {
-            Json::Null => "null",
-            Json::Bool(_) => "a boolean",
-            Json::Num(_) => "a number",
-            Json::Str(_) => "a string",
-            Json::Arr(_) => "an array",
-            Json::Obj(_) => "an object",
-        }
-    }
-
-    fn get(&self, key: &str) -> Option<&Node> {
-        match &self.val {
-            Json::Obj(m) => m.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    fn as_u32(&self) -> Option<u32> {
-        match &self.val {
-            Json::Num(n) => dec_u32(n),
-            _ => None,
-        }
-    }
+/// A key that is present: its value, which must not be `null`.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
-struct JsonParser<'a> {
-    s: &'a [u8],
-    i: usize,
-    line: usize,
-}
+/// A JSON object read as `T`. (A derived struct alone would also take an
+/// array of its fields in declaration order.)
+struct Object<T>(T);
 
-impl JsonParser<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.s.get(self.i).copied()
-    }
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Map<T>(PhantomData<T>);
 
-    fn ws(&mut self) {
-        while let Some(c) = self.peek() {
-            match c {
-                b'\n' => self.line += 1,
-                b' ' | b'\t' | b'\r' => {}
-                _ => break,
+        impl<'de, T: Deserialize<'de>> de::Visitor<'de> for Map<T> {
+            type Value = Object<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
             }
-            self.i += 1;
-        }
-    }
 
-    fn expect(&mut self, c: u8) -> Result<(), EthtoolParseError> {
-        self.ws();
-        if self.peek() == Some(c) {
-            self.i += 1;
-            Ok(())
-        } else {
-            self.unexpected(&format!("'{}'", c as char))
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Object<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Object)
+            }
         }
-    }
 
-    fn unexpected<T>(&self, wanted: &str) -> Result<T, EthtoolParseError> {
-        match self.s.get(self.i..).and_then(|r| std::str::from_utf8(r).ok()).and_then(|r| r.chars().next()) {
-            Some(c) => err(self.line, format!("JSON: expected {wanted}, found '{}'", c.escape_default())),
-            None => match self.s.get(self.i) {
-                Some(b) => err(self.line, format!("JSON: expected {wanted}, found byte {b:#04x}")),
-                None => err(self.line, format!("JSON: expected {wanted}, found end of input")),
-            },
-        }
+        d.deserialize_map(Map(PhantomData))
     }
+}
 
-    fn value(&mut self, depth: usize) -> Result<Node, EthtoolParseError> {
-        self.ws();
-        let line = self.line;
-        if depth > MAX_JSON_DEPTH {
-            return err(line, "JSON: nesting too deep");
+/// A present object.
+fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Object::deserialize(d).map(|Object(t)| Some(t))
+}
+
+/// A present string. A lone UTF-16 surrogate escape (`"\ud800"`), which
+/// serde_json refuses in a Rust `String`, becomes U+FFFD instead of failing
+/// the whole read over an interface name. serde_json checks the value's
+/// syntax (no raw control characters) while taking its raw text; the text
+/// is then decoded as bytes, the one mode in which serde_json lets a lone
+/// surrogate through.
+fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct Lossy;
+
+    impl de::Visitor<'_> for Lossy {
+        type Value = String;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
         }
-        let val = match self.peek() {
-            Some(b'{') => {
-                self.i += 1;
-                let mut members = Vec::new();
-                self.ws();
-                if self.peek() == Some(b'}') {
-                    self.i += 1;
-                } else {
-                    loop {
-                        self.ws();
-                        if self.peek() != Some(b'"') {
-                            return self.unexpected("a string key");
-                        }
-                        let k = self.string()?;
-                        self.expect(b':')?;
-                        let v = self.value(depth + 1)?;
-                        members.push((k, v));
-                        self.ws();
-                        match self.peek() {
-                            Some(b',') => self.i += 1,
-                            Some(b'}') => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return self.unexpected("',' or '}'"),
-                        }
+
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<String, E> {
+            Ok(s.to_owned())
+        }
+
+        /// serde_json's bytes of a string: UTF-8, except that a lone
+        /// surrogate is encoded as if it were a code point (WTF-8: `ED`,
+        /// `A0..=BF`, one continuation byte).
+        fn visit_bytes<E: de::Error>(self, b: &[u8]) -> Result<String, E> {
+            let mut out = Vec::with_capacity(b.len());
+            let mut rest = b;
+            while let Some((&c, tail)) = rest.split_first() {
+                match tail {
+                    [s, _, more @ ..] if c == 0xed && *s >= 0xa0 => {
+                        out.extend_from_slice("\u{fffd}".as_bytes());
+                        rest = more;
+                    }
+                    _ => {
+                        out.push(c);
+                        rest = tail;
                     }
                 }
-                Json::Obj(members)
             }
-            Some(b'[') => {
-                self.i += 1;
-                let mut items = Vec::new();
-                self.ws();
-                if self.peek() == Some(b']') {
-                    self.i += 1;
-                } else {
-                    loop {
-                        items.push(self.value(depth + 1)?);
-                        self.ws();
-                        match self.peek() {
-                            Some(b',') => self.i += 1,
-                            Some(b']') => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return self.unexpected("',' or ']'"),
-                        }
-                    }
-                }
-                Json::Arr(items)
-            }
-            Some(b'"') => Json::Str(self.string()?),
-            Some(b't') => self.literal("true", Json::Bool(true))?,
-            Some(b'f') => self.literal("false", Json::Bool(false))?,
-            Some(b'n') => self.literal("null", Json::Null)?,
-            Some(b'-' | b'0'..=b'9') => Json::Num(self.number()?),
-            _ => return self.unexpected("a JSON value"),
-        };
-        Ok(Node { line, val })
-    }
-
-    fn literal(&mut self, word: &str, val: Json) -> Result<Json, EthtoolParseError> {
-        if self.s.get(self.i..self.i + word.len()) == Some(word.as_bytes()) {
-            self.i += word.len();
-            Ok(val)
-        } else {
-            self.unexpected(&format!("'{word}'"))
+            Ok(String::from_utf8_lossy(&out).into_owned())
         }
     }
 
-    fn number(&mut self) -> Result<String, EthtoolParseError> {
-        let start = self.i;
-        if self.peek() == Some(b'-') {
-            self.i += 1;
-        }
-        let digits = |p: &mut Self| {
-            let s = p.i;
-            while p.peek().is_some_and(|c| c.is_ascii_digit()) {
-                p.i += 1;
-            }
-            p.i > s
-        };
-        if !digits(self) {
-            return self.unexpected("a digit");
-        }
-        if self.peek() == Some(b'.') {
-            self.i += 1;
-            if !digits(self) {
-                return self.unexpected("a digit");
-            }
-        }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
-            self.i += 1;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
-                self.i += 1;
-            }
-            if !digits(self) {
-                return self.unexpected("a digit");
-            }
-        }
-        let bytes = self.s.get(start..self.i).unwrap_or(&[]);
-        Ok(String::from_utf8_lossy(bytes).into_owned())
-    }
+    let raw = Box::<RawValue>::deserialize(d)?;
+    let mut inner = serde_json::Deserializer::from_str(raw.get());
+    let s = if raw.get().starts_with('"') { inner.deserialize_bytes(Lossy) } else { inner.deserialize_str(Lossy) };
+    s.map(Some).map_err(|e| de::Error::custom(message_of(&e)))
+}
 
-    fn hex4(&mut self) -> Result<u32, EthtoolParseError> {
-        let mut v = 0u32;
-        for _ in 0..4 {
-            let d = match self.peek().and_then(|c| (c as char).to_digit(16)) {
-                Some(d) => d,
-                None => return self.unexpected("a hex digit"),
-            };
-            v = v * 16 + d;
-            self.i += 1;
-        }
-        Ok(v)
+/// A present array, which must not be empty.
+fn non_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Vec<T>>, D::Error> {
+    let v = Vec::<T>::deserialize(d)?;
+    if v.is_empty() {
+        return Err(de::Error::invalid_length(0, &"a non-empty array"));
     }
+    Ok(Some(v))
+}
 
-    /// Reads a string; `self.i` is at the opening quote.
-    fn string(&mut self) -> Result<String, EthtoolParseError> {
-        self.i += 1;
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            let Some(c) = self.peek() else {
-                return err(self.line, "JSON: unterminated string");
-            };
-            self.i += 1;
-            match c {
-                b'"' => break,
-                b'\\' => {
-                    let Some(e) = self.peek() else {
-                        return err(self.line, "JSON: unterminated string");
-                    };
-                    self.i += 1;
-                    let ch = match e {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => {
-                            let hi = self.hex4()?;
-                            let mut cp = hi;
-                            if (0xd800..0xdc00).contains(&hi) && self.s.get(self.i..self.i + 2) == Some(b"\\u") {
-                                let save = self.i;
-                                self.i += 2;
-                                let lo = self.hex4()?;
-                                if (0xdc00..0xe000).contains(&lo) {
-                                    cp = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
-                                } else {
-                                    self.i = save;
-                                }
-                            }
-                            char::from_u32(cp).unwrap_or('\u{fffd}')
-                        }
-                        _ => return err(self.line, format!("JSON: bad escape '\\{}'", (e as char).escape_default())),
-                    };
-                    let mut buf = [0u8; 4];
-                    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-                }
-                0..=0x1f => return err(self.line, "JSON: control character in string"),
-                _ => out.push(c),
+/// The interface object: the first element of the top-level array (the
+/// others must be valid JSON and are skipped), or the top-level object.
+struct FirstInterface(JsonRss);
+
+impl<'de> Deserialize<'de> for FirstInterface {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Root;
+
+        impl<'de> de::Visitor<'de> for Root {
+            type Value = FirstInterface;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of interface objects or an interface object")
+            }
+
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<FirstInterface, A::Error> {
+                let Some(Object(first)) = seq.next_element::<Object<JsonRss>>()? else {
+                    return Err(de::Error::custom("empty array, no interface"));
+                };
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(FirstInterface(first))
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<FirstInterface, A::Error> {
+                JsonRss::deserialize(de::value::MapAccessDeserializer::new(map)).map(FirstInterface)
             }
         }
-        match String::from_utf8(out) {
-            Ok(s) => Ok(s),
-            Err(_) => err(self.line, "JSON: invalid UTF-8 in string"),
-        }
+
+        d.deserialize_any(Root)
     }
 }
 
-/// An array of unsigned integers, each at most `max`.
-fn json_uint_array(node: &Node, what: &str, max: u32) -> Result<Vec<u32>, EthtoolParseError> {
-    let Json::Arr(items) = &node.val else {
-        return err(node.line, format!("JSON: {what} must be an array, found {}", node.kind()));
-    };
-    if items.is_empty() {
-        return err(node.line, format!("JSON: {what} is empty"));
-    }
-    items
-        .iter()
-        .map(|it| match it.as_u32() {
-            Some(v) if v <= max => Ok(v),
-            _ => err(it.line, format!("JSON: {what} entries must be integers in 0..={max}")),
-        })
-        .collect()
-}
-
-fn json_bool(node: &Node, what: &str) -> Result<bool, EthtoolParseError> {
-    match node.val {
-        Json::Bool(b) => Ok(b),
-        _ => err(node.line, format!("JSON: {what} must be true or false, found {}", node.kind())),
+/// A serde_json error's message without the " at line L column C" it
+/// appends.
+fn message_of(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    match full.strip_suffix(&format!(" at line {} column {}", e.line(), e.column())) {
+        Some(m) => m.to_owned(),
+        None => full,
     }
 }
 
 fn parse_json(text: &str) -> Result<EthtoolRss, EthtoolParseError> {
-    let mut p = JsonParser { s: text.as_bytes(), i: 0, line: 1 };
-    // Skip a byte-order mark.
-    if text.starts_with('\u{feff}') {
-        p.i = '\u{feff}'.len_utf8();
-    }
-    let root = p.value(0)?;
-    p.ws();
-    if p.i < p.s.len() {
-        return p.unexpected("end of input");
-    }
-    let obj = match &root.val {
-        Json::Arr(items) => match items.first() {
-            Some(first) => first,
-            None => return err(root.line, "JSON: empty array, no interface"),
-        },
-        Json::Obj(_) => &root,
-        _ => return err(root.line, "JSON: expected an array or object"),
-    };
-    if !matches!(obj.val, Json::Obj(_)) {
-        return err(obj.line, format!("JSON: expected an object, found {}", obj.kind()));
-    }
-    let mut out = EthtoolRss {
-        ifname: None,
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let FirstInterface(j) = serde_json::from_str(text).map_err(|e| EthtoolParseError {
+        line: e.line().max(1),
+        message: format!("JSON: {} (column {})", message_of(&e), e.column()),
+    })?;
+    let (symmetric_xor, symmetric_or_xor) =
+        j.transformation.map_or((None, None), |x| (x.symmetric_xor, x.symmetric_or_xor));
+    Ok(EthtoolRss {
+        ifname: j.ifname,
         rx_rings: None,
-        context: None,
-        indirection: None,
-        key: None,
-        hash_function: None,
-        symmetric_xor: None,
-        symmetric_or_xor: None,
-    };
-    if let Some(n) = obj.get("ifname") {
-        match &n.val {
-            Json::Str(s) => out.ifname = Some(s.clone()),
-            _ => return err(n.line, format!("JSON: ifname must be a string, found {}", n.kind())),
-        }
-    }
-    for key in ["context", "rss-context"] {
-        if let Some(n) = obj.get(key) {
-            match n.as_u32() {
-                Some(c) => out.context = Some(c),
-                None => return err(n.line, format!("JSON: {key} must be an unsigned integer")),
-            }
-        }
-    }
-    if let Some(n) = obj.get("rss-indirection-table") {
-        out.indirection = Some(json_uint_array(n, "rss-indirection-table", u32::MAX)?);
-    }
-    if let Some(n) = obj.get("rss-hash-key") {
-        let words = json_uint_array(n, "rss-hash-key", 255)?;
-        let key = words.into_iter().map(|w| w as u8).collect();
-        out.key = Some(key);
-    }
-    if let Some(n) = obj.get("rss-hash-function") {
-        match &n.val {
-            Json::Str(s) => out.hash_function = Some(s.clone()),
-            _ => return err(n.line, format!("JSON: rss-hash-function must be a string, found {}", n.kind())),
-        }
-    }
-    if let Some(x) = obj.get("rss-input-transformation") {
-        if !matches!(x.val, Json::Obj(_)) {
-            return err(x.line, format!("JSON: rss-input-transformation must be an object, found {}", x.kind()));
-        }
-        if let Some(n) = x.get("symmetric-xor") {
-            out.symmetric_xor = Some(json_bool(n, "symmetric-xor")?);
-        }
-        if let Some(n) = x.get("symmetric-or-xor") {
-            out.symmetric_or_xor = Some(json_bool(n, "symmetric-or-xor")?);
-        }
-    }
-    Ok(out)
+        context: j.rss_context.or(j.context),
+        indirection: j.indirection,
+        key: j.key,
+        hash_function: j.hash_function,
+        symmetric_xor,
+        symmetric_or_xor,
+    })
 }
 
 #[cfg(test)]
@@ -994,9 +823,22 @@ mod tests {
         assert!(parse_ethtool_x("{\"rss-indirection-table\": [-1]}").is_err());
         assert!(parse_ethtool_x("{\"rss-input-transformation\": {\"symmetric-xor\": 1}}").is_err());
         assert!(parse_ethtool_x("{\"ifname\": \"a\u{1}\"}").is_err());
-        assert!(parse_ethtool_x("{\"ifname\": \"\\ud800\\u0041\"}").is_ok());
+        assert_eq!(parse_ethtool_x("{\"ifname\": \"\\ud800\\u0041\"}").unwrap().ifname.as_deref(), Some("\u{fffd}A"));
+        assert_eq!(parse_ethtool_x("{\"ifname\": \"\\ud83d\\ude00\"}").unwrap().ifname.as_deref(), Some("\u{1f600}"));
+        assert!(parse_ethtool_x("{\"ifname\": [101]}").is_err());
+        assert!(parse_ethtool_x("{\"ifname\": null}").is_err());
+        // Deep nesting is an error or skipped, never a stack overflow.
         let deep = "[".repeat(100_000);
-        assert!(parse_ethtool_x(&deep).unwrap_err().message.contains("deep"));
+        assert!(parse_ethtool_x(&deep).is_err());
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_ethtool_x(&deep).is_err());
+        let deep = format!("{{\"x\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_ethtool_x(&deep).is_ok());
+        let deep = format!("{{\"x\":{}}}", "{\"y\":".repeat(100_000));
+        assert!(parse_ethtool_x(&deep).is_err());
+        // An interface or a transformation given as an array of its fields.
+        assert!(parse_ethtool_x("[[\"eth0\", 3]]").is_err());
+        assert!(parse_ethtool_x("{\"rss-input-transformation\": [true]}").is_err());
         let deep_ok = format!("{{\"x\":{}{}}}", "[".repeat(60), "]".repeat(60));
         assert!(parse_ethtool_x(&deep_ok).is_ok());
     }

@@ -1,5 +1,5 @@
 //! The tuple planner: addresses and ports that land on chosen queues, found by
-//! solving the Toeplitz equations over GF(2) (mission B1).
+//! solving the Toeplitz equations over GF(2).
 //!
 //! The Toeplitz hash is linear over GF(2): `H(a ^ b) = H(a) ^ H(b)`. Split the
 //! input into a fixed part `f` (the network address, the fixed ports) and the
