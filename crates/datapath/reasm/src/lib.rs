@@ -52,8 +52,8 @@
 //!   queue per entry; a queue whose entry is taken goes to the keyed table,
 //!   a chained hash table (bucket heads plus an index link in each queue, at
 //!   most one queue per bucket on average) hashed with keyed SipHash-1-3
-//!   (random keys from `getrandom`, or a fixed seed for tests; see
-//!   `siphash.rs` for why this hash), and the front entry counts it. A
+//!   (random keys, or a fixed seed for tests; `flowsteer-prim` says why
+//!   this hash), and the front entry counts it. A
 //!   lookup reads the key's front entry; only when it holds another key and
 //!   its count is not zero does it hash and search the keyed table. So the
 //!   usual datagram is never hashed, and an attacker who aims collisions at
@@ -201,8 +201,6 @@
         clippy::expect_used,
         clippy::panic,
         clippy::unreachable,
-        clippy::todo,
-        clippy::unimplemented,
         clippy::print_stdout,
         clippy::print_stderr,
         clippy::arithmetic_side_effects
@@ -214,7 +212,7 @@
 // the key and the max-distance rule's source table; a datagram's queue and
 // its fragments; the header work; the zero-copy delivery; the reassembler.
 mod config;
-mod siphash;
+use flowsteer_prim::siphash;
 
 mod key;
 mod sources;

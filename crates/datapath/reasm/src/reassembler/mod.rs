@@ -123,20 +123,8 @@ impl<B> Reassembler<B> {
     /// [`Reassembler::new`] for frame buffers of type `B` (e.g. a ring frame
     /// handle) on the zero-copy path.
     pub fn new_owning(cfg: ReasmConfig) -> Result<Self, ReasmConfigError> {
-        let mut buf = [0u8; 16];
-        let seed = if getrandom::getrandom(&mut buf).is_ok() {
-            let (a, b) = buf.split_at(8);
-            (u64::from_le_bytes(a.try_into().unwrap_or([0; 8])), u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-        } else {
-            use std::hash::{BuildHasher, Hasher};
-            let s = std::collections::hash_map::RandomState::new();
-            let mut h0 = s.build_hasher();
-            h0.write_u8(0);
-            let mut h1 = s.build_hasher();
-            h1.write_u8(1);
-            (h0.finish(), h1.finish())
-        };
-        Self::with_seed_owning(cfg, seed)
+        let key = flowsteer_prim::SipKey::random();
+        Self::with_seed_owning(cfg, (key.0, key.1))
     }
 
     /// [`Reassembler::with_seed`] for frame buffers of type `B`.
