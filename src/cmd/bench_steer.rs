@@ -146,7 +146,7 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
     }
     let (pc, cc) = if cpus.len() >= 2 { (Some(cpus[0] as usize), Some(cpus[1] as usize)) } else { (None, None) };
     for burst in [1usize, 32] {
-        for r in flowsteer_ring::bench::run(args.ring_items, burst, pc, cc) {
+        for r in flowsteer_bench::ring::run(args.ring_items, burst, pc, cc) {
             let mut row = Row::new("ring", r.mitems_per_s);
             row.stage = Some(r.design);
             row.burst = Some(r.burst);
@@ -156,7 +156,7 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
     }
     // Hostile traffic: 100,000 tuples whose Toeplitz hashes collide in the
     // low 16 bits against 100,000 random ones, through the keyed flow table.
-    let (random_ns, colliding_ns) = flowsteer_flow::bench::collision_bench(100_000);
+    let (random_ns, colliding_ns) = flowsteer_bench::flow::collision_bench(100_000);
     for (name, ns) in [("random", random_ns), ("colliding", colliding_ns)] {
         let mut r = Row::new("flow-table", 1e3 / ns);
         r.stage = Some(name);
