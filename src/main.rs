@@ -26,7 +26,7 @@ fn main() {
         cli::Command::Bench(b) => match &b.what {
             cli::BenchWhat::Hash(a) => cmd::bench::hash(a),
             cli::BenchWhat::Analyze(a) => cmd::analyze::bench(a),
-            cli::BenchWhat::Steer(a) => cmd::bench_steer::run(a),
+            cli::BenchWhat::Steer(a) => cmd::bench::steer(a),
             cli::BenchWhat::Reasm(a) => cmd::bench_reasm::run(a),
             cli::BenchWhat::Udp(a) => cmd::bench_udp::run(a),
         },

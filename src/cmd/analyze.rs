@@ -458,7 +458,7 @@ pub fn bench(args: &BenchAnalyzeArgs) -> Result<i32> {
     if args.json {
         let doc = serde_json::json!({
             "schema": "flowsteer.bench.analyze.v1",
-            "cpu": crate::cmd::bench::cpu_model(),
+            "cpu": flowsteer_bench::cpu_model(),
             "results": [{
                 "bench": "analyze",
                 "packets": r.packets_read,

@@ -380,7 +380,7 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
     if args.json {
         let doc = serde_json::json!({
             "schema": "flowsteer.bench.reasm.v3",
-            "cpu": crate::cmd::bench::cpu_model(),
+            "cpu": flowsteer_bench::cpu_model(),
             "pinned_cpu": dpdk.as_ref().map(|h| h.cpu).or(args.cpu),
             "dpdk": dpdk.as_ref().map(|h| h.version.clone()),
             "rounds": dpdk.as_ref().map(|_| rounds),
@@ -403,7 +403,7 @@ fn print_text(rows: &[Row], seconds: f64, max_dist: u32) {
         "reassembly, one core, UDP; fragment payload IPv4 {V4_FRAG} / IPv6 {V6_FRAG} B (MTU 1500); \
          median of {REPS} x {seconds:.2}s; IPv4 max-distance rule {}; cpu: {}",
         if max_dist == 0 { "off".to_string() } else { max_dist.to_string() },
-        crate::cmd::bench::cpu_model()
+        flowsteer_bench::cpu_model()
     );
     println!(
         "{:<9} {:<18} {:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12} {:>9} {:>12} {:>9}",

@@ -3,12 +3,36 @@
 //!
 //! | module | what it times | used by |
 //! |---|---|---|
+//! | [`hash`] | ns per Toeplitz hash, every implementation | `bench hash` |
+//! | [`steer`] | the engine against the shared-queue baseline ([`steer::shared_queue`]), the ring alone, each stage | `bench steer` |
 //! | [`ring`] | `flowsteer-ring` against `rtrb` and crossbeam's `ArrayQueue` | `bench steer`, example `ring_bench` |
 //! | [`flow`] | the flow table under random and colliding keys | `bench steer`, example `collision_bench` |
+//!
+//! Each harness takes a plain configuration struct and returns its rows
+//! (`Serialize`) or a typed error; the library prints nothing. A report
+//! gives its `--json` document (`json()`) and its text table (`text()`) for
+//! the caller to print. Error texts name the CLI's flags, which the
+//! configuration fields mirror one for one.
 //!
 //! The harnesses measure: they read clocks, spawn and pin threads. None of
 //! it is on a packet path.
 #![deny(unsafe_code)]
 
 pub mod flow;
+pub mod hash;
 pub mod ring;
+pub mod steer;
+
+/// The CPU model line from /proc/cpuinfo, for the record ("unknown" when
+/// it cannot be read).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
