@@ -27,7 +27,7 @@ fn main() {
             cli::BenchWhat::Hash(a) => cmd::bench::hash(a),
             cli::BenchWhat::Analyze(a) => cmd::analyze::bench(a),
             cli::BenchWhat::Steer(a) => cmd::bench::steer(a),
-            cli::BenchWhat::Reasm(a) => cmd::bench_reasm::run(a),
+            cli::BenchWhat::Reasm(a) => cmd::bench::reasm(a),
             cli::BenchWhat::Udp(a) => cmd::bench_udp::run(a),
         },
         cli::Command::UdpEcho(a) => cmd::udp_echo::run(a),

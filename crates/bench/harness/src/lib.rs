@@ -5,14 +5,16 @@
 //! |---|---|---|
 //! | [`hash`] | ns per Toeplitz hash, every implementation | `bench hash` |
 //! | [`steer`] | the engine against the shared-queue baseline ([`steer::shared_queue`]), the ring alone, each stage | `bench steer` |
+//! | [`reasm`] | reassembly on one core; DPDK side by side ([`reasm::dpdk`]) | `bench reasm` |
 //! | [`ring`] | `flowsteer-ring` against `rtrb` and crossbeam's `ArrayQueue` | `bench steer`, example `ring_bench` |
 //! | [`flow`] | the flow table under random and colliding keys | `bench steer`, example `collision_bench` |
 //!
 //! Each harness takes a plain configuration struct and returns its rows
 //! (`Serialize`) or a typed error; the library prints nothing. A report
 //! gives its `--json` document (`json()`) and its text table (`text()`) for
-//! the caller to print. Error texts name the CLI's flags, which the
-//! configuration fields mirror one for one.
+//! the caller to print, and lines a harness has to show while it runs are
+//! handed to a callback the caller supplies. Error texts name the CLI's
+//! flags, which the configuration fields mirror one for one.
 //!
 //! The harnesses measure: they read clocks, spawn and pin threads. None of
 //! it is on a packet path.
@@ -20,8 +22,11 @@
 
 pub mod flow;
 pub mod hash;
+pub mod reasm;
 pub mod ring;
 pub mod steer;
+#[allow(unsafe_code)]
+mod sys;
 
 /// The CPU model line from /proc/cpuinfo, for the record ("unknown" when
 /// it cannot be read).
