@@ -28,7 +28,7 @@ fn main() {
             cli::BenchWhat::Analyze(a) => cmd::analyze::bench(a),
             cli::BenchWhat::Steer(a) => cmd::bench::steer(a),
             cli::BenchWhat::Reasm(a) => cmd::bench::reasm(a),
-            cli::BenchWhat::Udp(a) => cmd::bench_udp::run(a),
+            cli::BenchWhat::Udp(a) => cmd::bench::udp(a),
         },
         cli::Command::UdpEcho(a) => cmd::udp_echo::run(a),
         cli::Command::UdpGen(a) => cmd::udp_gen::run(a),

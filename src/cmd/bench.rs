@@ -3,8 +3,8 @@
 //! it, and prints the `--json` document or the text (lines a harness shows
 //! while it runs are printed as they come).
 
-use crate::cli::{BenchHashArgs, BenchReasmArgs, BenchSteerArgs};
-use anyhow::Result;
+use crate::cli::{BenchHashArgs, BenchReasmArgs, BenchSteerArgs, BenchUdpArgs};
+use anyhow::{Context, Result};
 use flowsteer_bench as bench;
 
 /// Prints a `--json` document as every command does.
@@ -57,6 +57,29 @@ pub fn reasm(args: &BenchReasmArgs) -> Result<i32> {
         print_json(&report.json())?;
     } else {
         print!("{}", report.text());
+    }
+    Ok(0)
+}
+
+pub fn udp(args: &BenchUdpArgs) -> Result<i32> {
+    let cfg = bench::udp::Config {
+        exe: std::env::current_exe().context("find this executable")?,
+        seconds: args.seconds,
+        size: args.size,
+        flows: args.flows,
+        max_flows: args.max_flows,
+        modes: args.modes.clone(),
+        xdp_mode: args.xdp_mode.clone(),
+    };
+    let rows = bench::udp::run(&cfg, &mut |row| {
+        if !args.json {
+            println!("{}", bench::udp::row_line(row));
+        }
+    })?;
+    if args.json {
+        print_json(&bench::udp::json(&rows))?;
+    } else {
+        print!("{}", bench::udp::summary(&rows));
     }
     Ok(0)
 }

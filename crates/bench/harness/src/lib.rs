@@ -6,6 +6,7 @@
 //! | [`hash`] | ns per Toeplitz hash, every implementation | `bench hash` |
 //! | [`steer`] | the engine against the shared-queue baseline ([`steer::shared_queue`]), the ring alone, each stage | `bench steer` |
 //! | [`reasm`] | reassembly on one core; DPDK side by side ([`reasm::dpdk`]) | `bench reasm` |
+//! | [`udp`] | UDP echo in network namespaces it builds | `bench udp` |
 //! | [`ring`] | `flowsteer-ring` against `rtrb` and crossbeam's `ArrayQueue` | `bench steer`, example `ring_bench` |
 //! | [`flow`] | the flow table under random and colliding keys | `bench steer`, example `collision_bench` |
 //!
@@ -16,8 +17,8 @@
 //! handed to a callback the caller supplies. Error texts name the CLI's
 //! flags, which the configuration fields mirror one for one.
 //!
-//! The harnesses measure: they read clocks, spawn and pin threads. None of
-//! it is on a packet path.
+//! The harnesses measure: they read clocks, spawn and pin threads, and
+//! `udp` runs the flowsteer binary. None of it is on a packet path.
 #![deny(unsafe_code)]
 
 pub mod flow;
@@ -27,6 +28,7 @@ pub mod ring;
 pub mod steer;
 #[allow(unsafe_code)]
 mod sys;
+pub mod udp;
 
 /// The CPU model line from /proc/cpuinfo, for the record ("unknown" when
 /// it cannot be read).
