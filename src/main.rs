@@ -25,7 +25,7 @@ fn main() {
         cli::Command::Queues(a) => cmd::queues::run(a),
         cli::Command::Bench(b) => match &b.what {
             cli::BenchWhat::Hash(a) => cmd::bench::hash(a),
-            cli::BenchWhat::Analyze(a) => cmd::analyze::bench(a),
+            cli::BenchWhat::Analyze(a) => cmd::bench::analyze(a),
             cli::BenchWhat::Steer(a) => cmd::bench::steer(a),
             cli::BenchWhat::Reasm(a) => cmd::bench::reasm(a),
             cli::BenchWhat::Udp(a) => cmd::bench::udp(a),

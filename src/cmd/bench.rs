@@ -3,7 +3,7 @@
 //! it, and prints the `--json` document or the text (lines a harness shows
 //! while it runs are printed as they come).
 
-use crate::cli::{BenchHashArgs, BenchReasmArgs, BenchSteerArgs, BenchUdpArgs};
+use crate::cli::{BenchAnalyzeArgs, BenchHashArgs, BenchReasmArgs, BenchSteerArgs, BenchUdpArgs};
 use anyhow::{Context, Result};
 use flowsteer_bench as bench;
 
@@ -80,6 +80,17 @@ pub fn udp(args: &BenchUdpArgs) -> Result<i32> {
         print_json(&bench::udp::json(&rows))?;
     } else {
         print!("{}", bench::udp::summary(&rows));
+    }
+    Ok(0)
+}
+
+pub fn analyze(args: &BenchAnalyzeArgs) -> Result<i32> {
+    let cfg = bench::analyze::Config { packets: args.packets, flows: args.flows, keep: args.keep.clone() };
+    let report = bench::analyze::run(&cfg)?;
+    if args.json {
+        print_json(&report.json())?;
+    } else {
+        print!("{}", report.text());
     }
     Ok(0)
 }

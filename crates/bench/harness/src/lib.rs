@@ -7,6 +7,7 @@
 //! | [`steer`] | the engine against the shared-queue baseline ([`steer::shared_queue`]), the ring alone, each stage | `bench steer` |
 //! | [`reasm`] | reassembly on one core; DPDK side by side ([`reasm::dpdk`]) | `bench reasm` |
 //! | [`udp`] | UDP echo in network namespaces it builds | `bench udp` |
+//! | [`analyze`] | `analyze` on a generated capture | `bench analyze` |
 //! | [`ring`] | `flowsteer-ring` against `rtrb` and crossbeam's `ArrayQueue` | `bench steer`, example `ring_bench` |
 //! | [`flow`] | the flow table under random and colliding keys | `bench steer`, example `collision_bench` |
 //!
@@ -21,6 +22,7 @@
 //! `udp` runs the flowsteer binary. None of it is on a packet path.
 #![deny(unsafe_code)]
 
+pub mod analyze;
 pub mod flow;
 pub mod hash;
 pub mod reasm;
