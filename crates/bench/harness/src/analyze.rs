@@ -243,3 +243,37 @@ fn generate_capture(path: &Path, packets: u64, flows: u64) -> Result<(), Error> 
     w.finish().map_err(what)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_empty_and_too_many_flows() {
+        let cfg = |packets, flows| Config { packets, flows, keep: None };
+        for (c, want) in [
+            (cfg(0, 1), "--packets and --flows must be at least 1".to_string()),
+            (cfg(1, 0), "--packets and --flows must be at least 1".to_string()),
+            (cfg(1, u64::from(u32::MAX >> 8) + 1), format!("--flows must be at most {}", u32::MAX >> 8)),
+        ] {
+            assert_eq!(run(&c).expect_err("a bad config").to_string(), want);
+        }
+    }
+
+    /// A small capture, kept where asked: every packet analyzed, the
+    /// fragmenting flow's two fragments counted as two packets.
+    #[test]
+    fn small_capture_is_analyzed_whole_and_kept() {
+        let path = std::env::temp_dir().join(format!("flowsteer-bench-analyze-test-{}.pcap", std::process::id()));
+        let r = run(&Config { packets: 1001, flows: 70, keep: Some(path.clone()) }).expect("a run");
+        assert_eq!(r.packets, 1001);
+        assert!(r.flows >= 1 && r.flows <= 70, "{r:?}");
+        assert!(r.file_bytes > 1001 * 64 && r.mpps > 0.0, "{r:?}");
+        assert!(path.is_file());
+        let text = r.text();
+        assert!(text.starts_with("analyze: 1001 packets, "), "{text}");
+        assert!(text.ends_with(&format!("capture kept at {}\n", path.display())), "{text}");
+        assert_eq!(r.json()["results"][0]["packets"], 1001);
+        let _ = std::fs::remove_file(&path);
+    }
+}

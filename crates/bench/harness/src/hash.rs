@@ -194,3 +194,36 @@ fn measure<const N: usize>(
         ratio_to_reference: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_bad_timing() {
+        for (seconds, reps) in [(0.0, 1), (f64::NAN, 1), (f64::INFINITY, 1), (0.1, 0)] {
+            let e = run(&Config { seconds, reps }).expect_err("a bad config");
+            assert_eq!(e.to_string(), "--seconds must be > 0 and --reps >= 1");
+        }
+    }
+
+    /// Every implementation in every mode on every input, the reference's
+    /// ratio 1, and the text and JSON shapes the CLI prints.
+    #[test]
+    fn tiny_run_reports_every_case() {
+        let r = run(&Config { seconds: 0.001, reps: 1 }).expect("a run");
+        assert_eq!(r.results.len(), 9 * Impl::available().len());
+        for m in r.results.iter().filter(|m| m.imp == "reference") {
+            assert_eq!(m.ratio_to_reference, Some(1.0), "{m:?}");
+        }
+        let text = r.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("Toeplitz hash, Microsoft key, 1024 random inputs, median of 1 x 0.00s; cpu: "));
+        assert!(lines[1].starts_with("impl         input        mode         "), "{}", lines[1]);
+        assert_eq!(lines.len(), 2 + r.results.len());
+        let doc = r.json();
+        assert_eq!(doc["schema"], "flowsteer.bench.hash.v1");
+        assert_eq!(doc["results"].as_array().map(Vec::len), Some(r.results.len()));
+        assert!(doc["results"][0].get("impl").is_some(), "{doc}");
+    }
+}

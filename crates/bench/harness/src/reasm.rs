@@ -1079,3 +1079,71 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
         rounds: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config {
+            seconds: 0.01,
+            set: None,
+            delivery: None,
+            family: None,
+            in_flight: None,
+            order: None,
+            cpu: None,
+            dpdk: None,
+            max_dist: None,
+            rounds: None,
+        }
+    }
+
+    fn refusal(c: &Config) -> String {
+        run(c, &mut |_| panic!("no DPDK here")).expect_err("a bad config").to_string()
+    }
+
+    #[test]
+    fn refuses_bad_values_with_the_flag_named() {
+        assert_eq!(refusal(&Config { seconds: 0.0, ..cfg() }), "--seconds must be positive");
+        assert_eq!(
+            refusal(&Config { set: Some("hot".into()), ..cfg() }),
+            "--set hot: expected one of cold, warm, flood"
+        );
+        assert_eq!(
+            refusal(&Config { in_flight: Some("65".into()), ..cfg() }),
+            "--in-flight 65: expected one of 64, 4096"
+        );
+        assert_eq!(refusal(&Config { rounds: Some(0), ..cfg() }), "--rounds must be at least 1");
+        assert_eq!(
+            refusal(&Config { rounds: Some(2), ..cfg() }),
+            "--rounds is for the DPDK comparison: it needs --dpdk"
+        );
+    }
+
+    /// One warm case: its row, the text table's header and the JSON
+    /// document's fields.
+    #[test]
+    fn one_warm_case() {
+        let c = Config {
+            set: Some("warm".into()),
+            delivery: Some("copy".into()),
+            family: Some("6".into()),
+            in_flight: Some("64".into()),
+            order: Some("shuffled".into()),
+            ..cfg()
+        };
+        let r = run(&c, &mut |_| panic!("no DPDK here")).expect("a run");
+        assert_eq!(r.rows.len(), 1);
+        let row = &r.rows[0];
+        assert_eq!((row.family, row.fragments, row.order.as_str(), row.set), (6, 4, "shuffled", "warm"));
+        assert_eq!(row.completed_share, 1.0);
+        let text = r.text();
+        assert!(text.starts_with("reassembly, one core, UDP; "), "{text}");
+        assert_eq!(text.lines().count(), 3, "{text}");
+        let doc = r.json();
+        assert_eq!(doc["schema"], "flowsteer.bench.reasm.v3");
+        assert_eq!(doc["max_dist"], 64);
+        assert!(doc["dpdk"].is_null() && doc["rounds"].is_null() && doc["pinned_cpu"].is_null(), "{doc}");
+    }
+}

@@ -419,3 +419,43 @@ fn stages(flows: u32) -> Vec<(&'static str, f64)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(seconds: f64, flows: Vec<u32>, reps: usize) -> Config {
+        Config { seconds, flows, reps, ring_items: 1000 }
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        let e = |c: Config| run(&c).expect_err("a bad config").to_string();
+        assert_eq!(e(cfg(0.0, vec![1], 1)), "--seconds must be positive and --reps at least 1");
+        assert_eq!(e(cfg(0.1, vec![1], 0)), "--seconds must be positive and --reps at least 1");
+        assert_eq!(e(cfg(0.1, vec![0], 1)), "--flows: counts must be at least 1");
+    }
+
+    /// The text tables pick their rows by design, under their headers.
+    #[test]
+    fn text_has_one_table_per_design() {
+        let mut ring = Row::new("ring", 300.0);
+        ring.stage = Some("flowsteer-ring");
+        ring.burst = Some(32);
+        ring.placement = Some("producer cpu0, consumer cpu1".into());
+        let mut stage = Row::new("stage", 100.0);
+        stage.stage = Some("parse");
+        stage.ns_per_packet = Some(10.0);
+        let report = Report { config: cfg(1.0, vec![1], 1), rows: vec![ring, stage] };
+        let text = report.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0]
+            .starts_with("engine: 64-byte frames from the built-in generator, rss steering, 1.0 s per case; cpu: "));
+        assert!(lines[1].starts_with("design        dispatch  burst    flows workers"), "{}", lines[1]);
+        assert_eq!(lines[2], "");
+        assert_eq!(lines[3], "ring                    burst      M items/s  placement");
+        assert_eq!(lines[4], "flowsteer-ring             32          300.0  producer cpu0, consumer cpu1");
+        assert_eq!(&lines[5..], ["", "", "stage           ns/packet", "parse               10.00"]);
+        assert_eq!(report.json()["results"][1]["stage"], "parse");
+    }
+}

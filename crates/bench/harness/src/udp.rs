@@ -410,3 +410,60 @@ fn measure(
         conservation_ok: s["conservation_ok"].as_bool().unwrap_or(false),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(experiment: &'static str, mode: &'static str, pps_per_core: f64) -> Row {
+        Row {
+            experiment,
+            mode,
+            flows: 2,
+            server_cpus: 1,
+            seconds: 1.0,
+            sent: 10,
+            replies: 9,
+            lost: 1,
+            pps: 9.0,
+            server_cpu_s: 0.5,
+            pps_per_core,
+            received: 10,
+            delivered: 10,
+            server_sent: 9,
+            received_pps: 10.0,
+            delivered_pps: 10.0,
+            server_drops: 0,
+            conservation_ok: true,
+        }
+    }
+
+    #[test]
+    fn summary_compares_modes_with_the_single_socket() {
+        let rows = [row("modes", "kernel-single", 100.0), row("modes", "xdp", 250.0), row("flows", "xdp", 1.0)];
+        assert_eq!(summary(&rows), "           xdp: 2.50x the kernel single-socket packets per core\n");
+        assert_eq!(summary(&rows[1..]), "");
+        assert_eq!(json(&rows)["results"].as_array().map(Vec::len), Some(3));
+    }
+
+    #[test]
+    fn row_line_says_whether_the_counters_add_up() {
+        let mut r = row("modes", "kernel", 100.0);
+        assert!(
+            row_line(&r).starts_with("modes  kernel         flows   2  replies/s          9  "),
+            "{}",
+            row_line(&r)
+        );
+        assert!(row_line(&r).ends_with("  ok"));
+        r.conservation_ok = false;
+        assert!(row_line(&r).ends_with("  COUNTERS DO NOT ADD UP"));
+    }
+
+    #[test]
+    fn unknown_mode_is_refused() {
+        assert_eq!(
+            mode_name("dpdk").expect_err("not a mode").to_string(),
+            "--modes: unknown mode 'dpdk' (expected kernel-single, kernel, xdp)"
+        );
+    }
+}
