@@ -192,8 +192,8 @@ pub struct Comparison {
     /// round, median (the bar: >= 1.0) and lowest.
     pub vs_best: Option<f64>,
     pub vs_best_min: Option<f64>,
-    /// 95 % confidence intervals of those two medians (see [`median_ci95`]):
-    /// `[low, high]`, absent below 6 rounds.
+    /// 95 % confidence intervals of those two medians (the sign test's,
+    /// distribution-free): `[low, high]`, absent below 6 rounds.
     pub vs_example_ci95: Option<[f64; 2]>,
     pub vs_best_ci95: Option<[f64; 2]>,
 }
