@@ -1,7 +1,7 @@
 /*
  * reasm-dpdk: DPDK's IP reassembly library (rte_ip_frag) on exactly the
  * workload of `flowsteer bench reasm --set warm --delivery chain`
- * (src/cmd/bench_reasm.rs), so the two can be compared on one machine.
+ * (crates/bench/harness/src/reasm.rs), so the two can be compared on one machine.
  *
  * Workload (identical frames, identical push order):
  *  - UDP datagrams (ports 4000 -> 5000) of a 4,416-byte payload, fragmented
@@ -96,7 +96,7 @@
 #define PREFETCH_OFFSET 3
 /* Saved header bytes per fragment (Ethernet + IPv6 + Fragment = 62). */
 #define HDR_COPY 64
-/* flowsteer's SplitMix64 seed in bench_reasm.rs and the generator's step. */
+/* flowsteer's SplitMix64 seed in reasm.rs (flowsteer-bench) and the generator's step. */
 #define RNG_SEED 0x5eed4ea500000001ULL
 #define RNG_GAMMA 0x9e3779b97f4a7c15ULL
 #define NSEC_PER_SEC 1000000000ULL

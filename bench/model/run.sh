@@ -11,8 +11,8 @@
 #
 # DPDK's table shape defaults to bkt256x1, one of the two tight shapes
 # `bench reasm --dpdk` compares at 64 in flight (DPDK_SHAPES_64 in
-# src/cmd/bench_reasm.rs) and the faster of the two in BENCHMARKS.md's
-# reassembly table ("DPDK best").
+# crates/bench/harness/src/reasm.rs) and the faster of the two in the
+# side-by-side runs.
 #
 # The model has perfect branch prediction and every load hitting L1; see
 # BENCHMARKS.md (Reassembly, the cycle model) for what it explains and what
@@ -35,7 +35,7 @@ model() {
         awk '/^Total Cycles/{c=$3} /Block RThroughput/{r=$3} END{printf "model cycles %.1f (resources alone %.1f) per datagram", c/64, r/64}'
 }
 for o in $orders; do
-    TFN=flowsteer::cmd::bench_reasm::chain_pushes TOUT=$work/fs.$o gdb -batch -x "$here/trace.py" --args \
+    TFN=flowsteer_bench::reasm::chain_pushes TOUT=$work/fs.$o gdb -batch -x "$here/trace.py" --args \
         "$fs" bench reasm --set warm --delivery chain --family 4 --in-flight 64 --order "$o" --seconds 0.05 --json >/dev/null 2>&1
     echo "flowsteer $o: $(python3 "$here/to_mca.py" $work/fs.$o 64 $work/fs.$o.s)"
     echo "flowsteer $o: $(model $work/fs.$o.s)"

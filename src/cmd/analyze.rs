@@ -1,6 +1,5 @@
 //! `flowsteer analyze CAPTURE`: predict per-queue load and ordering hazards
-//! of a pcap/pcapng capture under an RSS configuration; and
-//! `flowsteer bench analyze`: the same path timed on a generated capture.
+//! of a pcap/pcapng capture under an RSS configuration.
 //!
 //! The capture is streamed record by record into a
 //! [`flowsteer_analyze::Analyzer`]; memory is bounded by `--max-flows`
@@ -22,23 +21,21 @@
 //! is not a pcap or pcapng capture, is malformed (a record or block that
 //! cannot be a real one), a flag is invalid, or the chart cannot be written.
 
-use crate::cli::{AnalyzeArgs, BenchAnalyzeArgs};
+use crate::cli::AnalyzeArgs;
 use crate::plot::{self, ChartFormat, Series};
 use crate::rssopts::{resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_analyze::{report, AnalyzeOptions, Analyzer, Report};
-use flowsteer_capture::{CaptureError, CaptureReader, CaptureWriter, Format};
+use flowsteer_capture::{CaptureError, CaptureReader, Format};
 use flowsteer_rss::RssConfig;
-use flowsteer_wire::build;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::{Path, PathBuf};
+use std::net::IpAddr;
+use std::path::Path;
 use std::rc::Rc;
-use std::time::Instant;
 
 pub fn run(args: &AnalyzeArgs) -> Result<i32> {
     let Resolved { config, mut warnings } = resolve(&args.rss, None)?;
@@ -400,144 +397,4 @@ fn write_chart(path: &Path, r: &Report, capture: &CaptureSummary) -> Result<()> 
         r.rss.key, r.rss.hash_types, r.imbalance.max_mean
     );
     plot::queue_chart(path, &title, "packets", &series)
-}
-
-// ---------------------------------------------------------------- bench
-
-/// Removes the generated capture when dropped (unless it is to be kept).
-struct TempCapture {
-    path: PathBuf,
-    keep: bool,
-}
-
-impl Drop for TempCapture {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// `flowsteer bench analyze`: generates a capture of `--packets` frames over
-/// `--flows` flows (64-byte frames; IPv4 and IPv6, UDP and TCP; one flow in
-/// 64 sends every datagram as two UDP fragments, each fragment counting as
-/// a packet), then times the whole analyze path on it: read, parse, hash,
-/// flow table and report, on one thread, with the Microsoft key, default
-/// hash types and 4 queues. Generation is not timed.
-pub fn bench(args: &BenchAnalyzeArgs) -> Result<i32> {
-    if args.packets == 0 || args.flows == 0 {
-        bail!("--packets and --flows must be at least 1");
-    }
-    if args.flows > u64::from(u32::MAX >> 8) {
-        bail!("--flows must be at most {}", u32::MAX >> 8);
-    }
-    let path = args.keep.clone().unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        std::env::temp_dir().join(format!("flowsteer-bench-analyze-{}-{nanos}.pcap", std::process::id()))
-    });
-    let capture = TempCapture { path, keep: args.keep.is_some() };
-    let generated = Instant::now();
-    generate_capture(&capture.path, args.packets, args.flows)?;
-    let generate_seconds = generated.elapsed().as_secs_f64();
-
-    let config = RssConfig::default_for_queues(4)?;
-    let start = Instant::now();
-    let analysis = analyze_file(&capture.path, &config, AnalyzeOptions::default(), false)?;
-    let seconds = start.elapsed().as_secs_f64();
-    let r = &analysis.report;
-    if r.packets_read != args.packets || !r.conservation_ok || r.drops.total != 0 {
-        bail!(
-            "bench analyze: expected {} clean packets, got {} read, {} dropped, conservation {}",
-            args.packets,
-            r.packets_read,
-            r.drops.total,
-            r.conservation_ok
-        );
-    }
-    let mpps = r.packets_read as f64 / seconds / 1e6;
-    if args.json {
-        let doc = serde_json::json!({
-            "schema": "flowsteer.bench.analyze.v1",
-            "cpu": crate::cmd::bench::cpu_model(),
-            "results": [{
-                "bench": "analyze",
-                "packets": r.packets_read,
-                "flows": r.flows.tracked,
-                "file_bytes": analysis.capture.file_bytes,
-                "seconds": seconds,
-                "mpps": mpps,
-                "generate_seconds": generate_seconds,
-                "hash_impl": r.rss.hash_impl,
-            }],
-        });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        println!(
-            "analyze: {} packets, {} flows, {} bytes of pcap in {:.3} s = {:.2} Mpps (read + parse + hash + flow table, one thread, {} Toeplitz; generation {:.1} s not counted)",
-            r.packets_read,
-            r.flows.tracked,
-            analysis.capture.file_bytes,
-            seconds,
-            mpps,
-            r.rss.hash_impl,
-            generate_seconds
-        );
-        if args.keep.is_some() {
-            println!("capture kept at {}", capture.path.display());
-        }
-    }
-    Ok(0)
-}
-
-/// One generated flow: its frames for one "packet" (two for a fragmenting flow).
-fn flow_frames(i: u32) -> Vec<Vec<u8>> {
-    let v6 = i % 4 == 3;
-    let tcp = i.is_multiple_of(2);
-    let fragmenting = i % 64 == 1;
-    let client4 = Ipv4Addr::from(0x0a00_0000 | i);
-    let server4 = Ipv4Addr::new(192, 0, 2, 1 + (i % 8) as u8);
-    let client6 = Ipv6Addr::from((0x2001_0db8_u128 << 96) | u128::from(i));
-    let server6 = Ipv6Addr::from((0x2001_0db8_ffff_u128 << 80) | u128::from(1 + i % 8));
-    let (src, dst): (IpAddr, IpAddr) =
-        if v6 { (client6.into(), server6.into()) } else { (client4.into(), server4.into()) };
-    let sport = 1024 + (i % 60_000) as u16;
-    if fragmenting {
-        // A 32-byte UDP payload in two fragments of 24 + 16 bytes.
-        return if v6 {
-            build::ipv6_fragments(client6, server6, sport, 53, i, &[0x5a; 32], 24)
-        } else {
-            build::ipv4_fragments(client4, server4, sport, 53, i as u16, &[0x5a; 32], 24)
-        };
-    }
-    // 64-byte frames where the headers allow (IPv6 + TCP is 74).
-    let frame = match (v6, tcp) {
-        (false, false) => build::udp_frame(src, dst, sport, 53, &[0; 22]),
-        (false, true) => build::tcp_frame(src, dst, sport, 443, 1, 0x10, &[0; 10]),
-        (true, false) => build::udp_frame(src, dst, sport, 53, &[0; 2]),
-        (true, true) => build::tcp_frame(src, dst, sport, 443, 1, 0x10, &[]),
-    };
-    vec![frame]
-}
-
-/// Writes `packets` frames drawn uniformly from `flows` flows (xorshift,
-/// fixed seed: the same file every run).
-fn generate_capture(path: &Path, packets: u64, flows: u64) -> Result<()> {
-    let what = || format!("cannot write {}", path.display());
-    let templates: Vec<Vec<Vec<u8>>> = (0..flows as u32).map(flow_frames).collect();
-    let mut w = CaptureWriter::create(path, 1).with_context(what)?;
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut written = 0u64;
-    while written < packets {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let frames = &templates[(state % flows) as usize];
-        for f in frames.iter().take((packets - written) as usize) {
-            let ts = 1_700_000_000_000_000_000 + written * 1_000;
-            w.write_packet(ts, f, f.len() as u32).with_context(what)?;
-            written += 1;
-        }
-    }
-    w.finish().with_context(what)?;
-    Ok(())
 }

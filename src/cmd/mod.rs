@@ -2,9 +2,6 @@
 
 pub mod analyze;
 pub mod bench;
-pub mod bench_reasm;
-pub mod bench_steer;
-pub mod bench_udp;
 pub mod defrag;
 pub mod hash;
 pub mod plan;

@@ -3,7 +3,7 @@
 //! tuples whose Toeplitz hashes all agree in their low 16 bits, i.e. that a
 //! table indexed by the RSS hash would put in one chain, and random tuples
 //! to compare against. Pure and deterministic; used by the tests and by
-//! [`bench`](mod@crate::bench).
+//! `flowsteer_bench::flow`.
 //!
 //! How the colliding set is built: Toeplitz is linear over GF(2), so
 //! flipping input bit `p` flips the hash by the 32-bit key window `W_p`.

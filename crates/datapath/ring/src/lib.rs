@@ -79,7 +79,8 @@
 //!   `Consumer::stats()`: `tail`, `head`, `done`, `len`, `capacity`,
 //!   `high_watermark`, `is_abandoned`.
 //! * Shutdown: drop either end; the other sees `is_abandoned()`.
-//! * Benchmark: [`bench::run`] (ours vs `rtrb` vs crossbeam `ArrayQueue`).
+//! * Benchmark: `flowsteer_bench::ring` (ours vs `rtrb` vs crossbeam
+//!   `ArrayQueue`), in the `flowsteer-bench` crate.
 //!
 //! ## Example
 //!
@@ -124,10 +125,10 @@
 //! ## Measured cost
 //!
 //! 2-vCPU AMD EPYC VM (Zen 4, private L2, shared L3), release build,
-//! [`bench::run`] with 100 M `u64` through a 4096-slot ring, producer on
-//! cpu0 and consumer on cpu1, both threads under `chrt -f 10` because other
-//! jobs shared the two CPUs (without it runs varied 10x). Ranges over the
-//! runs those jobs did not disturb; M items/s:
+//! `flowsteer_bench::ring::run` with 100 M `u64` through a 4096-slot ring,
+//! producer on cpu0 and consumer on cpu1, both threads under `chrt -f 10`
+//! because other jobs shared the two CPUs (without it runs varied 10x).
+//! Ranges over the runs those jobs did not disturb; M items/s:
 //!
 //! | burst | flowsteer-ring | rtrb 0.4 (chunk API) | crossbeam `ArrayQueue` | DPDK `rte_ring` SP/SC |
 //! |---|---|---|---|---|
@@ -144,7 +145,6 @@
 //! the ring ~7 % slower through false sharing of their private indices.
 #![warn(missing_docs)]
 
-pub mod bench;
 #[allow(unsafe_code)]
 mod ring;
 mod stats;

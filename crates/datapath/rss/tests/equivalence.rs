@@ -2,7 +2,7 @@
 //! key/input pairs for each implementation, each key length (40 and 52) and
 //! each input length from 8 to 36 bytes, single and batch.
 
-use flowsteer_rss::quality::SplitMix64;
+use flowsteer_prim::SplitMix64;
 use flowsteer_rss::{reference, Impl, Toeplitz};
 use proptest::prelude::*;
 

@@ -1,4 +1,4 @@
-//! `bench reasm --dpdk PATH`: DPDK's `rte_ip_frag` on the same warm
+//! DPDK's `rte_ip_frag` on the same warm
 //! workload, run beside each warm chain row by the C harness in
 //! `bench/dpdk/` (it builds the byte-identical frames in the same push
 //! order; see its README), and the side-by-side comparison against the
@@ -6,13 +6,61 @@
 //! than its best shape.
 
 use super::{Case, Row, DPDK_SHAPES_4096, DPDK_SHAPES_64, SMALL};
-use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::fmt::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Why the DPDK harness could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "--dpdk {}: not a file (build the harness with `make -C bench/dpdk`; it needs Debian's libdpdk-dev)",
+        .0.display()
+    )]
+    NotAFile(PathBuf),
+    #[error("cannot run {}", .path.display())]
+    Spawn {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// It ran and failed: its exit status and stderr.
+    #[error("{} failed ({status}): {stderr}", .path.display())]
+    Failed { path: PathBuf, status: std::process::ExitStatus, stderr: String },
+    #[error("{}: unreadable --json output", .path.display())]
+    Output {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// A DPDK table shape that could not complete a case (it lost datagrams),
+/// left out of the rows; its `Display` is the line the CLI shows.
+#[derive(Clone, Debug)]
+pub struct LeftOut {
+    pub shape: String,
+    pub family: u8,
+    pub in_flight: usize,
+    pub order: String,
+    /// The harness's status for it, and its note.
+    pub status: String,
+    pub note: String,
+}
+
+impl std::fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "dpdk {} IPv{} {} in flight {}: {} ({}), left out",
+            self.shape, self.family, self.in_flight, self.order, self.status, self.note
+        )
+    }
+}
+
 /// The harness binary and the CPU both sides run on.
-pub struct Harness {
+pub(super) struct Harness {
     path: PathBuf,
     pub cpu: u32,
     /// DPDK's version as the harness reports it (e.g. "DPDK 22.11.11").
@@ -47,12 +95,9 @@ struct Result_ {
 impl Harness {
     /// Checks that the harness runs here (a tiny case), so a missing build
     /// or an EAL failure is reported before any measuring.
-    pub fn new(path: &std::path::Path, cpu: u32) -> Result<Harness> {
+    pub(super) fn new(path: &std::path::Path, cpu: u32) -> Result<Harness, Error> {
         if !path.is_file() {
-            bail!(
-                "--dpdk {}: not a file (build the harness with `make -C bench/dpdk`; it needs Debian's libdpdk-dev)",
-                path.display()
-            );
+            return Err(Error::NotAFile(path.to_path_buf()));
         }
         let mut h = Harness { path: path.to_path_buf(), cpu, version: String::new() };
         let out = h.call(&["--family", "4", "--in-flight", "64", "--order", "in-order", "--shape", "bkt64x2"], 0.01)?;
@@ -60,25 +105,30 @@ impl Harness {
         Ok(h)
     }
 
-    fn call(&self, filter: &[&str], seconds: f64) -> Result<Output> {
+    fn call(&self, filter: &[&str], seconds: f64) -> Result<Output, Error> {
         let out = Command::new(&self.path)
             .args(filter)
             .args(["--payload", &SMALL.to_string(), "--seconds", &seconds.to_string()])
             .args(["--cpu", &self.cpu.to_string(), "--json"])
             .output()
-            .with_context(|| format!("cannot run {}", self.path.display()))?;
+            .map_err(|source| Error::Spawn { path: self.path.clone(), source })?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
-            bail!("{} failed ({}): {}", self.path.display(), out.status, err.trim());
+            return Err(Error::Failed { path: self.path.clone(), status: out.status, stderr: err.trim().to_string() });
         }
-        serde_json::from_slice(&out.stdout)
-            .with_context(|| format!("{}: unreadable --json output", self.path.display()))
+        serde_json::from_slice(&out.stdout).map_err(|source| Error::Output { path: self.path.clone(), source })
     }
 
     /// DPDK's rows for `case` (a warm 4,416-byte case), one per table shape
     /// that completed every datagram; shapes too small for the case (they
-    /// lose datagrams) are reported on stderr and left out.
-    pub fn run(&self, case: &Case, seconds: f64, round: usize) -> Result<Vec<Row>> {
+    /// lose datagrams) are told to `on_left_out` and left out.
+    pub(super) fn run(
+        &self,
+        case: &Case,
+        seconds: f64,
+        round: usize,
+        on_left_out: &mut dyn FnMut(&LeftOut),
+    ) -> Result<Vec<Row>, Error> {
         let (family, in_flight) = (case.family.to_string(), case.in_flight.to_string());
         let shapes = if case.in_flight <= 64 { DPDK_SHAPES_64 } else { DPDK_SHAPES_4096 };
         let filter = ["--family", &family, "--in-flight", &in_flight, "--order", case.order, "--shape", shapes];
@@ -87,10 +137,14 @@ impl Harness {
         for r in out.results {
             let (Some(dgrams_per_s), Some(ns_per_frag), "ok") = (r.dgrams_per_s, r.ns_per_frag, r.status.as_str())
             else {
-                eprintln!(
-                    "dpdk {} IPv{} {} in flight {}: {} ({}), left out",
-                    r.shape, r.family, r.in_flight, r.order, r.status, r.note
-                );
+                on_left_out(&LeftOut {
+                    shape: r.shape,
+                    family: r.family,
+                    in_flight: r.in_flight,
+                    order: r.order,
+                    status: r.status,
+                    note: r.note,
+                });
                 continue;
             };
             rows.push(Row {
@@ -118,30 +172,30 @@ impl Harness {
 }
 
 /// flowsteer against DPDK in one case, over the rounds.
-#[derive(Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Comparison {
-    family: u8,
-    in_flight: usize,
-    order: String,
-    rounds: usize,
+    pub family: u8,
+    pub in_flight: usize,
+    pub order: String,
+    pub rounds: usize,
     /// Medians over the rounds (datagrams/s).
-    flowsteer: f64,
-    dpdk_example: Option<f64>,
-    dpdk_best: Option<f64>,
+    pub flowsteer: f64,
+    pub dpdk_example: Option<f64>,
+    pub dpdk_best: Option<f64>,
     /// The shape with the best median.
-    dpdk_best_shape: Option<String>,
+    pub dpdk_best_shape: Option<String>,
     /// flowsteer / DPDK example shape, paired per round, median (the bar:
     /// >= 1.5) and lowest.
-    vs_example: Option<f64>,
-    vs_example_min: Option<f64>,
+    pub vs_example: Option<f64>,
+    pub vs_example_min: Option<f64>,
     /// flowsteer / DPDK's best shape (`dpdk_best_shape`) in the same
     /// round, median (the bar: >= 1.0) and lowest.
-    vs_best: Option<f64>,
-    vs_best_min: Option<f64>,
-    /// 95 % confidence intervals of those two medians (see [`median_ci95`]):
-    /// `[low, high]`, absent below 6 rounds.
-    vs_example_ci95: Option<[f64; 2]>,
-    vs_best_ci95: Option<[f64; 2]>,
+    pub vs_best: Option<f64>,
+    pub vs_best_min: Option<f64>,
+    /// 95 % confidence intervals of those two medians (the sign test's,
+    /// distribution-free): `[low, high]`, absent below 6 rounds.
+    pub vs_example_ci95: Option<[f64; 2]>,
+    pub vs_best_ci95: Option<[f64; 2]>,
 }
 
 /// The median (the mean of the two middle values for an even count).
@@ -184,7 +238,7 @@ fn median_ci95(v: &[f64]) -> Option<[f64; 2]> {
 /// its round) merged into one row per implementation and shape (the
 /// median over the rounds, `rounds` = how many), and the
 /// comparison, its ratios paired within each round.
-pub fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
+pub(super) fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
     let rounds = rows.iter().filter_map(|r| r.round).max().map_or(0, |m| m + 1);
     let mut keys: Vec<(&'static str, Option<String>)> = Vec::new();
     for r in &rows {
@@ -257,20 +311,24 @@ pub fn merge_rounds(rows: Vec<Row>) -> (Vec<Row>, Option<Comparison>) {
     (merged, Some(cmp))
 }
 
-pub fn print_comparison(c: &[Comparison]) {
+/// The comparison table, after a blank line, with the bars it is read
+/// against.
+pub fn write_comparison(out: &mut String, c: &[Comparison]) -> std::fmt::Result {
     let m = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{:.2}", v / 1e6));
     let x = |v: Option<f64>, lo: Option<f64>| match (v, lo) {
         (Some(v), Some(lo)) => format!("{v:.2}x ({lo:.2})"),
         _ => "-".to_string(),
     };
     let ci = |c: Option<[f64; 2]>| c.map_or_else(|| "-".to_string(), |[lo, hi]| format!("{lo:.2}-{hi:.2}"));
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "flowsteer vs DPDK rte_ip_frag, same workload, same CPU, rounds of one then the other; \
          M datagrams/s (median of rounds); ratios paired per round: median (lowest), and the \
          median's 95 % interval (sign test, from 6 rounds)"
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>3} {:>9} {:<9} {:>6} {:>9} {:>10} {:>9} {:<20} {:>14} {:>10} {:>14} {:>10}",
         "fam",
         "in_flight",
@@ -284,9 +342,10 @@ pub fn print_comparison(c: &[Comparison]) {
         "ex_95%",
         "vs_best",
         "best_95%"
-    );
+    )?;
     for r in c {
-        println!(
+        writeln!(
+            out,
             "{:>3} {:>9} {:<9} {:>6} {:>9.2} {:>10} {:>9} {:<20} {:>14} {:>10} {:>14} {:>10}",
             r.family,
             r.in_flight,
@@ -300,11 +359,12 @@ pub fn print_comparison(c: &[Comparison]) {
             ci(r.vs_example_ci95),
             x(r.vs_best, r.vs_best_min),
             ci(r.vs_best_ci95)
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "bars: vs_example >= 1.50x (1.5 x DPDK's example shape), vs_best >= 1.00x (no slower than its best shape)"
-    );
+    )
 }
 
 #[cfg(test)]

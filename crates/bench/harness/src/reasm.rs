@@ -1,5 +1,5 @@
-//! `flowsteer bench reasm`: IP reassembly throughput of one
-//! [`Reassembler`] on one core.
+//! IP reassembly throughput of one [`Reassembler`] on one core
+//! (`flowsteer bench reasm`).
 //!
 //! Cases (each for IPv4 and IPv6):
 //! * 4,416-byte UDP payloads (a 4,424-byte UDP datagram) with 64 and 4,096
@@ -58,13 +58,13 @@
 //!   them: every handle pushed must come back (checked after each case). No
 //!   allocation per fragment or per datagram.
 //!
-//! `--dpdk PATH` runs DPDK's `rte_ip_frag` on the same warm workload beside
-//! each warm chain row, in the same run and on the same CPU
-//! (`bench/dpdk/reasm-dpdk`, built with `make -C bench/dpdk` where Debian's
-//! `libdpdk-dev` is installed; see `bench/dpdk/README.md`), with its
-//! example table shape and the tight shapes that were its best here, and
-//! prints flowsteer's ratio to the example shape and to the best shape (the
-//! best median over the rounds), paired per round. The harness times what
+//! [`Config::dpdk`] (`--dpdk PATH`) runs DPDK's `rte_ip_frag` on the same
+//! warm workload beside each warm chain row, in the same run and on the
+//! same CPU (`bench/dpdk/reasm-dpdk`, built with `make -C bench/dpdk` where
+//! Debian's `libdpdk-dev` is installed; see `bench/dpdk/README.md`), with
+//! its example table shape and the tight shapes that were its best here,
+//! and reports flowsteer's ratio to the example shape and to the best shape
+//! (the best median over the rounds), paired per round ([`dpdk`]). The harness times what
 //! this loop times: the reassemble calls and the delivered datagram's
 //! header read; it restores its mbufs (DPDK rewrites them) outside the
 //! timed part.
@@ -74,22 +74,78 @@
 //! read per block of `in_flight` datagrams (its time is passed as `now`). A
 //! round replays the pre-built set; a (src, dst, id) is reused only in a
 //! later round, once the earlier one has completed. Each case warms up for
-//! one round, then runs 3 repetitions of about `--seconds`; the median is
-//! reported. In-flight cases use a generous configuration (64 MiB high
+//! one round, then runs 3 repetitions of about [`Config::seconds`]; the
+//! median is reported. In-flight cases use a generous configuration (64 MiB high
 //! threshold) so nothing is evicted.
 
-use crate::cli::BenchReasmArgs;
-use anyhow::{bail, Context, Result};
-use flowsteer_reasm::{Chain, DropReason, ReasmConfig, ReasmStats, Reassembler, Verdict};
-use flowsteer_rss::quality::SplitMix64;
+use flowsteer_prim::SplitMix64;
+use flowsteer_reasm::{Chain, DropReason, ReasmConfig, ReasmConfigError, ReasmStats, Reassembler, Verdict};
 use flowsteer_wire::build::{ipv4_fragments, ipv4_header_checksum, ipv6_fragments};
 use flowsteer_wire::{parse_frame, L3Info, LinkType, ParseOptions};
 use serde::Serialize;
+use std::fmt::Write;
 use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
 use std::time::Instant;
 
-mod dpdk;
+pub mod dpdk;
+
+/// What to measure. The filters take the names the rows carry (`None`:
+/// every value); a name not listed is an error.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Seconds per measurement.
+    pub seconds: f64,
+    /// Frame set: "cold", "warm" or "flood".
+    pub set: Option<String>,
+    /// Delivery: "copy" or "chain".
+    pub delivery: Option<String>,
+    /// IP version: "4" or "6".
+    pub family: Option<String>,
+    /// Datagrams in flight of the in-flight cases: "64" or "4096".
+    pub in_flight: Option<String>,
+    /// Fragment order of the in-flight cases: "in-order", "reversed" or
+    /// "shuffled".
+    pub order: Option<String>,
+    /// Run on this CPU (pinned).
+    pub cpu: Option<u32>,
+    /// DPDK's harness (`bench/dpdk/reasm-dpdk`), run beside every warm
+    /// chain row.
+    pub dpdk: Option<PathBuf>,
+    /// IPv4 max-distance rule of the in-flight cases (`None`: the
+    /// reassembler's default, 64; 0 turns it off).
+    pub max_dist: Option<u32>,
+    /// With `dpdk`: rounds of flowsteer-then-DPDK per case (default 3).
+    pub rounds: Option<usize>,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value out of range; the text names the option.
+    #[error("{0}")]
+    Config(String),
+    /// The run could not be pinned to a CPU.
+    #[error("{what}")]
+    Pin {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A frame of the workload could not be built.
+    #[error("{0}")]
+    Build(String),
+    #[error("{0}")]
+    Reassembler(ReasmConfigError),
+    /// A measurement lost, corrupted or leaked something.
+    #[error("{0}")]
+    Check(String),
+    #[error(transparent)]
+    Dpdk(#[from] dpdk::Error),
+}
+
+type Result<T, E = Error> = std::result::Result<T, E>;
 
 const REPS: usize = 3;
 /// Fragment payload sizes at MTU 1500 (see the module docs).
@@ -116,40 +172,41 @@ const ETH: usize = 14;
 /// `examples/ip_reassembly` PREFETCH_OFFSET).
 const PREFETCH: usize = 3;
 
+/// One case's result.
 #[derive(Clone, Debug, Serialize)]
-struct Row {
+pub struct Row {
     /// "flowsteer", or "dpdk" for a row of the comparison harness.
     #[serde(rename = "impl")]
-    implementation: &'static str,
+    pub implementation: &'static str,
     /// DPDK's table shape (`bktBxE[/maxM]`), on its rows.
     #[serde(skip_serializing_if = "Option::is_none")]
-    shape: Option<String>,
+    pub shape: Option<String>,
     /// On DPDK's rows: "example" (its example application's shape, the
     /// 1.5x bar) or "tight" (a shape that was among its fastest here, the
     /// no-slower bar).
     #[serde(skip_serializing_if = "Option::is_none")]
-    shape_role: Option<&'static str>,
-    family: u8,
-    payload: usize,
-    fragments: usize,
-    in_flight: usize,
-    order: String,
-    delivery: &'static str,
-    set: &'static str,
-    dgrams_per_s: f64,
-    ns_per_frag: f64,
+    pub shape_role: Option<&'static str>,
+    pub family: u8,
+    pub payload: usize,
+    pub fragments: usize,
+    pub in_flight: usize,
+    pub order: String,
+    pub delivery: &'static str,
+    pub set: &'static str,
+    pub dgrams_per_s: f64,
+    pub ns_per_frag: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    peak_mem: Option<usize>,
-    completed_share: f64,
+    pub peak_mem: Option<usize>,
+    pub completed_share: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    flood_dgrams: Option<usize>,
-    /// With `--dpdk`: the round this row was measured in (internal: the
-    /// rows printed are the medians over the rounds).
+    pub flood_dgrams: Option<usize>,
+    /// With `dpdk`: the round this row was measured in (internal: the
+    /// rows reported are the medians over the rounds).
     #[serde(skip)]
-    round: Option<usize>,
-    /// With `--dpdk`: the number of rounds this row is the median of.
+    pub(crate) round: Option<usize>,
+    /// With `dpdk`: the number of rounds this row is the median of.
     #[serde(skip_serializing_if = "Option::is_none")]
-    rounds: Option<usize>,
+    pub rounds: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,7 +307,7 @@ fn parse_filter<T: Copy>(what: &str, arg: &Option<String>, all: &[(&str, T)]) ->
             Some((_, v)) => Ok(vec![*v]),
             None => {
                 let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
-                bail!("--{what} {s}: expected one of {}", names.join(", "))
+                Err(Error::Config(format!("--{what} {s}: expected one of {}", names.join(", "))))
             }
         },
     }
@@ -265,9 +322,28 @@ fn parse_filter<T: Copy>(what: &str, arg: &Option<String>, all: &[(&str, T)]) ->
 const DPDK_SHAPES_64: &str = "example,bkt64x2,bkt256x1";
 const DPDK_SHAPES_4096: &str = "example,bkt1024x4,bkt16384x2";
 
-pub fn run(args: &BenchReasmArgs) -> Result<i32> {
+/// A run's rows, the comparison with DPDK (when asked) and what they were
+/// measured with.
+#[derive(Debug)]
+pub struct Report {
+    pub config: Config,
+    /// The CPU the run was pinned to, if it was.
+    pub pinned_cpu: Option<u32>,
+    /// DPDK's version as its harness reports it, with `dpdk`.
+    pub dpdk: Option<String>,
+    /// Rounds per case, with `dpdk`.
+    pub rounds: Option<usize>,
+    /// The IPv4 max-distance rule in force.
+    pub max_dist: u32,
+    pub rows: Vec<Row>,
+    pub comparison: Vec<dpdk::Comparison>,
+}
+
+/// Runs every selected case. DPDK table shapes that cannot complete a case
+/// are left out of the rows and told to `on_left_out` as the run goes.
+pub fn run(args: &Config, on_left_out: &mut dyn FnMut(&dpdk::LeftOut)) -> Result<Report> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        bail!("--seconds must be positive");
+        return Err(Error::Config("--seconds must be positive".into()));
     }
     let sets = parse_filter("set", &args.set, &[("cold", Set::Cold), ("warm", Set::Warm), ("flood", Set::Flood)])?;
     let deliveries = parse_filter("delivery", &args.delivery, &[("copy", Delivery::Copy), ("chain", Delivery::Chain)])?;
@@ -279,12 +355,13 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
         &[("in-order", Order::Forward), ("reversed", Order::Reversed), ("shuffled", Order::Shuffled)],
     )?;
     let rounds = match (args.rounds, &args.dpdk) {
-        (Some(0), _) => bail!("--rounds must be at least 1"),
-        (Some(_), None) => bail!("--rounds is for the DPDK comparison: it needs --dpdk"),
+        (Some(0), _) => return Err(Error::Config("--rounds must be at least 1".into())),
+        (Some(_), None) => return Err(Error::Config("--rounds is for the DPDK comparison: it needs --dpdk".into())),
         (r, _) => r.unwrap_or(3),
     };
     if let Some(cpu) = args.cpu {
-        flowsteer_udp::pin_to_cpu(cpu).with_context(|| format!("--cpu {cpu}: cannot run on that CPU"))?;
+        flowsteer_udp::pin_to_cpu(cpu)
+            .map_err(|source| Error::Pin { what: format!("--cpu {cpu}: cannot run on that CPU"), source })?;
     }
     // Side by side with DPDK: both on one CPU (the last one unless --cpu).
     let dpdk = match &args.dpdk {
@@ -294,7 +371,8 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
                 None => {
                     // The last CPU this process may run on (taskset, cpuset).
                     let c = flowsteer_live::available_cpus().into_iter().max().unwrap_or(0);
-                    flowsteer_udp::pin_to_cpu(c).with_context(|| format!("cannot run on CPU {c}"))?;
+                    flowsteer_udp::pin_to_cpu(c)
+                        .map_err(|source| Error::Pin { what: format!("cannot run on CPU {c}"), source })?;
                     c
                 }
             };
@@ -355,7 +433,7 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
                                     let mut r = measure(&case, d, args.seconds)?;
                                     r.round = Some(round);
                                     round_rows.push(r);
-                                    round_rows.extend(h.run(&case, args.seconds, round)?);
+                                    round_rows.extend(h.run(&case, args.seconds, round, on_left_out)?);
                                 }
                                 let (merged, cmp) = dpdk::merge_rounds(round_rows);
                                 rows.extend(merged);
@@ -377,35 +455,53 @@ pub fn run(args: &BenchReasmArgs) -> Result<i32> {
             }
         }
     }
-    if args.json {
-        let doc = serde_json::json!({
-            "schema": "flowsteer.bench.reasm.v3",
-            "cpu": crate::cmd::bench::cpu_model(),
-            "pinned_cpu": dpdk.as_ref().map(|h| h.cpu).or(args.cpu),
-            "dpdk": dpdk.as_ref().map(|h| h.version.clone()),
-            "rounds": dpdk.as_ref().map(|_| rounds),
-            "max_dist": max_dist,
-            "results": rows,
-            "comparison": comparison,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        print_text(&rows, args.seconds, max_dist);
-        if dpdk.is_some() {
-            dpdk::print_comparison(&comparison);
-        }
-    }
-    Ok(0)
+    Ok(Report {
+        config: args.clone(),
+        pinned_cpu: dpdk.as_ref().map(|h| h.cpu).or(args.cpu),
+        dpdk: dpdk.as_ref().map(|h| h.version.clone()),
+        rounds: dpdk.as_ref().map(|_| rounds),
+        max_dist,
+        rows,
+        comparison,
+    })
 }
 
-fn print_text(rows: &[Row], seconds: f64, max_dist: u32) {
-    println!(
+impl Report {
+    /// The `--json` document (schema `flowsteer.bench.reasm.v3`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "schema": "flowsteer.bench.reasm.v3",
+            "cpu": crate::cpu_model(),
+            "pinned_cpu": self.pinned_cpu,
+            "dpdk": self.dpdk,
+            "rounds": self.rounds,
+            "max_dist": self.max_dist,
+            "results": self.rows,
+            "comparison": self.comparison,
+        })
+    }
+
+    /// The text table, its flood notes and, with DPDK, the comparison.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = write_text(&mut s, &self.rows, self.config.seconds, self.max_dist);
+        if self.dpdk.is_some() {
+            let _ = dpdk::write_comparison(&mut s, &self.comparison);
+        }
+        s
+    }
+}
+
+fn write_text(out: &mut String, rows: &[Row], seconds: f64, max_dist: u32) -> std::fmt::Result {
+    writeln!(
+        out,
         "reassembly, one core, UDP; fragment payload IPv4 {V4_FRAG} / IPv6 {V6_FRAG} B (MTU 1500); \
          median of {REPS} x {seconds:.2}s; IPv4 max-distance rule {}; cpu: {}",
         if max_dist == 0 { "off".to_string() } else { max_dist.to_string() },
-        crate::cmd::bench::cpu_model()
-    );
-    println!(
+        crate::cpu_model()
+    )?;
+    writeln!(
+        out,
         "{:<9} {:<18} {:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12} {:>9} {:>12} {:>9}",
         "impl",
         "shape",
@@ -420,7 +516,7 @@ fn print_text(rows: &[Row], seconds: f64, max_dist: u32) {
         "ns/frag",
         "peak_mem",
         "completed"
-    );
+    )?;
     for r in rows {
         // DPDK's example shape is marked " ex" in the table.
         let shape = match (&r.shape, r.shape_role) {
@@ -428,7 +524,8 @@ fn print_text(rows: &[Row], seconds: f64, max_dist: u32) {
             (Some(s), _) => s.clone(),
             (None, _) => "-".to_string(),
         };
-        println!(
+        writeln!(
+            out,
             "{:<9} {:<18} {:>3} {:>7} {:>5} {:>9} {:<9} {:<5} {:<5} {:>12.0} {:>9.1} {:>12} {:>9.4}",
             r.implementation,
             shape,
@@ -443,48 +540,51 @@ fn print_text(rows: &[Row], seconds: f64, max_dist: u32) {
             r.ns_per_frag,
             r.peak_mem.map_or_else(|| "-".to_string(), |m| m.to_string()),
             r.completed_share
-        );
+        )?;
     }
     if let Some(n) = rows.iter().filter(|r| r.set != "flood").find_map(|r| r.flood_dgrams) {
-        println!(
+        writeln!(
+            out,
             "flood: {n} never-completing middle fragments spread between {FLOOD_LEGIT}+ legitimate datagrams, \
              default 4 MiB config; dgrams/s counts legitimate datagrams delivered, ns/frag all fragments"
-        );
+        )?;
     }
     for r in rows.iter().filter(|r| r.set == "flood") {
         if let Some(n) = r.flood_dgrams {
-            println!(
+            writeln!(
+                out,
                 "flood set, IPv{} {}: {n} never-completing datagrams, ~{} legitimate ({FLOOD_RATIO}:1), {:.1} ns/frag",
                 r.family,
                 r.delivery,
                 n / FLOOD_RATIO,
                 r.ns_per_frag
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 /// The fragments of one UDP datagram, parsed.
 fn datagram(family: u8, index: usize, payload: &[u8]) -> Result<Vec<Push>> {
-    let i = u32::try_from(index).context("too many datagrams")?;
+    let i = u32::try_from(index).map_err(|e| Error::Build(format!("too many datagrams: {e}")))?;
     let frames = if family == 4 {
         // Distinct (src, id) per datagram.
         let src = Ipv4Addr::from(0x0a00_0000 | (i >> 4));
         ipv4_fragments(src, Ipv4Addr::new(192, 0, 2, 1), 4000, 5000, (i & 0xf) as u16, payload, V4_FRAG)
     } else {
         let src = Ipv6Addr::from(0x2001_0db8_0000_0000_0000_0000_0000_0000u128 | u128::from(i));
-        ipv6_fragments(src, "2001:db8::1".parse()?, 4000, 5000, i, payload, V6_FRAG)
+        ipv6_fragments(src, Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), 4000, 5000, i, payload, V6_FRAG)
     };
     frames.into_iter().map(parsed).collect()
 }
 
 fn parsed(frame: Vec<u8>) -> Result<Push> {
     let l3 = parse_frame(&frame, LinkType::Ethernet, &ParseOptions::new())
-        .map_err(|e| anyhow::anyhow!("parse of a built fragment: {e}"))?
+        .map_err(|e| Error::Build(format!("parse of a built fragment: {e}")))?
         .outer
-        .context("built fragment without an IP header")?;
+        .ok_or_else(|| Error::Build("built fragment without an IP header".into()))?;
     if l3.frag.is_none() {
-        bail!("built packet is not a fragment");
+        return Err(Error::Build("built packet is not a fragment".into()));
     }
     Ok(Push { frame, l3 })
 }
@@ -696,11 +796,11 @@ impl<'a> State<'a> {
     fn new(d: Delivery, cfg: ReasmConfig, ip_len: usize) -> Result<State<'a>> {
         Ok(match d {
             Delivery::Copy => State::Copy {
-                r: Box::new(Reassembler::new(cfg).map_err(anyhow::Error::msg)?),
+                r: Box::new(Reassembler::new(cfg).map_err(Error::Reassembler)?),
                 out: Vec::with_capacity(ip_len),
             },
             Delivery::Chain => State::Chain(Box::new(ChainState {
-                r: Reassembler::new_owning(cfg).map_err(anyhow::Error::msg)?,
+                r: Reassembler::new_owning(cfg).map_err(Error::Reassembler)?,
                 out: Chain::new(),
                 spare: Vec::new(),
                 pushed: 0,
@@ -733,7 +833,10 @@ impl<'a> State<'a> {
                 c.returned += c.spare.len() as u64;
                 c.spare.clear();
                 if c.returned != c.pushed {
-                    bail!("{} frames pushed, {} given back by the reassembler", c.pushed, c.returned);
+                    return Err(Error::Check(format!(
+                        "{} frames pushed, {} given back by the reassembler",
+                        c.pushed, c.returned
+                    )));
                 }
             }
         }
@@ -822,10 +925,13 @@ fn measure(case: &Case, delivery: Delivery, seconds: f64) -> Result<Row> {
         // Warm-up: one round, untimed; it also checks the datagrams.
         let warm = drive(&mut st, case, &mut seg, t0, None);
         if warm.bad_len != 0 {
-            bail!("{} reassembled datagrams of the wrong length", warm.bad_len);
+            return Err(Error::Check(format!("{} reassembled datagrams of the wrong length", warm.bad_len)));
         }
         if case.flood.is_none() && warm.completed != warm.legit {
-            bail!("only {} of {} datagrams completed in the warm-up", warm.completed, warm.legit);
+            return Err(Error::Check(format!(
+                "only {} of {} datagrams completed in the warm-up",
+                warm.completed, warm.legit
+            )));
         }
         let mut samples = Vec::new();
         for _ in 0..REPS {
@@ -947,7 +1053,9 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
     let duplicates = st.stats().dropped(DropReason::Duplicate);
     st.finish()?;
     if duplicates != 0 {
-        bail!("{duplicates} flood fragments found their key still held: the flood frame pool is too small");
+        return Err(Error::Check(format!(
+            "{duplicates} flood fragments found their key still held: the flood frame pool is too small"
+        )));
     }
     samples.sort_by(|a, b| a.1.total_cmp(&b.1));
     let (dgrams_per_s, ns_per_frag, completed_share) = samples[samples.len() / 2];
@@ -970,4 +1078,72 @@ fn flood_sweep(legit: &Case, flood_n: usize, delivery: Delivery) -> Result<Row> 
         round: None,
         rounds: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config {
+            seconds: 0.01,
+            set: None,
+            delivery: None,
+            family: None,
+            in_flight: None,
+            order: None,
+            cpu: None,
+            dpdk: None,
+            max_dist: None,
+            rounds: None,
+        }
+    }
+
+    fn refusal(c: &Config) -> String {
+        run(c, &mut |_| panic!("no DPDK here")).expect_err("a bad config").to_string()
+    }
+
+    #[test]
+    fn refuses_bad_values_with_the_flag_named() {
+        assert_eq!(refusal(&Config { seconds: 0.0, ..cfg() }), "--seconds must be positive");
+        assert_eq!(
+            refusal(&Config { set: Some("hot".into()), ..cfg() }),
+            "--set hot: expected one of cold, warm, flood"
+        );
+        assert_eq!(
+            refusal(&Config { in_flight: Some("65".into()), ..cfg() }),
+            "--in-flight 65: expected one of 64, 4096"
+        );
+        assert_eq!(refusal(&Config { rounds: Some(0), ..cfg() }), "--rounds must be at least 1");
+        assert_eq!(
+            refusal(&Config { rounds: Some(2), ..cfg() }),
+            "--rounds is for the DPDK comparison: it needs --dpdk"
+        );
+    }
+
+    /// One warm case: its row, the text table's header and the JSON
+    /// document's fields.
+    #[test]
+    fn one_warm_case() {
+        let c = Config {
+            set: Some("warm".into()),
+            delivery: Some("copy".into()),
+            family: Some("6".into()),
+            in_flight: Some("64".into()),
+            order: Some("shuffled".into()),
+            ..cfg()
+        };
+        let r = run(&c, &mut |_| panic!("no DPDK here")).expect("a run");
+        assert_eq!(r.rows.len(), 1);
+        let row = &r.rows[0];
+        assert_eq!((row.family, row.fragments, row.order.as_str(), row.set), (6, 4, "shuffled", "warm"));
+        assert_eq!(row.completed_share, 1.0);
+        let text = r.text();
+        assert!(text.starts_with("reassembly, one core, UDP; "), "{text}");
+        assert_eq!(text.lines().count(), 3, "{text}");
+        let doc = r.json();
+        assert_eq!(doc["schema"], "flowsteer.bench.reasm.v3");
+        assert_eq!(doc["max_dist"], 64);
+        assert!(doc["dpdk"].is_null() && doc["rounds"].is_null() && doc["pinned_cpu"].is_null(), "{doc}");
+    }
 }

@@ -1,8 +1,8 @@
-//! `flowsteer bench udp`: UDP echo throughput on live interfaces, side by
-//! side in one run. The bench builds its own lab (two network namespaces
-//! joined by a veth pair with one queue per CPU, removed at the end) and
-//! runs this binary's `udp-echo` in namespace B against `udp-gen --echo` in
-//! namespace A, one generator pinned to each CPU (veth runs the receive
+//! UDP echo throughput on live interfaces, side by side in one run
+//! (`flowsteer bench udp`). The bench builds its own lab (two network
+//! namespaces joined by a veth pair with one queue per CPU, removed at the
+//! end) and runs the flowsteer binary ([`Config::exe`]): its `udp-echo` in
+//! namespace B against `udp-gen --echo` in namespace A, one generator pinned to each CPU (veth runs the receive
 //! path on the sender's CPU, so pinned senders spread the work the way NIC
 //! RSS queues would).
 //!
@@ -17,97 +17,149 @@
 //! traffic; `pps_per_core` is echoes the server transmitted divided by the
 //! CPU seconds the echo server process used (user + system, from
 //! `/proc/PID/stat`), so a server that needs fewer cycles per packet scores
-//! higher even when the generators are the bottleneck. Caveat, stated in BENCHMARKS.md: the veth receive path
-//! runs in the sender's softirq context and is charged to neither. The
+//! higher even when the generators are the bottleneck. Caveat, stated in
+//! BENCHMARKS.md: the veth receive path runs in the sender's softirq
+//! context and is charged to neither. The
 //! server's own counters (`received`, `delivered`, drops) are reported
 //! beside the generator's (`sent`, `replies`, `lost`).
 //!
-//! The second experiment (the seeds' one): flows are added one per bucket
-//! and the server's received and delivered rates are reported for each N.
+//! The second experiment (`flows`): flows are added one per bucket and the
+//! server's received and delivered rates are reported for each N.
 //! On veth the "bucket" is the receive queue, which the sender's CPU picks
 //! (XPS is set so transmit queue i is CPU i's), so flow i's generator is
 //! pinned to CPU i % n; on a NIC `udp-gen --spread N` plans the tuples.
 
-use crate::cli::BenchUdpArgs;
-use anyhow::{anyhow, bail, Context, Result};
 use flowsteer_netns::{Lab, LabConfig, Side};
 use serde::Serialize;
 use serde_json::Value;
+use std::fmt::Write;
 use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PORT: u16 = 45_000;
 
-#[derive(Debug, Serialize, Clone)]
-struct Row {
-    experiment: &'static str,
-    mode: &'static str,
-    flows: usize,
-    server_cpus: usize,
-    seconds: f64,
-    sent: u64,
-    replies: u64,
-    lost: u64,
-    pps: f64,
-    server_cpu_s: f64,
-    pps_per_core: f64,
-    received: u64,
-    delivered: u64,
-    /// Echoes the server transmitted.
-    server_sent: u64,
-    received_pps: f64,
-    delivered_pps: f64,
-    server_drops: u64,
-    conservation_ok: bool,
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The flowsteer binary whose `udp-echo` and `udp-gen` are measured.
+    pub exe: PathBuf,
+    /// Seconds of traffic per measurement.
+    pub seconds: f64,
+    /// UDP payload bytes.
+    pub size: usize,
+    /// Flows in the mode comparison.
+    pub flows: usize,
+    /// The flows experiment adds flows one per bucket up to this many.
+    pub max_flows: usize,
+    /// Modes to compare: "kernel-single", "kernel", "xdp".
+    pub modes: Vec<String>,
+    /// XDP attach mode of the xdp server: "auto", "native" or "skb".
+    pub xdp_mode: String,
 }
 
-pub fn run(args: &BenchUdpArgs) -> Result<i32> {
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value out of range; the text names the option.
+    #[error("{0}")]
+    Config(String),
+    #[error("bench udp builds network namespaces and needs root: {0}")]
+    NeedsRoot(String),
+    /// The lab or its settings could not be made.
+    #[error("{0}")]
+    Lab(String),
+    #[error("{what}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Wait(#[from] std::io::Error),
+    /// A child process failed, hung or printed no report.
+    #[error("{0}")]
+    Child(String),
+}
+
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One measurement.
+#[derive(Debug, Serialize, Clone)]
+pub struct Row {
+    /// "modes" or "flows".
+    pub experiment: &'static str,
+    pub mode: &'static str,
+    pub flows: usize,
+    pub server_cpus: usize,
+    pub seconds: f64,
+    pub sent: u64,
+    pub replies: u64,
+    pub lost: u64,
+    pub pps: f64,
+    pub server_cpu_s: f64,
+    pub pps_per_core: f64,
+    pub received: u64,
+    pub delivered: u64,
+    /// Echoes the server transmitted.
+    pub server_sent: u64,
+    pub received_pps: f64,
+    pub delivered_pps: f64,
+    pub server_drops: u64,
+    pub conservation_ok: bool,
+}
+
+/// Builds the lab, runs every mode, then the flows experiment for every
+/// mode but `kernel-single`; each row goes to `on_row` as soon as it is
+/// measured, and all of them are returned.
+pub fn run(args: &Config, on_row: &mut dyn FnMut(&Row)) -> Result<Vec<Row>> {
     if let Some(why) = flowsteer_netns::skip_reason() {
-        bail!("bench udp builds network namespaces and needs root: {why}");
+        return Err(Error::NeedsRoot(why));
     }
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        bail!("--seconds must be positive");
+        return Err(Error::Config("--seconds must be positive".into()));
     }
     if args.max_flows == 0 || args.flows == 0 {
-        bail!("--flows and --max-flows must be at least 1");
+        return Err(Error::Config("--flows and --max-flows must be at least 1".into()));
     }
     let cpus = flowsteer_live::available_cpus();
     let lab = Lab::new("bu", &LabConfig { queues: cpus.len().clamp(1, 64) as u16, mtu: 1500 })
-        .map_err(|e| anyhow!("bench udp: {e}"))?;
+        .map_err(|e| Error::Lab(format!("bench udp: {e}")))?;
     xps_per_cpu(&lab, &cpus)?;
     let mut rows = Vec::new();
     let modes: Vec<&'static str> = args.modes.iter().map(|m| mode_name(m)).collect::<Result<_>>()?;
     for &mode in &modes {
         let row = measure(&lab, mode, &cpus, args.flows, None, args)?;
-        if !args.json {
-            print_row(&row);
-        }
+        on_row(&row);
         rows.push(row);
     }
     for &mode in modes.iter().filter(|m| **m != "kernel-single") {
         for n in 1..=args.max_flows {
             let row = measure(&lab, mode, &cpus, n, Some(n), args)?;
-            if !args.json {
-                print_row(&row);
-            }
+            on_row(&row);
             rows.push(row);
         }
     }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"schema": "flowsteer.bench.udp.v1", "results": rows}))?
-        );
-    } else {
-        let base = rows.iter().find(|r| r.experiment == "modes" && r.mode == "kernel-single").map(|r| r.pps_per_core);
-        if let Some(b) = base.filter(|b| *b > 0.0) {
-            for r in rows.iter().filter(|r| r.experiment == "modes" && r.mode != "kernel-single") {
-                println!("{:>14}: {:.2}x the kernel single-socket packets per core", r.mode, r.pps_per_core / b);
-            }
+    Ok(rows)
+}
+
+/// The `--json` document (schema `flowsteer.bench.udp.v1`).
+pub fn json(rows: &[Row]) -> Value {
+    serde_json::json!({"schema": "flowsteer.bench.udp.v1", "results": rows})
+}
+
+/// Each mode's packets per core against the kernel single socket's, one
+/// line per mode (empty without a kernel-single row that did any work).
+pub fn summary(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let base = rows.iter().find(|r| r.experiment == "modes" && r.mode == "kernel-single").map(|r| r.pps_per_core);
+    if let Some(b) = base.filter(|b| *b > 0.0) {
+        for r in rows.iter().filter(|r| r.experiment == "modes" && r.mode != "kernel-single") {
+            let _ = writeln!(s, "{:>14}: {:.2}x the kernel single-socket packets per core", r.mode, r.pps_per_core / b);
         }
     }
-    Ok(0)
+    s
 }
 
 /// Transmit queue i of A's veth (and B's, for the replies) is used by CPU
@@ -121,9 +173,9 @@ fn xps_per_cpu(lab: &Lab, cpus: &[u32]) -> Result<()> {
             let st = Command::new("ip")
                 .args(["netns", "exec", lab.ns(side), "sh", "-c", &format!("echo {mask} > {path}")])
                 .status()
-                .context("set XPS")?;
+                .map_err(|source| Error::Io { what: "set XPS", source })?;
             if !st.success() {
-                bail!("could not set {path} to {mask}");
+                return Err(Error::Lab(format!("could not set {path} to {mask}")));
             }
         }
     }
@@ -135,12 +187,13 @@ fn mode_name(m: &str) -> Result<&'static str> {
         "kernel-single" => Ok("kernel-single"),
         "kernel" => Ok("kernel"),
         "xdp" => Ok("xdp"),
-        _ => bail!("--modes: unknown mode '{m}' (expected kernel-single, kernel, xdp)"),
+        _ => Err(Error::Config(format!("--modes: unknown mode '{m}' (expected kernel-single, kernel, xdp)"))),
     }
 }
 
-fn print_row(r: &Row) {
-    println!(
+/// A row as the one line shown while the bench runs.
+pub fn row_line(r: &Row) -> String {
+    format!(
         "{:<6} {:<14} flows {:>3}  replies/s {:>10.0}  server CPU {:>5.2} s  pps/core {:>10.0}  received/s {:>10.0}  delivered/s {:>10.0}  lost {:>7}  drops {:>6}  {}",
         r.experiment,
         r.mode,
@@ -153,7 +206,7 @@ fn print_row(r: &Row) {
         r.lost,
         r.server_drops,
         if r.conservation_ok { "ok" } else { "COUNTERS DO NOT ADD UP" }
-    );
+    )
 }
 
 /// A child with stderr lines forwarded to a channel and stdout collected.
@@ -165,14 +218,18 @@ struct Proc {
 
 impl Proc {
     fn spawn(mut cmd: Command) -> Result<Proc> {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("start a child process")?;
-        let mut o = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| Error::Io { what: "start a child process", source })?;
+        let mut o = child.stdout.take().ok_or_else(|| Error::Child("no stdout".into()))?;
         let out = std::thread::spawn(move || {
             let mut s = String::new();
             let _ = o.read_to_string(&mut s);
             s
         });
-        let e = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+        let e = child.stderr.take().ok_or_else(|| Error::Child("no stderr".into()))?;
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for l in BufReader::new(e).lines().map_while(Result::ok) {
@@ -194,10 +251,10 @@ impl Proc {
                 }
                 seen.push(l);
             } else if let Ok(Some(st)) = self.child.try_wait() {
-                bail!("echo server exited ({st}): {}", seen.join(" | "));
+                return Err(Error::Child(format!("echo server exited ({st}): {}", seen.join(" | "))));
             }
         }
-        bail!("echo server not ready within {limit:?}: {}", seen.join(" | "))
+        Err(Error::Child(format!("echo server not ready within {limit:?}: {}", seen.join(" | "))))
     }
 
     /// Waits (bounded) and returns stdout; kills on timeout.
@@ -210,7 +267,7 @@ impl Proc {
             if Instant::now() > until {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                bail!("a child process did not finish within {limit:?}");
+                return Err(Error::Child(format!("a child process did not finish within {limit:?}")));
             }
             std::thread::sleep(Duration::from_millis(20));
         };
@@ -228,8 +285,7 @@ impl Drop for Proc {
     }
 }
 
-fn in_ns(lab: &Lab, side: Side, pin: Option<u32>, args: &[String]) -> Result<Command> {
-    let exe = std::env::current_exe().context("find this executable")?;
+fn in_ns(lab: &Lab, side: Side, pin: Option<u32>, exe: &std::path::Path, args: &[String]) -> Command {
     let mut c = match pin {
         Some(cpu) => {
             let mut c = Command::new("taskset");
@@ -239,7 +295,7 @@ fn in_ns(lab: &Lab, side: Side, pin: Option<u32>, args: &[String]) -> Result<Com
         None => Command::new("ip"),
     };
     c.args(["netns", "exec", lab.ns(side)]).arg(exe).args(args);
-    Ok(c)
+    c
 }
 
 /// utime + stime of a process in seconds.
@@ -262,7 +318,7 @@ fn measure(
     cpus: &[u32],
     flows: usize,
     spread: Option<usize>,
-    args: &BenchUdpArgs,
+    args: &Config,
 ) -> Result<Row> {
     let server_cpus: Vec<u32> = if mode == "kernel-single" { cpus[..1].to_vec() } else { cpus.to_vec() };
     let list = server_cpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
@@ -274,7 +330,7 @@ fn measure(
     } else {
         sargs.extend(["--mode".into(), "kernel".into(), "--rcvbuf".into(), (4 << 20).to_string()]);
     }
-    let mut server = Proc::spawn(in_ns(lab, Side::B, None, &sargs)?)?;
+    let mut server = Proc::spawn(in_ns(lab, Side::B, None, &args.exe, &sargs))?;
     server.wait_line("udp-echo: serving", Duration::from_secs(20))?;
     let pid = server.child.id();
     // Generators pinned to CPUs (veth: the sender's CPU picks the transmit
@@ -308,14 +364,15 @@ fn measure(
             "--json".into(),
         ];
         let pin = have_taskset.then(|| cpus[g % cpus.len()]);
-        gens.push(Proc::spawn(in_ns(lab, Side::A, pin, &gargs)?)?);
+        gens.push(Proc::spawn(in_ns(lab, Side::A, pin, &args.exe, &gargs))?);
     }
     let (mut sent, mut replies, mut lost) = (0u64, 0u64, 0u64);
     for g in gens {
         let (ok, out) = g.finish(Duration::from_secs_f64(args.seconds + 30.0))?;
-        let v: Value = serde_json::from_str(&out).map_err(|e| anyhow!("udp-gen printed no report ({e}): {out}"))?;
+        let v: Value =
+            serde_json::from_str(&out).map_err(|e| Error::Child(format!("udp-gen printed no report ({e}): {out}")))?;
         if !ok {
-            bail!("udp-gen failed: {out}");
+            return Err(Error::Child(format!("udp-gen failed: {out}")));
         }
         sent += u(&v, "sent");
         replies += u(&v, "unique");
@@ -325,7 +382,7 @@ fn measure(
     let server_cpu_s = (cpu_seconds(pid) - cpu0).max(0.01);
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let (_, out) = server.finish(Duration::from_secs(15))?;
-    let s: Value = serde_json::from_str(&out).map_err(|e| anyhow!("udp-echo output ({e}): {out}"))?;
+    let s: Value = serde_json::from_str(&out).map_err(|e| Error::Child(format!("udp-echo output ({e}): {out}")))?;
     let total = &s["total"];
     let received = u(total, "received");
     let delivered = u(total, "delivered");
@@ -352,4 +409,61 @@ fn measure(
         server_drops,
         conservation_ok: s["conservation_ok"].as_bool().unwrap_or(false),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(experiment: &'static str, mode: &'static str, pps_per_core: f64) -> Row {
+        Row {
+            experiment,
+            mode,
+            flows: 2,
+            server_cpus: 1,
+            seconds: 1.0,
+            sent: 10,
+            replies: 9,
+            lost: 1,
+            pps: 9.0,
+            server_cpu_s: 0.5,
+            pps_per_core,
+            received: 10,
+            delivered: 10,
+            server_sent: 9,
+            received_pps: 10.0,
+            delivered_pps: 10.0,
+            server_drops: 0,
+            conservation_ok: true,
+        }
+    }
+
+    #[test]
+    fn summary_compares_modes_with_the_single_socket() {
+        let rows = [row("modes", "kernel-single", 100.0), row("modes", "xdp", 250.0), row("flows", "xdp", 1.0)];
+        assert_eq!(summary(&rows), "           xdp: 2.50x the kernel single-socket packets per core\n");
+        assert_eq!(summary(&rows[1..]), "");
+        assert_eq!(json(&rows)["results"].as_array().map(Vec::len), Some(3));
+    }
+
+    #[test]
+    fn row_line_says_whether_the_counters_add_up() {
+        let mut r = row("modes", "kernel", 100.0);
+        assert!(
+            row_line(&r).starts_with("modes  kernel         flows   2  replies/s          9  "),
+            "{}",
+            row_line(&r)
+        );
+        assert!(row_line(&r).ends_with("  ok"));
+        r.conservation_ok = false;
+        assert!(row_line(&r).ends_with("  COUNTERS DO NOT ADD UP"));
+    }
+
+    #[test]
+    fn unknown_mode_is_refused() {
+        assert_eq!(
+            mode_name("dpdk").expect_err("not a mode").to_string(),
+            "--modes: unknown mode 'dpdk' (expected kernel-single, kernel, xdp)"
+        );
+    }
 }

@@ -1,5 +1,5 @@
-//! `flowsteer bench steer`: the steering engine against the pre-RSS design,
-//! the hand-off ring alone, and the cost of each stage.
+//! The steering engine against the pre-RSS design, the hand-off ring
+//! alone, and the cost of each stage (`flowsteer bench steer`).
 //!
 //! * `per-core`: the engine (`flowsteer run`'s code) with 64-byte frames from
 //!   the built-in generator, RSS steering, one pinned thread per worker that
@@ -11,59 +11,96 @@
 //!   by all workers (flows are not affine to workers), in two shapes: the
 //!   classic one packet per queue lock (`burst` 1, like `IF_DEQUEUE`) and a
 //!   batched one, 32 per lock (`burst` 32, the stronger baseline). The flow
-//!   table lock is taken per packet, as a global PCB lock was.
+//!   table lock is taken per packet, as a global PCB lock was
+//!   ([`shared_queue`]).
 //! * `ring`: `flowsteer-ring` between two pinned threads, bursts of 1 and
-//!   32, beside `rtrb` and crossbeam's `ArrayQueue` in the same run.
+//!   32, beside `rtrb` and crossbeam's `ArrayQueue` in the same run
+//!   ([`crate::ring`]).
+//! * `flow-table`: the flow table under random and colliding keys
+//!   ([`crate::flow`]).
 //! * `stage`: ns per packet for each stage alone on one core (generate,
 //!   parse, hash, steer, flow table).
 
-use crate::cli::BenchSteerArgs;
-use anyhow::Result;
 use flowsteer_engine::engine::{Engine, EngineConfig};
 use flowsteer_engine::runtime::{run as run_engine, RunOptions};
 use flowsteer_engine::source::{GenSource, RxSource};
 use flowsteer_flow::{FlowKey, FlowTable, FlowTableConfig};
 use flowsteer_gen::{GenConfig, Spread};
-use flowsteer_rss::{Fields, RssConfig};
+use flowsteer_rss::RssConfig;
 use flowsteer_steer::dispatch::Dispatch;
 use flowsteer_steer::steer::{BucketMap, Policy, QueueView, SharedTables, Steerer};
 use flowsteer_steer::WorkerId;
 use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
 use serde::Serialize;
+use std::fmt::Write;
 use std::hint::black_box;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod shared_queue;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Seconds per engine measurement.
+    pub seconds: f64,
+    /// Flow counts of the engine cases.
+    pub flows: Vec<u32>,
+    /// Repetitions per engine case (median, min and max reported).
+    pub reps: usize,
+    /// Items moved through the ring in the ring-alone measurement.
+    pub ring_items: u64,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("--seconds must be positive and --reps at least 1")]
+    Timing,
+    #[error("--flows: counts must be at least 1")]
+    ZeroFlows,
+    /// The engine or its generator could not be built.
+    #[error("{0}")]
+    Setup(String),
+    /// The engine lost or invented packets (its totals, debug-printed).
+    #[error("bench run failed conservation: {0}")]
+    Conservation(String),
+}
+
+/// One result; which fields are set depends on `design`.
 #[derive(Clone, Debug, Serialize)]
-struct Row {
-    design: &'static str,
+pub struct Row {
+    /// "per-core", "shared-queue", "ring", "flow-table" or "stage".
+    pub design: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    dispatch: Option<&'static str>,
+    pub dispatch: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    flows: Option<u32>,
+    pub flows: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    workers: Option<usize>,
+    pub workers: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    burst: Option<usize>,
+    pub burst: Option<usize>,
+    /// The stage, the ring design or the key set.
     #[serde(skip_serializing_if = "Option::is_none")]
-    stage: Option<&'static str>,
-    mpps: f64,
+    pub stage: Option<&'static str>,
+    /// Million packets (ring: items) per second.
+    pub mpps: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    mpps_per_core: Option<f64>,
+    pub mpps_per_core: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    ns_per_packet: Option<f64>,
+    pub ns_per_packet: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    ratio_to_shared_queue: Option<f64>,
+    pub ratio_to_shared_queue: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    ratio_to_shared_queue_classic: Option<f64>,
+    pub ratio_to_shared_queue_classic: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    placement: Option<String>,
+    pub placement: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    order_violations: Option<u64>,
+    pub order_violations: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    mpps_min: Option<f64>,
+    pub mpps_min: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    mpps_max: Option<f64>,
+    pub mpps_max: Option<f64>,
 }
 
 impl Row {
@@ -88,15 +125,25 @@ impl Row {
     }
 }
 
-pub fn run(args: &BenchSteerArgs) -> Result<i32> {
+/// A run's rows and what they were measured with.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub config: Config,
+    pub rows: Vec<Row>,
+}
+
+/// Runs every case: the engine and the baseline for each flow count and 1
+/// and 2 workers (as many as there are CPUs), the ring, the flow table,
+/// the stages.
+pub fn run(args: &Config) -> Result<Report, Error> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) || args.reps == 0 {
-        anyhow::bail!("--seconds must be positive and --reps at least 1");
+        return Err(Error::Timing);
     }
     let cpus = flowsteer_live::available_cpus();
     let mut rows = Vec::new();
     for &flows in &args.flows {
         if flows == 0 {
-            anyhow::bail!("--flows: counts must be at least 1");
+            return Err(Error::ZeroFlows);
         }
         for workers in [1usize, 2] {
             if workers > cpus.len() {
@@ -107,7 +154,7 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
             let mut baselines = Vec::new();
             for burst in [1usize, 32] {
                 let (m, lo, hi) =
-                    median((0..args.reps).map(|_| shared_queue(flows, workers, args.seconds, burst)).collect());
+                    median((0..args.reps).map(|_| shared_queue::run(flows, workers, args.seconds, burst)).collect());
                 let mut b = Row::new("shared-queue", m);
                 b.flows = Some(flows);
                 b.workers = Some(workers);
@@ -146,7 +193,7 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
     }
     let (pc, cc) = if cpus.len() >= 2 { (Some(cpus[0] as usize), Some(cpus[1] as usize)) } else { (None, None) };
     for burst in [1usize, 32] {
-        for r in flowsteer_ring::bench::run(args.ring_items, burst, pc, cc) {
+        for r in crate::ring::run(args.ring_items, burst, pc, cc) {
             let mut row = Row::new("ring", r.mitems_per_s);
             row.stage = Some(r.design);
             row.burst = Some(r.burst);
@@ -156,7 +203,7 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
     }
     // Hostile traffic: 100,000 tuples whose Toeplitz hashes collide in the
     // low 16 bits against 100,000 random ones, through the keyed flow table.
-    let (random_ns, colliding_ns) = flowsteer_flow::bench::collision_bench(100_000);
+    let (random_ns, colliding_ns) = crate::flow::collision_bench(100_000);
     for (name, ns) in [("random", random_ns), ("colliding", colliding_ns)] {
         let mut r = Row::new("flow-table", 1e3 / ns);
         r.stage = Some(name);
@@ -171,13 +218,21 @@ pub fn run(args: &BenchSteerArgs) -> Result<i32> {
         r.ns_per_packet = Some(ns);
         rows.push(r);
     }
-    if args.json {
-        let doc = serde_json::json!({"schema": "flowsteer.bench.steer.v1", "cpu": crate::cmd::bench::cpu_model(), "results": rows});
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        print_text(&rows, args.seconds);
+    Ok(Report { config: args.clone(), rows })
+}
+
+impl Report {
+    /// The `--json` document (schema `flowsteer.bench.steer.v1`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({"schema": "flowsteer.bench.steer.v1", "cpu": crate::cpu_model(), "results": self.rows})
     }
-    Ok(0)
+
+    /// The text tables: engine and baseline, ring, flow table, stages.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = write_text(&mut s, &self.rows, self.config.seconds);
+        s
+    }
 }
 
 /// (median, min, max) of the samples.
@@ -189,12 +244,14 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     }
 }
 
-fn print_text(rows: &[Row], seconds: f64) {
-    println!(
+fn write_text(out: &mut String, rows: &[Row], seconds: f64) -> std::fmt::Result {
+    writeln!(
+        out,
         "engine: 64-byte frames from the built-in generator, rss steering, {seconds:.1} s per case; cpu: {}",
-        crate::cmd::bench::cpu_model()
-    );
-    println!(
+        crate::cpu_model()
+    )?;
+    writeln!(
+        out,
         "{:<13} {:<9} {:>5} {:>8} {:>7} {:>9} {:>15} {:>10} {:>9} {:>9} {:>9}",
         "design",
         "dispatch",
@@ -207,9 +264,10 @@ fn print_text(rows: &[Row], seconds: f64) {
         "x sq-32",
         "x sq-1",
         "reorder"
-    );
+    )?;
     for r in rows.iter().filter(|r| r.design == "per-core" || r.design == "shared-queue") {
-        println!(
+        writeln!(
+            out,
             "{:<13} {:<9} {:>5} {:>8} {:>7} {:>9.2} {:>15} {:>10.2} {:>9} {:>9} {:>9}",
             r.design,
             r.dispatch.unwrap_or("-"),
@@ -222,32 +280,35 @@ fn print_text(rows: &[Row], seconds: f64) {
             r.ratio_to_shared_queue.map_or("-".into(), |x| format!("{x:.2}")),
             r.ratio_to_shared_queue_classic.map_or("-".into(), |x| format!("{x:.2}")),
             r.order_violations.map_or("-".into(), |v| v.to_string())
-        );
+        )?;
     }
-    println!();
-    println!("{:<22} {:>6} {:>14}  placement", "ring", "burst", "M items/s");
+    writeln!(out)?;
+    writeln!(out, "{:<22} {:>6} {:>14}  placement", "ring", "burst", "M items/s")?;
     for r in rows.iter().filter(|r| r.design == "ring") {
-        println!(
+        writeln!(
+            out,
             "{:<22} {:>6} {:>14.1}  {}",
             r.stage.unwrap_or("-"),
             r.burst.unwrap_or(0),
             r.mpps,
             r.placement.as_deref().unwrap_or("")
-        );
+        )?;
     }
-    println!();
+    writeln!(out)?;
     for r in rows.iter().filter(|r| r.design == "flow-table") {
-        println!(
+        writeln!(
+            out,
             "flow table, 100,000 {} tuples: {:.1} ns per lookup/insert",
             r.stage.unwrap_or("-"),
             r.ns_per_packet.unwrap_or(0.0)
-        );
+        )?;
     }
-    println!();
-    println!("{:<12} {:>12}", "stage", "ns/packet");
+    writeln!(out)?;
+    writeln!(out, "{:<12} {:>12}", "stage", "ns/packet")?;
     for r in rows.iter().filter(|r| r.design == "stage") {
-        println!("{:<12} {:>12.2}", r.stage.unwrap_or("-"), r.ns_per_packet.unwrap_or(0.0));
+        writeln!(out, "{:<12} {:>12.2}", r.stage.unwrap_or("-"), r.ns_per_packet.unwrap_or(0.0))?;
     }
+    Ok(())
 }
 
 fn gen_cfg(flows: u32) -> GenConfig {
@@ -255,106 +316,27 @@ fn gen_cfg(flows: u32) -> GenConfig {
 }
 
 /// The engine, one receive queue per worker, pinned.
-fn per_core(flows: u32, cpus: &[u32], dispatch: Dispatch, seconds: f64) -> Result<(f64, u64)> {
+fn per_core(flows: u32, cpus: &[u32], dispatch: Dispatch, seconds: f64) -> Result<(f64, u64), Error> {
     let n = cpus.len();
-    let rss = RssConfig::default_for_queues(n).map_err(anyhow::Error::msg)?;
+    let rss = RssConfig::default_for_queues(n).map_err(|e| Error::Setup(e.to_string()))?;
     let spread = || if n == 1 { Spread::Single } else { Spread::Rss { queues: n as u16, config: rss.clone() } };
     let sources = (0..n)
         .map(|_| GenSource::new(&gen_cfg(flows), spread(), 32).map(|s| Box::new(s) as Box<dyn RxSource>))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
+        .map_err(Error::Setup)?;
     let mut cfg = EngineConfig::new(cpus.to_vec(), rss);
     cfg.dispatch = dispatch;
     cfg.policy = Policy::Rss;
     cfg.tracked_flows = flows as usize;
     cfg.flow_table =
         FlowTableConfig { capacity: (flows as usize).next_power_of_two().max(1024), ..FlowTableConfig::default() };
-    let engine = Engine::build(cfg, sources).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let engine = Engine::build(cfg, sources).map_err(|e| Error::Setup(e.to_string()))?;
     let opts = RunOptions { duration: Some(Duration::from_secs_f64(seconds)), pin: true, ..RunOptions::default() };
     let report = run_engine(engine, &opts, |_| {});
     if !report.snapshot.conservation_ok {
-        anyhow::bail!("bench run failed conservation: {:?}", report.snapshot.totals);
+        return Err(Error::Conservation(format!("{:?}", report.snapshot.totals)));
     }
     Ok((report.snapshot.totals.pps / 1e6, report.snapshot.totals.order_violations))
-}
-
-/// The pre-RSS design: one locked receive queue, one locked flow table.
-fn shared_queue(flows: u32, workers: usize, seconds: f64, burst: usize) -> f64 {
-    struct Shared {
-        gen: GenSource,
-        queue: std::collections::VecDeque<Vec<u8>>,
-    }
-    let Ok(gen) = GenSource::new(&gen_cfg(flows), Spread::Single, 32) else { return 0.0 };
-    let shared = Arc::new(Mutex::new(Shared { gen, queue: std::collections::VecDeque::with_capacity(1024) }));
-    let cap = (flows as usize).next_power_of_two().max(1024);
-    let Ok(table) = FlowTable::<u64>::new(FlowTableConfig { capacity: cap, ..FlowTableConfig::default() }) else {
-        return 0.0;
-    };
-    let table = Arc::new(Mutex::new(table));
-    let rss = RssConfig::default_for_queues(1).ok();
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(seconds);
-    let cpus = flowsteer_live::available_cpus();
-    let handles: Vec<_> = (0..workers)
-        .map(|i| {
-            let (shared, table, rss) = (shared.clone(), table.clone(), rss.clone());
-            let cpu = cpus.get(i).copied().unwrap_or(0);
-            std::thread::spawn(move || {
-                core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize });
-                let Some(rss) = rss else { return 0u64 };
-                let opts = ParseOptions::default();
-                let mut local: Vec<Vec<u8>> = Vec::with_capacity(32);
-                let mut done = 0u64;
-                let mut spare: Vec<Vec<u8>> = Vec::new();
-                while Instant::now() < deadline {
-                    for _ in 0..64 {
-                        {
-                            let Ok(mut s) = shared.lock() else { return done };
-                            if s.queue.len() < 32 {
-                                // Poll the one receive queue (under the lock).
-                                let Shared { gen, queue } = &mut *s;
-                                gen.poll(0, 32, &mut |b| {
-                                    let mut v = spare.pop().unwrap_or_default();
-                                    v.clear();
-                                    v.extend_from_slice(b);
-                                    queue.push_back(v);
-                                });
-                            }
-                            for _ in 0..burst {
-                                match s.queue.pop_front() {
-                                    Some(f) => local.push(f),
-                                    None => break,
-                                }
-                            }
-                        }
-                        for f in local.drain(..) {
-                            if let Ok(p) = parse_frame(&f, LinkType::Ethernet, &opts) {
-                                if let Some(l3) = p.outer {
-                                    let input = rss.input_for(&l3.tuple, l3.frag.is_some());
-                                    let h = if input.fields() == Fields::None {
-                                        0
-                                    } else {
-                                        rss.hasher().hash(input.as_bytes())
-                                    };
-                                    let key = FlowKey::from(l3.tuple);
-                                    if let Ok(mut t) = table.lock() {
-                                        if let Ok((_, v)) = t.lookup_or_insert(&key, done, || 0) {
-                                            *v += u64::from(h & 1) + 1;
-                                        }
-                                    }
-                                }
-                            }
-                            done += 1;
-                            spare.push(f);
-                        }
-                    }
-                }
-                done
-            })
-        })
-        .collect();
-    let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
-    total as f64 / start.elapsed().as_secs_f64() / 1e6
 }
 
 struct NoQueues;
@@ -436,4 +418,44 @@ fn stages(flows: u32) -> Vec<(&'static str, f64)> {
         out.push(("flow-table", t.elapsed().as_nanos() as f64 / (passes * keys.len()).max(1) as f64));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(seconds: f64, flows: Vec<u32>, reps: usize) -> Config {
+        Config { seconds, flows, reps, ring_items: 1000 }
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        let e = |c: Config| run(&c).expect_err("a bad config").to_string();
+        assert_eq!(e(cfg(0.0, vec![1], 1)), "--seconds must be positive and --reps at least 1");
+        assert_eq!(e(cfg(0.1, vec![1], 0)), "--seconds must be positive and --reps at least 1");
+        assert_eq!(e(cfg(0.1, vec![0], 1)), "--flows: counts must be at least 1");
+    }
+
+    /// The text tables pick their rows by design, under their headers.
+    #[test]
+    fn text_has_one_table_per_design() {
+        let mut ring = Row::new("ring", 300.0);
+        ring.stage = Some("flowsteer-ring");
+        ring.burst = Some(32);
+        ring.placement = Some("producer cpu0, consumer cpu1".into());
+        let mut stage = Row::new("stage", 100.0);
+        stage.stage = Some("parse");
+        stage.ns_per_packet = Some(10.0);
+        let report = Report { config: cfg(1.0, vec![1], 1), rows: vec![ring, stage] };
+        let text = report.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0]
+            .starts_with("engine: 64-byte frames from the built-in generator, rss steering, 1.0 s per case; cpu: "));
+        assert!(lines[1].starts_with("design        dispatch  burst    flows workers"), "{}", lines[1]);
+        assert_eq!(lines[2], "");
+        assert_eq!(lines[3], "ring                    burst      M items/s  placement");
+        assert_eq!(lines[4], "flowsteer-ring             32          300.0  producer cpu0, consumer cpu1");
+        assert_eq!(&lines[5..], ["", "", "stage           ns/packet", "parse               10.00"]);
+        assert_eq!(report.json()["results"][1]["stage"], "parse");
+    }
 }

@@ -1,6 +1,6 @@
-//! Runs `flowsteer_ring::bench::run` and prints one line per design.
+//! Runs `flowsteer_bench::ring::run` and prints one line per design.
 //!
-//! `cargo run --release -p flowsteer-ring --example ring_bench -- [items] [burst] [producer_cpu] [consumer_cpu]`
+//! `cargo run --release -p flowsteer-bench --example ring_bench -- [items] [burst] [producer_cpu] [consumer_cpu]`
 //! (defaults: 100000000 items, bursts 1 and 32, cpu0 -> cpu1; `-` leaves a side unpinned).
 
 fn main() {
@@ -17,7 +17,7 @@ fn main() {
     };
     let (pcpu, ccpu) = (cpu(2, 0), cpu(3, 1));
     for burst in bursts {
-        for r in flowsteer_ring::bench::run(items, burst, pcpu, ccpu) {
+        for r in flowsteer_bench::ring::run(items, burst, pcpu, ccpu) {
             println!(
                 "{:<22} burst {:>3}  {:>11} items  {:>7.3} s  {:>9.1} M items/s  [{}]",
                 r.design, r.burst, r.items, r.seconds, r.mitems_per_s, r.placement

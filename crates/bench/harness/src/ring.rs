@@ -1,5 +1,6 @@
-//! Throughput benchmark: our ring against `rtrb` and crossbeam's
-//! `ArrayQueue`, in one run, same shape (the CLI calls [`run`]).
+//! Throughput of `flowsteer-ring` against `rtrb` and crossbeam's
+//! `ArrayQueue`, in one run, same shape ([`run`]; `bench steer` and the
+//! `ring_bench` example call it).
 //!
 //! Shape (after DPDK's `ring_perf_autotest`): one producer thread and one
 //! consumer thread, each pinned when a CPU is given, move `items` `u64`
@@ -22,8 +23,8 @@
 //!
 //! This module spawns and pins threads, and reads
 //! `/sys/devices/system/cpu/cpuN/cache` to describe the placement; the ring
-//! itself does neither. Measured numbers are in the crate doc's design note
-//! ("Measured cost"); no test asserts any of them.
+//! itself does neither. Measured numbers are in `flowsteer-ring`'s crate
+//! doc ("Measured cost"); no test asserts any of them.
 
 use std::sync::Barrier;
 use std::time::Instant;
@@ -159,7 +160,7 @@ fn sum(buf: &[u64]) -> u64 {
 }
 
 fn run_ours(items: u64, burst: usize, pcpu: Option<usize>, ccpu: Option<usize>) -> f64 {
-    let (mut p, mut c) = crate::channel::<u64>(BENCH_CAPACITY).expect("BENCH_CAPACITY is valid");
+    let (mut p, mut c) = flowsteer_ring::channel::<u64>(BENCH_CAPACITY).expect("BENCH_CAPACITY is valid");
     let produce = move || {
         let mut b = Backoff(0);
         if burst == 1 {
@@ -336,9 +337,9 @@ fn run_arrayqueue(items: u64, burst: usize, pcpu: Option<usize>, ccpu: Option<us
 
 /// E.g. `"producer cpu0, consumer cpu1 (separate L2, shared L3)"`.
 pub fn describe_placement(producer_cpu: Option<usize>, consumer_cpu: Option<usize>) -> String {
-    let online = core_affinity::get_core_ids().unwrap_or_default();
+    let online = flowsteer_live::available_cpus();
     let name = |cpu: Option<usize>| match cpu {
-        Some(id) if online.iter().any(|c| c.id == id) => format!("cpu{id}"),
+        Some(id) if online.iter().any(|&c| c as usize == id) => format!("cpu{id}"),
         Some(id) => format!("cpu{id} (not available, unpinned)"),
         None => "unpinned".to_string(),
     };
@@ -349,7 +350,7 @@ pub fn describe_placement(producer_cpu: Option<usize>, consumer_cpu: Option<usiz
         (Some(a), Some(b)) => {
             let shared = |level: u32| -> Option<bool> {
                 let list = cache_shared_list(a, level)?;
-                Some(list.contains(&b))
+                Some(list.iter().any(|&c| c as usize == b))
             };
             let word = |s: Option<bool>| match s {
                 Some(true) => "shared",
@@ -369,7 +370,7 @@ pub fn describe_placement(producer_cpu: Option<usize>, consumer_cpu: Option<usiz
 }
 
 /// CPUs sharing `cpu`'s unified or data cache of `level`, from sysfs.
-fn cache_shared_list(cpu: usize, level: u32) -> Option<Vec<usize>> {
+fn cache_shared_list(cpu: usize, level: u32) -> Option<Vec<u32>> {
     let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cache");
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
@@ -379,33 +380,14 @@ fn cache_shared_list(cpu: usize, level: u32) -> Option<Vec<usize>> {
         if l.parse::<u32>().ok() != Some(level) || kind == "Instruction" {
             continue;
         }
-        return parse_cpu_list(&read("shared_cpu_list")?);
+        return Some(flowsteer_live::cpus::parse_list(&read("shared_cpu_list")?));
     }
     None
 }
 
-/// Parses a sysfs CPU list such as `0-3,8,10-11`.
-fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((lo, hi)) => cpus.extend(lo.parse::<usize>().ok()?..=hi.parse::<usize>().ok()?),
-            None => cpus.push(part.parse().ok()?),
-        }
-    }
-    Some(cpus)
-}
-
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_list() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
-        assert_eq!(parse_cpu_list("1"), Some(vec![1]));
-        assert_eq!(parse_cpu_list("x"), None);
-    }
 
     #[test]
     fn small_run_moves_everything() {

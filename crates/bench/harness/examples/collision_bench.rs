@@ -1,8 +1,8 @@
-//! Print the flow table's cost and probe lengths for random keys and for
-//! keys crafted to collide in the RSS hash. `cargo run --release -p flowsteer-flow
-//! --example collision_bench [n]`.
+//! Print the flow table's cost and probe lengths for random and colliding
+//! keys (colliding: Toeplitz hashes equal in the low 16 bits).
+//! `cargo run --release -p flowsteer-bench --example collision_bench [n]`.
 
-use flowsteer_flow::bench::collision_bench;
+use flowsteer_bench::flow::collision_bench;
 use flowsteer_flow::hostile::{colliding_v4_udp, fill, random_v4_udp, MICROSOFT_KEY};
 
 fn main() {
