@@ -153,8 +153,9 @@ pub fn run(args: &Config) -> Result<Report, Error> {
             // (IF_DEQUEUE) and a batched one, 32 per lock (the stronger).
             let mut baselines = Vec::new();
             for burst in [1usize, 32] {
-                let (m, lo, hi) =
-                    median((0..args.reps).map(|_| shared_queue::run(flows, workers, args.seconds, burst)).collect());
+                let (m, lo, hi) = median(
+                    (0..args.reps).map(|_| shared_queue::run(&gen_cfg(flows), workers, args.seconds, burst)).collect(),
+                );
                 let mut b = Row::new("shared-queue", m);
                 b.flows = Some(flows);
                 b.workers = Some(workers);

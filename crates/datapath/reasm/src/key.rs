@@ -2,7 +2,7 @@
 //! comparison, the keyed SipHash of the keyed table and the unkeyed index of
 //! the front table (crate docs, "Table").
 
-use crate::siphash;
+use flowsteer_prim::siphash;
 
 /// Address family of a queue; also selects its age list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

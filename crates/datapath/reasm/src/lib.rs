@@ -212,7 +212,6 @@
 // the key and the max-distance rule's source table; a datagram's queue and
 // its fragments; the header work; the zero-copy delivery; the reassembler.
 mod config;
-use flowsteer_prim::siphash;
 
 mod key;
 mod sources;

@@ -2,7 +2,7 @@
 //! guard against ID wrap-around (crate docs, "IPv4 ID wrap").
 
 use crate::config::NIL;
-use crate::siphash;
+use flowsteer_prim::siphash;
 
 /// IPv4 sources the max-distance rule tracks at once (2-way buckets, LRU
 /// replacement within a bucket; see the crate docs).

@@ -148,34 +148,7 @@
 #[allow(unsafe_code)]
 mod ring;
 mod stats;
+mod sync;
 
-pub use ring::{channel, Consumer, Producer, MAX_CAPACITY};
+pub use ring::{channel, Consumer, Producer, RingError, MAX_CAPACITY};
 pub use stats::RingStats;
-
-/// Why a ring could not be created.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RingError {
-    /// The requested capacity is 0 or above [`MAX_CAPACITY`].
-    BadCapacity,
-}
-
-impl std::fmt::Display for RingError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RingError::BadCapacity => {
-                write!(f, "ring capacity must be between 1 and {MAX_CAPACITY}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for RingError {}
-
-/// The atomics the ring uses: `std`'s, or loom's when model-checking
-/// (`RUSTFLAGS="--cfg loom" cargo test -p flowsteer-ring --release --test loom`).
-mod sync {
-    #[cfg(loom)]
-    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-    #[cfg(not(loom))]
-    pub(crate) use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-}

@@ -24,7 +24,6 @@ use std::sync::Arc;
 
 use crate::stats::{Counters, RingStats, CONSUMER_GONE, PRODUCER_GONE};
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
-use crate::RingError;
 
 /// Largest capacity [`channel`] accepts (16 Mi slots).
 pub const MAX_CAPACITY: usize = 1 << 24;
@@ -33,6 +32,25 @@ pub const MAX_CAPACITY: usize = 1 << 24;
 type Slot<T> = std::cell::UnsafeCell<MaybeUninit<T>>;
 #[cfg(loom)]
 type Slot<T> = loom::cell::UnsafeCell<MaybeUninit<T>>;
+
+/// Why a ring could not be created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingError {
+    /// The requested capacity is 0 or above [`MAX_CAPACITY`].
+    BadCapacity,
+}
+
+impl std::fmt::Display for RingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RingError::BadCapacity => {
+                write!(f, "ring capacity must be between 1 and {MAX_CAPACITY}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RingError {}
 
 /// Creates a ring of `capacity` slots (rounded up to a power of two) and
 /// returns its two ends.

@@ -133,22 +133,10 @@ impl RssKey {
         RssKey::from_bytes(&bytes)
     }
 
-    /// A key of `len` bytes from OS randomness whose bucket spread passes the
-    /// chi-square test of [`crate::quality::spread_test`]; keys that fail are
-    /// drawn again (at most 16 times; a failure that often means the RNG is
-    /// broken).
-    pub fn random(len: usize) -> Result<RssKey, KeyError> {
-        check_len(len)?;
-        const ATTEMPTS: u32 = 16;
-        for _ in 0..ATTEMPTS {
-            let mut bytes = vec![0u8; len];
-            getrandom::getrandom(&mut bytes).map_err(|e| KeyError::Randomness(e.to_string()))?;
-            let key = RssKey { bytes, kind: KeyKind::Random };
-            if crate::quality::spread_test(&key).passed {
-                return Ok(key);
-            }
-        }
-        Err(KeyError::SpreadRejected { attempts: ATTEMPTS })
+    /// A key drawn at random (see [`RssKey::random`], in `quality.rs`
+    /// beside the spread test that vets it).
+    pub(crate) fn drawn(bytes: Vec<u8>) -> RssKey {
+        RssKey { bytes, kind: KeyKind::Random }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -193,7 +181,7 @@ impl RssKey {
     }
 }
 
-fn check_len(len: usize) -> Result<(), KeyError> {
+pub(crate) fn check_len(len: usize) -> Result<(), KeyError> {
     if len < MIN_KEY_LEN {
         Err(KeyError::TooShort { len })
     } else if len > MAX_KEY_LEN {

@@ -8,9 +8,30 @@
 //! sample is deterministic, so a key's verdict is reproducible.
 
 use crate::hashtype::HashInput;
-use crate::key::RssKey;
+use crate::key::{check_len, KeyError, RssKey};
 use crate::toeplitz::Toeplitz;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+impl RssKey {
+    /// A key of `len` bytes from OS randomness whose bucket spread passes the
+    /// chi-square test of [`spread_test`]; keys that fail are
+    /// drawn again (at most 16 times; a failure that often means the RNG is
+    /// broken).
+    pub fn random(len: usize) -> Result<RssKey, KeyError> {
+        check_len(len)?;
+        const ATTEMPTS: u32 = 16;
+        for _ in 0..ATTEMPTS {
+            let mut bytes = vec![0u8; len];
+            getrandom::getrandom(&mut bytes).map_err(|e| KeyError::Randomness(e.to_string()))?;
+            let key = RssKey::drawn(bytes);
+            if spread_test(&key).passed {
+                return Ok(key);
+            }
+        }
+        Err(KeyError::SpreadRejected { attempts: ATTEMPTS })
+    }
+}
 
 /// Buckets in the test (a 128-entry RETA).
 pub const SPREAD_BUCKETS: usize = 128;

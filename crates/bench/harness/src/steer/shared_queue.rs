@@ -6,10 +6,9 @@
 //! Each worker parses, hashes (RSS, one queue) and looks the flow up, the
 //! work `per-core` does without the locks.
 
-use super::gen_cfg;
 use flowsteer_engine::source::{GenSource, RxSource};
 use flowsteer_flow::{FlowKey, FlowTable, FlowTableConfig};
-use flowsteer_gen::Spread;
+use flowsteer_gen::{GenConfig, Spread};
 use flowsteer_rss::{Fields, RssConfig};
 use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
 use std::sync::{Arc, Mutex};
@@ -19,14 +18,14 @@ use std::time::{Duration, Instant};
 /// `workers` pinned threads (the first CPUs this process may use) for
 /// `seconds`, traffic of `flows` flows from the built-in generator; 0.0
 /// when the generator or the table cannot be built.
-pub fn run(flows: u32, workers: usize, seconds: f64, burst: usize) -> f64 {
+pub fn run(gen_cfg: &GenConfig, workers: usize, seconds: f64, burst: usize) -> f64 {
     struct Shared {
         gen: GenSource,
         queue: std::collections::VecDeque<Vec<u8>>,
     }
-    let Ok(gen) = GenSource::new(&gen_cfg(flows), Spread::Single, 32) else { return 0.0 };
+    let Ok(gen) = GenSource::new(gen_cfg, Spread::Single, 32) else { return 0.0 };
     let shared = Arc::new(Mutex::new(Shared { gen, queue: std::collections::VecDeque::with_capacity(1024) }));
-    let cap = (flows as usize).next_power_of_two().max(1024);
+    let cap = (gen_cfg.flows as usize).next_power_of_two().max(1024);
     let Ok(table) = FlowTable::<u64>::new(FlowTableConfig { capacity: cap, ..FlowTableConfig::default() }) else {
         return 0.0;
     };
