@@ -6,6 +6,7 @@
 use crate::carry::{CarryIn, CarryOut};
 use crate::counters::LcoreCounters;
 use crate::desc::{PacketDesc, NO_FLOW_ID};
+use crate::drops::DropReason;
 use crate::engine::FragSteer;
 use crate::fraghold::{DgramKey, FragHold, FragHoldConfig, HoldVerdict};
 use crate::order::{ConsumerMap, OrderBook};
@@ -283,7 +284,7 @@ impl Lcore {
                         }
                         None => {
                             counters.frag_taken += 1;
-                            *counters.parse_drops.entry("frag_bytes_missing").or_insert(0) += 1;
+                            counters.drops.count(DropReason::FragBytesMissing);
                         }
                     }
                 } else {
@@ -327,7 +328,7 @@ impl Lcore {
 
     fn collect_hold_drops(&mut self) {
         for (reason, n) in self.rx.hold.take_drops() {
-            *self.counters.parse_drops.entry(reason).or_insert(0) += n;
+            self.counters.drops.add(reason, n);
         }
         self.counters.frag_held = self.rx.hold.waiting() as u64;
     }
@@ -338,12 +339,8 @@ impl Lcore {
             let st = r.stats();
             self.counters.reasm_absorbed = st.fragments_completed + st.pending;
             self.counters.reasm_pending = st.pending;
-            self.counters.reasm_drops.clear();
             for reason in flowsteer_reasm::DropReason::ALL {
-                let n = st.dropped(reason);
-                if n > 0 {
-                    self.counters.reasm_drops.push((reason.name(), n));
-                }
+                self.counters.drops.set(DropReason::Reasm(reason), st.dropped(reason));
             }
         }
         self.counters.flows = self.work.flows.len() as u64;
@@ -393,11 +390,11 @@ impl RxSide {
         c.received += 1;
         c.rx_bytes += bytes.len() as u64;
         if let Err(e) = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.parsed) {
-            *c.parse_drops.entry(e.reason()).or_insert(0) += 1;
+            c.drops.count(DropReason::Parse(e));
             return;
         }
         let Some(l3) = self.parsed.outer else {
-            *c.parse_drops.entry("not_ip").or_insert(0) += 1;
+            c.drops.count(DropReason::NotIp);
             return;
         };
         if let Some(fi) = l3.frag {
@@ -449,13 +446,13 @@ impl RxSide {
                 let ok = parse_frame_into(&frame, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
                 match self.frag_parsed.outer.filter(|_| ok) {
                     Some(el3) => self.steer_packet(work, c, &frame, &el3, hash, q, now, true),
-                    None => *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1,
+                    None => c.drops.count(DropReason::FragUnparsable),
                 }
             }
         } else if let Some(hash) = self.hold.owner(&key) {
             self.steer_packet(work, c, bytes, l3, hash, q, now, true);
         } else if let HoldVerdict::Dropped(reason) = self.hold.hold(key, bytes, now) {
-            *c.parse_drops.entry(reason).or_insert(0) += 1;
+            c.drops.count(reason);
         }
         c.frag_held = self.hold.waiting() as u64;
     }
@@ -466,7 +463,7 @@ impl RxSide {
         c.frag_taken += 1;
         let ok = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
         let Some(l3) = self.frag_parsed.outer.filter(|_| ok) else {
-            *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+            c.drops.count(DropReason::FragUnparsable);
             return;
         };
         self.reassemble(work, c, bytes, &l3, q, now);
@@ -477,7 +474,7 @@ impl RxSide {
     /// (counted as `reinjected` when its owner is another worker).
     fn reassemble(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], l3: &L3Info, q: u16, now: u64) {
         let Some(r) = work.reasm.as_mut() else {
-            *c.parse_drops.entry("no_reassembler").or_insert(0) += 1;
+            c.drops.count(DropReason::NoReassembler);
             return;
         };
         match r.push(bytes, l3, now, &mut work.reasm_out) {
@@ -486,7 +483,7 @@ impl RxSide {
             Verdict::Held | Verdict::Dropped(_) => return,
             Verdict::Atomic | Verdict::NotFragment => {
                 // Not a fragment after all (cannot happen: the parse said so).
-                *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+                c.drops.count(DropReason::FragUnparsable);
                 return;
             }
         }
@@ -504,12 +501,12 @@ impl RxSide {
         c.frag_taken += 1;
         let ok = parse_frame_into(&frame, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
         let Some(l3) = self.frag_parsed.outer.filter(|_| ok) else {
-            *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+            c.drops.count(DropReason::FragUnparsable);
             work.spare.push(frame);
             return;
         };
         let Some(r) = work.reasm.as_mut() else {
-            *c.parse_drops.entry("no_reassembler").or_insert(0) += 1;
+            c.drops.count(DropReason::NoReassembler);
             work.spare.push(frame);
             return;
         };
@@ -518,7 +515,7 @@ impl RxSide {
             // Held, or dropped (counted by the reassembler; frame in `spare`).
             Verdict::Held | Verdict::Dropped(_) => return,
             Verdict::Atomic | Verdict::NotFragment => {
-                *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+                c.drops.count(DropReason::FragUnparsable);
                 return;
             }
         }
@@ -572,7 +569,7 @@ impl RxSide {
                     self.steer_desc(work, c, head, desc, now);
                 }
             }
-            None => *c.parse_drops.entry("reasm_unparsable").or_insert(0) += 1,
+            None => c.drops.count(DropReason::ReasmUnparsable),
         }
     }
 
@@ -657,7 +654,7 @@ impl RxSide {
                 let wi = w.index();
                 if wi >= self.producers.len() {
                     // A steering table named a worker that does not exist.
-                    *c.parse_drops.entry("no_such_worker").or_insert(0) += 1;
+                    c.drops.count(DropReason::NoSuchWorker);
                     return;
                 }
                 if carry {
@@ -715,7 +712,7 @@ impl WorkSide {
                 Some(Listener::Bucket(_)) => c.listener_bucket += 1,
                 Some(Listener::Wildcard) => c.listener_wildcard += 1,
                 None => {
-                    c.drop_no_listener += 1;
+                    c.drops.count(DropReason::NoListener);
                     return;
                 }
             }
@@ -726,7 +723,7 @@ impl WorkSide {
                 st.bytes += u64::from(d.len);
             }
             Err(_) => {
-                c.drop_flow_full += 1;
+                c.drops.count(DropReason::FlowTableFull);
                 return;
             }
         }
