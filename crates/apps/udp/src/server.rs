@@ -199,8 +199,9 @@ pub struct Counters {
     pub batches: u64,
 }
 
-impl Counters {
-    fn add(&mut self, o: &Counters) {
+/// Sums another core's counters into these (errno maps by name).
+impl std::ops::AddAssign<&Counters> for Counters {
+    fn add_assign(&mut self, o: &Counters) {
         self.received += o.received;
         self.bytes_received += o.bytes_received;
         self.delivered += o.delivered;
@@ -219,7 +220,9 @@ impl Counters {
         self.cpu_mismatch += o.cpu_mismatch;
         self.batches += o.batches;
     }
+}
 
+impl Counters {
     /// `received == delivered + dropped`.
     pub fn adds_up(&self) -> bool {
         self.received == self.delivered + self.dropped && self.dropped == self.drop_truncated + self.drop_send_error
@@ -538,7 +541,7 @@ impl Server {
                 c.rcvbuf_drops = c.rcvbuf_drops.max(u64::from(d));
             }
             ok &= c.adds_up();
-            total.add(&c);
+            total += &c;
             cores.push(CoreStats { socket: i, cpu: self.shared.cpus[i], counters: c });
         }
         ok &= total.adds_up();
