@@ -106,8 +106,8 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         bail!("`run` takes the receive queue count from --rx-queues, not --queues");
     }
     let Resolved { config: rss, mut warnings } = resolve(&args.rss, Some(usize::from(rx_queues)))?;
-    let policy = Policy::parse(&args.steer).map_err(anyhow::Error::msg).context("--steer")?;
-    let dispatch = Dispatch::parse(&args.dispatch).map_err(anyhow::Error::msg).context("--dispatch")?;
+    let policy = Policy::parse(&args.steer).context("--steer")?;
+    let dispatch = Dispatch::parse(&args.dispatch).context("--dispatch")?;
     let rps_cpus = args
         .rps_cpus
         .iter()
@@ -176,7 +176,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         let sources = (0..n)
             .map(|_| GenSource::new(&gen_cfg, spread(&rss), args.burst).map(|s| Box::new(s) as Box<dyn RxSource>))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("generator: {e}"))?;
+            .context("generator")?;
         (sources, args.flows as usize)
     } else if let Some(path) = args.source.strip_prefix("pcap:") {
         let (replay, load_warnings) = replay::load(path, &rss, rx_queues, args.max_capture_mib)?;
@@ -237,7 +237,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     cfg.flow_table = FlowTableConfig { capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
     cfg.tracked_flows = tracked;
     cfg.frag_steer = flowsteer_engine::engine::FragSteer::parse(&args.frag_steer)
-        .map_err(|e| anyhow::anyhow!("--frag-steer '{}': {e}", args.frag_steer))?;
+        .with_context(|| format!("--frag-steer '{}'", args.frag_steer))?;
     cfg.reasm = flowsteer_reasm::ReasmConfig {
         high_thresh: args.reasm_mem,
         low_thresh: args.reasm_mem / 4 * 3,
@@ -260,7 +260,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
             Ok((proto, port))
         })
         .collect::<Result<Vec<_>>>()?;
-    let engine = Engine::build(cfg, sources).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let engine = Engine::build(cfg, sources)?;
     let opts = RunOptions {
         duration: Some(Duration::from_secs_f64(args.duration)),
         packets: args.packets,

@@ -7,7 +7,7 @@ use crate::carry::{CarryIn, CarryOut};
 use crate::counters::LcoreCounters;
 use crate::desc::{PacketDesc, NO_FLOW_ID};
 use crate::drops::DropReason;
-use crate::engine::FragSteer;
+use crate::engine::{EngineError, FragSteer};
 use crate::fraghold::{DgramKey, FragHold, FragHoldConfig, HoldVerdict};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
@@ -157,7 +157,7 @@ pub struct LcoreParts {
 
 impl Lcore {
     /// Fails only if the per-core timer wheel cannot be built.
-    pub fn new(p: LcoreParts) -> Result<Lcore, String> {
+    pub fn new(p: LcoreParts) -> Result<Lcore, EngineError> {
         let workers = p.producers.len();
         let stats = p.producers.iter().map(|pr| pr.stats()).collect();
         let counters = LcoreCounters::new(workers, p.buckets);
@@ -173,7 +173,7 @@ impl Lcore {
             }
         }
         let mut timers = TimerWheel::new(TimerWheelConfig { slots: 64, tick_ns: HOUSEKEEPING_NS / 4, capacity: 16 })
-            .map_err(|e| format!("timer wheel: {e:?}"))?;
+            .map_err(EngineError::Timers)?;
         let _ = timers.schedule(0, HOUSEKEEPING_NS, TIMER_EXPIRE);
         let _ = timers.schedule(0, HOUSEKEEPING_NS, TIMER_PUBLISH);
         Ok(Lcore {

@@ -2,7 +2,7 @@
 //! capture replayed from memory. Sources are sans-IO (the capture is read
 //! into memory before the run) so the simulation can use them too.
 
-use flowsteer_gen::{Frame, GenConfig, Generator, Spread};
+use flowsteer_gen::{Frame, GenConfig, GenError, Generator, Spread};
 use std::sync::Arc;
 
 /// A source of frames for some receive queues. Each core owns one and
@@ -21,8 +21,9 @@ pub struct GenSource {
 }
 
 impl GenSource {
-    pub fn new(cfg: &GenConfig, spread: Spread, burst: usize) -> Result<GenSource, String> {
-        let gen = Generator::new(cfg, spread).map_err(|e| e.to_string())?;
+    /// Fails when the generator configuration is refused.
+    pub fn new(cfg: &GenConfig, spread: Spread, burst: usize) -> Result<GenSource, GenError> {
+        let gen = Generator::new(cfg, spread)?;
         Ok(GenSource { gen, frames: (0..burst.max(1)).map(|_| Frame::new()).collect() })
     }
 
