@@ -43,7 +43,7 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         Some(n) => {
             let Resolved { config, warnings } = resolve(&args.rss, Some(usize::from(n)))?;
             crate::cmd::warn_all(&warnings);
-            let sports: PortRange = args.sport_range.parse().map_err(anyhow::Error::msg).context("--sport-range")?;
+            let sports: PortRange = args.sport_range.parse().context("--sport-range")?;
             if locals.is_empty() {
                 locals.push(route_source(remote).map_err(anyhow::Error::msg)?);
             }
