@@ -313,7 +313,7 @@ fn shared_queue(flows: u32, workers: usize, seconds: f64, burst: usize) -> f64 {
                             if s.queue.len() < 32 {
                                 // Poll the one receive queue (under the lock).
                                 let Shared { gen, queue } = &mut *s;
-                                gen.poll(0, 32, &mut |b| {
+                                gen.poll(flowsteer_rss::QueueId(0), 32, &mut |b| {
                                     let mut v = spare.pop().unwrap_or_default();
                                     v.clear();
                                     v.extend_from_slice(b);
@@ -376,13 +376,13 @@ fn stages(flows: u32) -> Vec<(&'static str, f64)> {
     let mut produced = 0;
     let mut sink_len = 0usize;
     while produced < TOTAL {
-        produced += gen.poll(0, 32, &mut |b| sink_len += b.len());
+        produced += gen.poll(flowsteer_rss::QueueId(0), 32, &mut |b| sink_len += b.len());
     }
     out.push(("generate", t.elapsed().as_nanos() as f64 / produced as f64));
     black_box(sink_len);
     let mut frames: Vec<Vec<u8>> = Vec::with_capacity(SET);
     while frames.len() < SET {
-        gen.poll(0, 32, &mut |b| frames.push(b.to_vec()));
+        gen.poll(flowsteer_rss::QueueId(0), 32, &mut |b| frames.push(b.to_vec()));
     }
     let opts = ParseOptions::default();
     let mut tuples = Vec::with_capacity(SET);

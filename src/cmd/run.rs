@@ -17,6 +17,7 @@ use flowsteer_steer::cpuset::CpuSet;
 use flowsteer_steer::dispatch::Dispatch;
 use flowsteer_steer::rebalance::RebalanceConfig;
 use flowsteer_steer::steer::Policy;
+use flowsteer_steer::WorkerId;
 use flowsteer_xsk::XdpMode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,7 +141,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
                 .map(|c| {
                     cpus.iter()
                         .position(|x| x == c)
-                        .map(|p| p as u16)
+                        .map(|p| WorkerId(p as u16))
                         .ok_or_else(|| anyhow::anyhow!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})"))
                 })
                 .collect::<Result<Vec<_>>>()?,
@@ -187,7 +188,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         (sources, 1)
     } else if let (Some(spec), Some(queues)) = (&live, &live_queues) {
         let worker_of: Vec<usize> = (0..queues.len())
-            .map(|i| rxq_worker.as_ref().and_then(|m| m.get(i)).map_or(i % n, |&w| usize::from(w)))
+            .map(|i| rxq_worker.as_ref().and_then(|m| m.get(i)).map_or(i % n, |w| w.index()))
             .collect();
         // Each backend checks only its own option, as before the split.
         let xdp_mode = match (spec, args.xdp_mode.as_str()) {

@@ -10,7 +10,7 @@ use crate::source::RxSource;
 use flowsteer_flow::{FlowError, FlowTable, FlowTableConfig, TimerError};
 use flowsteer_reasm::ReasmConfigError;
 use flowsteer_ring::{channel, RingError, RingStats};
-use flowsteer_rss::RssConfig;
+use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_steer::cpuset::CpuSet;
 use flowsteer_steer::dispatch::Dispatch;
 use flowsteer_steer::steer::{
@@ -85,9 +85,11 @@ impl FragSteer {
 pub struct EngineConfig {
     /// One worker per entry, pinned to that CPU.
     pub cpus: Vec<u32>,
+    /// Number of receive queues (queues `0..rx_queues`).
     pub rx_queues: u16,
-    /// Receive queue -> worker that polls it; default `q % workers`.
-    pub rxq_worker: Option<Vec<u16>>,
+    /// Receive queue (by [`QueueId::index`]) -> worker that polls it;
+    /// default `q % workers`.
+    pub rxq_worker: Option<Vec<WorkerId>>,
     pub policy: Policy,
     pub dispatch: Dispatch,
     /// RPS CPU set per receive queue (one entry: the same for all). Empty:
@@ -155,10 +157,10 @@ impl EngineConfig {
     }
 
     /// Worker polling receive queue `q`.
-    pub fn worker_of_rxq(&self, q: u16) -> WorkerId {
+    pub fn worker_of_rxq(&self, q: QueueId) -> WorkerId {
         match &self.rxq_worker {
-            Some(m) => WorkerId(m[usize::from(q)]),
-            None => WorkerId((usize::from(q) % self.workers().max(1)) as u16),
+            Some(m) => m[q.index()],
+            None => WorkerId((q.index() % self.workers().max(1)) as u16),
         }
     }
 }
@@ -178,7 +180,7 @@ pub enum EngineError {
     RxqMapLen { entries: usize, queues: usize },
     /// The receive queue map names a worker that does not exist.
     #[error("receive queue map: worker {worker} does not exist ({workers} workers)")]
-    RxqMapWorker { worker: u16, workers: usize },
+    RxqMapWorker { worker: WorkerId, workers: usize },
     #[error("RPS: {0}")]
     Rps(SteerError),
     /// One RPS mask per receive queue was expected.
@@ -229,7 +231,7 @@ impl Engine {
             if m.len() != rxq {
                 return Err(EngineError::RxqMapLen { entries: m.len(), queues: rxq });
             }
-            if let Some(&worker) = m.iter().find(|&&w| usize::from(w) >= n) {
+            if let Some(&worker) = m.iter().find(|w| w.index() >= n) {
                 return Err(EngineError::RxqMapWorker { worker, workers: n });
             }
         }
@@ -273,16 +275,16 @@ impl Engine {
         let mut seed = cfg.seed;
         for (i, (prods, cs)) in producers.into_iter().zip(cons).enumerate().rev() {
             let id = WorkerId(i as u16);
-            let rxqs: Vec<u16> = (0..cfg.rx_queues).filter(|&q| cfg.worker_of_rxq(q) == id).collect();
+            let rxqs: Vec<QueueId> = QueueId::all(cfg.rx_queues).filter(|&q| cfg.worker_of_rxq(q) == id).collect();
             // RPS set of this core's (first) queue.
             let rps = match cfg.rps_cpus.len() {
                 0 => Vec::new(),
                 1 => rps_workers(&cfg.rps_cpus[0], &cfg.cpus).map_err(EngineError::Rps)?,
                 _ => {
-                    let q = rxqs.first().copied().unwrap_or(0);
+                    let q = rxqs.first().copied().unwrap_or(QueueId(0));
                     let set = cfg
                         .rps_cpus
-                        .get(usize::from(q))
+                        .get(q.index())
                         .ok_or(EngineError::RpsMasks { masks: cfg.rps_cpus.len(), queues: cfg.rx_queues })?;
                     rps_workers(set, &cfg.cpus).map_err(EngineError::Rps)?
                 }

@@ -14,7 +14,7 @@ use crate::source::RxSource;
 use flowsteer_flow::{FlowKey, FlowTable, Listeners, TimerWheel, TimerWheelConfig};
 use flowsteer_reasm::{Chain, Reassembler, Verdict};
 use flowsteer_ring::{Consumer, Producer, RingStats};
-use flowsteer_rss::RssConfig;
+use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_steer::dispatch::{decide, Action, Dispatch};
 use flowsteer_steer::steer::{QueueView, SharedTables, SockFlowTable, Steerer};
 use flowsteer_steer::WorkerId;
@@ -63,7 +63,7 @@ impl QueueView for Rings<'_> {
 pub struct Lcore {
     pub id: WorkerId,
     /// Receive queues this core polls.
-    pub rxqs: Vec<u16>,
+    pub rxqs: Vec<QueueId>,
     source: Box<dyn RxSource>,
     rx: RxSide,
     work: WorkSide,
@@ -128,7 +128,7 @@ struct WorkSide {
 /// What an [`Lcore`] is built from.
 pub struct LcoreParts {
     pub id: WorkerId,
-    pub rxqs: Vec<u16>,
+    pub rxqs: Vec<QueueId>,
     pub source: Box<dyn RxSource>,
     pub dispatch: Dispatch,
     pub rss: RssConfig,
@@ -377,7 +377,7 @@ impl PacketDesc {
             seq: 0,
             flow_id: NO_FLOW_ID,
             len: 0,
-            rxq: 0,
+            rxq: QueueId(0),
             fragment: false,
             carry: false,
         }
@@ -386,7 +386,7 @@ impl PacketDesc {
 
 impl RxSide {
     #[inline]
-    fn on_frame(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: u16, now: u64) {
+    fn on_frame(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: QueueId, now: u64) {
         c.received += 1;
         c.rx_bytes += bytes.len() as u64;
         if let Err(e) = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.parsed) {
@@ -432,7 +432,7 @@ impl RxSide {
         bytes: &[u8],
         l3: &L3Info,
         first: bool,
-        q: u16,
+        q: QueueId,
         now: u64,
     ) {
         let Some(fi) = l3.frag else { return };
@@ -459,7 +459,7 @@ impl RxSide {
 
     /// A fragment handed to this core's reassembler (counted in
     /// `frag_taken`); a completed datagram is steered by its own hash.
-    fn take_fragment(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: u16, now: u64) {
+    fn take_fragment(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: QueueId, now: u64) {
         c.frag_taken += 1;
         let ok = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
         let Some(l3) = self.frag_parsed.outer.filter(|_| ok) else {
@@ -472,7 +472,15 @@ impl RxSide {
     /// Pushes a fragment into this core's reassembler; a completed datagram
     /// continues as one packet, steered by its own hash under the hash types
     /// (counted as `reinjected` when its owner is another worker).
-    fn reassemble(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], l3: &L3Info, q: u16, now: u64) {
+    fn reassemble(
+        &mut self,
+        work: &mut WorkSide,
+        c: &mut LcoreCounters,
+        bytes: &[u8],
+        l3: &L3Info,
+        q: QueueId,
+        now: u64,
+    ) {
         let Some(r) = work.reasm.as_mut() else {
             c.drops.count(DropReason::NoReassembler);
             return;
@@ -497,7 +505,14 @@ impl RxSide {
     /// `rehash`): reassembled without copying (`push_owned`); the buffers
     /// of a delivered datagram, and any frame the reassembler hands back,
     /// end in `work.spare` for the caller to recycle.
-    fn take_fragment_owned(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, frame: Vec<u8>, q: u16, now: u64) {
+    fn take_fragment_owned(
+        &mut self,
+        work: &mut WorkSide,
+        c: &mut LcoreCounters,
+        frame: Vec<u8>,
+        q: QueueId,
+        now: u64,
+    ) {
         c.frag_taken += 1;
         let ok = parse_frame_into(&frame, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
         let Some(l3) = self.frag_parsed.outer.filter(|_| ok) else {
@@ -546,7 +561,7 @@ impl RxSide {
         c: &mut LcoreCounters,
         head: &[u8],
         len: usize,
-        q: u16,
+        q: QueueId,
         now: u64,
     ) {
         let parsed = parse_frame_into(head, LinkType::RawIp, &self.opts, &mut work.reasm_parsed);
@@ -585,7 +600,7 @@ impl RxSide {
         bytes: &[u8],
         l3: &L3Info,
         hash: u32,
-        q: u16,
+        q: QueueId,
         now: u64,
         carry: bool,
     ) {
@@ -605,7 +620,7 @@ impl RxSide {
         len: usize,
         l3: &L3Info,
         hash: u32,
-        q: u16,
+        q: QueueId,
         carry: bool,
     ) -> PacketDesc {
         let (seq, flow_id) =
