@@ -483,7 +483,7 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientReport, Client
             id: spec.id,
             local: locals[i].to_string(),
             remote: spec.remote.to_string(),
-            queue: spec.queue,
+            queue: spec.queue.map(u16::from),
             cpu: spec.cpu,
             hash: spec.hash.map(|h| format!("0x{h:08x}")),
             sent: sent[i],

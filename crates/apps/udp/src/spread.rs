@@ -54,7 +54,7 @@ pub enum SpreadError {
     /// No planned source port from `local` reaches `queue` (`why`: the
     /// planner's reason).
     #[error("--spread: no source port in {}-{} from {local} lands on queue {queue}: {why}", .ports.lo, .ports.hi)]
-    NoPort { ports: PortRange, local: IpAddr, queue: usize, why: String },
+    NoPort { ports: PortRange, local: IpAddr, queue: QueueId, why: String },
     /// The receiver hashes UDP on addresses only and the local addresses
     /// miss queue `missing` (`placed`: each address and its queue).
     #[error(
@@ -69,7 +69,7 @@ pub enum SpreadError {
         buckets: u16,
         types: HashTypes,
         reached: usize,
-        missing: usize,
+        missing: QueueId,
         placed: Vec<(IpAddr, QueueId)>,
         remote: IpAddr,
     },
@@ -77,6 +77,11 @@ pub enum SpreadError {
 
 fn placed_list(placed: &[(IpAddr, QueueId)]) -> String {
     placed.iter().map(|(local, q)| format!("{local} -> queue {}", q.0)).collect::<Vec<_>>().join(", ")
+}
+
+/// A flow's queue as its number (the JSON field stays a plain integer).
+fn queue_number<S: serde::Serializer>(q: &Option<QueueId>, s: S) -> Result<S::Ok, S::Error> {
+    q.map(u16::from).serialize(s)
 }
 
 /// One flow: a connected socket from `local` (port 0 = ephemeral) to
@@ -87,7 +92,8 @@ pub struct FlowSpec {
     pub local: SocketAddr,
     pub remote: SocketAddr,
     /// Predicted receive queue, CPU and hash under the receiver's RSS.
-    pub queue: Option<u16>,
+    #[serde(serialize_with = "queue_number")]
+    pub queue: Option<QueueId>,
     pub cpu: Option<u32>,
     pub hash: Option<u32>,
     /// Further source ports landing in the same queue, tried in order when
@@ -214,7 +220,7 @@ pub fn spread_flows(
                             .iter()
                             .find(|(b, _)| usize::from(b.0) == q)
                             .map_or("too few solutions".to_string(), |(_, w)| w.clone());
-                        return Err(SpreadError::NoPort { ports: sports, local, queue: q, why });
+                        return Err(SpreadError::NoPort { ports: sports, local, queue: QueueId(q as u16), why });
                     }
                 }
                 pools.push(pool);
@@ -233,7 +239,7 @@ pub fn spread_flows(
                     id: f as u32,
                     local: SocketAddr::new(locals[l], port),
                     remote,
-                    queue: Some(q as u16),
+                    queue: Some(QueueId(q as u16)),
                     cpu: Some(config.cpu_for(QueueId(q as u16)).0),
                     hash: Some(hash),
                     alt_ports: chunk[1..].iter().map(|c| c.0).collect(),
@@ -248,8 +254,8 @@ pub fn spread_flows(
             for &local in locals {
                 let p = config.place_input(&HashInput::build(local, remote.ip(), None));
                 placed.push((local, p.queue));
-                if usize::from(p.queue.0) < n {
-                    by_queue[usize::from(p.queue.0)].push((local, p.hash));
+                if p.queue.index() < n {
+                    by_queue[p.queue.index()].push((local, p.hash));
                 }
             }
             if let Some(q) = by_queue.iter().position(Vec::is_empty) {
@@ -258,7 +264,7 @@ pub fn spread_flows(
                     buckets,
                     types: config.types,
                     reached,
-                    missing: q,
+                    missing: QueueId(q as u16),
                     placed,
                     remote: remote.ip(),
                 });
@@ -271,7 +277,7 @@ pub fn spread_flows(
                     id: f as u32,
                     local: SocketAddr::new(local, 0),
                     remote,
-                    queue: Some(q as u16),
+                    queue: Some(QueueId(q as u16)),
                     cpu: Some(config.cpu_for(QueueId(q as u16)).0),
                     hash: Some(hash),
                     alt_ports: Vec::new(),
@@ -316,14 +322,14 @@ mod tests {
             let mut ports = HashSet::new();
             for f in &specs {
                 // The prediction is what the independent placement says, and the alternatives land there too.
-                assert_eq!(Some(place(&c, f)), f.queue);
-                assert_eq!(f.queue, Some((f.id % u32::from(n)) as u16));
+                assert_eq!(Some(place(&c, f)), f.queue.map(u16::from));
+                assert_eq!(f.queue, Some(QueueId((f.id % u32::from(n)) as u16)));
                 assert!((1024..=65535).contains(&f.local.port()));
                 assert!(ports.insert(f.local.port()), "port {} used twice", f.local.port());
                 for &p in &f.alt_ports {
                     assert!(ports.insert(p), "alternative port {p} shared");
                     let alt = FlowSpec { local: SocketAddr::new(local, p), ..f.clone() };
-                    assert_eq!(Some(place(&c, &alt)), f.queue);
+                    assert_eq!(Some(place(&c, &alt)), f.queue.map(u16::from));
                 }
             }
         }
@@ -337,7 +343,7 @@ mod tests {
         let specs = spread_flows(&c, &locals, remote, 2, 6, PortRange { lo: 1024, hi: 65535 }).unwrap();
         let queues: BTreeSet<u16> = specs.iter().map(|f| place(&c, f)).collect();
         assert_eq!(queues, [0, 1].into());
-        assert!(specs.iter().all(|f| f.local.port() == 0 && Some(place(&c, f)) == f.queue));
+        assert!(specs.iter().all(|f| f.local.port() == 0 && Some(place(&c, f)) == f.queue.map(u16::from)));
         // One address reaches one queue only: the error says why and what to do.
         let e =
             spread_flows(&c, &locals[..1], remote, 2, 2, PortRange { lo: 1024, hi: 65535 }).unwrap_err().to_string();
