@@ -17,7 +17,7 @@ pub struct Resolved {
 
 pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolved> {
     let mut warnings = Vec::new();
-    let mut types = HashTypes::parse(&args.hash_types).map_err(anyhow::Error::msg)?;
+    let mut types = HashTypes::parse(&args.hash_types)?;
     types.fragments_on_2tuple = !args.frag_4tuple;
     let queues = args.queues.or(queues_override).unwrap_or(DEFAULT_QUEUES);
 

@@ -16,15 +16,15 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
         "tcp" => proto::TCP,
         other => bail!("--proto '{other}': expected udp or tcp"),
     };
-    let src: AddrRange = args.src_net.parse().map_err(anyhow::Error::msg).context("--src-net")?;
-    let dst: AddrRange = args.dst.parse().map_err(anyhow::Error::msg).context("--dst")?;
+    let src: AddrRange = args.src_net.parse().context("--src-net")?;
+    let dst: AddrRange = args.dst.parse().context("--dst")?;
     let sport: Option<PortRange> = match (&args.sport, &args.sport_range) {
         (Some(p), _) => Some(PortRange { lo: *p, hi: *p }),
-        (None, Some(r)) => Some(r.parse().map_err(anyhow::Error::msg).context("--sport-range")?),
+        (None, Some(r)) => Some(r.parse().context("--sport-range")?),
         (None, None) => None,
     };
     let dport: Option<PortRange> = match &args.dport {
-        Some(r) => Some(r.parse().map_err(anyhow::Error::msg).context("--dport")?),
+        Some(r) => Some(r.parse().context("--dport")?),
         None => None,
     };
     if args.per_bucket == 0 {

@@ -17,6 +17,7 @@ use flowsteer_steer::cpuset::CpuSet;
 use flowsteer_steer::dispatch::Dispatch;
 use flowsteer_steer::rebalance::RebalanceConfig;
 use flowsteer_steer::steer::Policy;
+use flowsteer_steer::WorkerId;
 use flowsteer_xsk::XdpMode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,8 +107,8 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         bail!("`run` takes the receive queue count from --rx-queues, not --queues");
     }
     let Resolved { config: rss, mut warnings } = resolve(&args.rss, Some(usize::from(rx_queues)))?;
-    let policy = Policy::parse(&args.steer).map_err(anyhow::Error::msg).context("--steer")?;
-    let dispatch = Dispatch::parse(&args.dispatch).map_err(anyhow::Error::msg).context("--dispatch")?;
+    let policy = Policy::parse(&args.steer).context("--steer")?;
+    let dispatch = Dispatch::parse(&args.dispatch).context("--dispatch")?;
     let rps_cpus = args
         .rps_cpus
         .iter()
@@ -140,7 +141,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
                 .map(|c| {
                     cpus.iter()
                         .position(|x| x == c)
-                        .map(|p| p as u16)
+                        .map(|p| WorkerId(p as u16))
                         .ok_or_else(|| anyhow::anyhow!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})"))
                 })
                 .collect::<Result<Vec<_>>>()?,
@@ -176,7 +177,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         let sources = (0..n)
             .map(|_| GenSource::new(&gen_cfg, spread(&rss), args.burst).map(|s| Box::new(s) as Box<dyn RxSource>))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("generator: {e}"))?;
+            .context("generator")?;
         (sources, args.flows as usize)
     } else if let Some(path) = args.source.strip_prefix("pcap:") {
         let (replay, load_warnings) = replay::load(path, &rss, rx_queues, args.max_capture_mib)?;
@@ -187,7 +188,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         (sources, 1)
     } else if let (Some(spec), Some(queues)) = (&live, &live_queues) {
         let worker_of: Vec<usize> = (0..queues.len())
-            .map(|i| rxq_worker.as_ref().and_then(|m| m.get(i)).map_or(i % n, |&w| usize::from(w)))
+            .map(|i| rxq_worker.as_ref().and_then(|m| m.get(i)).map_or(i % n, |w| w.index()))
             .collect();
         // Each backend checks only its own option, as before the split.
         let xdp_mode = match (spec, args.xdp_mode.as_str()) {
@@ -237,7 +238,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     cfg.flow_table = FlowTableConfig { capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
     cfg.tracked_flows = tracked;
     cfg.frag_steer = flowsteer_engine::engine::FragSteer::parse(&args.frag_steer)
-        .map_err(|e| anyhow::anyhow!("--frag-steer '{}': {e}", args.frag_steer))?;
+        .with_context(|| format!("--frag-steer '{}'", args.frag_steer))?;
     cfg.reasm = flowsteer_reasm::ReasmConfig {
         high_thresh: args.reasm_mem,
         low_thresh: args.reasm_mem / 4 * 3,
@@ -260,7 +261,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
             Ok((proto, port))
         })
         .collect::<Result<Vec<_>>>()?;
-    let engine = Engine::build(cfg, sources).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let engine = Engine::build(cfg, sources)?;
     let opts = RunOptions {
         duration: Some(Duration::from_secs_f64(args.duration)),
         packets: args.packets,

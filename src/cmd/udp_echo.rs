@@ -27,8 +27,8 @@ pub fn run(args: &UdpEchoArgs) -> Result<i32> {
         other => bail!("unknown --mode '{other}' (expected kernel or xdp)"),
     }
     let addr = parse_socket_addr(&args.addr)?;
-    let bind: BindMode = args.bind.parse().map_err(anyhow::Error::msg).context("--bind")?;
-    let cpus = if args.cpus.is_empty() { allowed_cpus().map_err(anyhow::Error::msg)? } else { args.cpus.clone() };
+    let bind: BindMode = args.bind.parse().context("--bind")?;
+    let cpus = if args.cpus.is_empty() { allowed_cpus()? } else { args.cpus.clone() };
     let mut cfg = ServerConfig::new(addr, cpus);
     cfg.bind = bind;
     cfg.reply = if args.sink { Reply::Sink } else { Reply::Echo };
@@ -45,7 +45,7 @@ pub fn run(args: &UdpEchoArgs) -> Result<i32> {
     };
 
     let stop = stop_on_signals()?;
-    let server = Server::start(&cfg, stop.clone()).map_err(anyhow::Error::msg)?;
+    let server = Server::start(&cfg, stop.clone())?;
     let cpu_list: Vec<String> = cfg.cpus.iter().map(u32::to_string).collect();
     let per = server.self_test_report().map_or(0, |r| r.per_cpu);
     eprintln!(
@@ -116,7 +116,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         m => bail!("--xdp-mode '{m}': expected auto, native or skb"),
     };
     let queues = if args.queues.is_empty() { rx_queues(&iface)? } else { args.queues.clone() };
-    let cpus = if args.cpus.is_empty() { allowed_cpus().map_err(anyhow::Error::msg)? } else { args.cpus.clone() };
+    let cpus = if args.cpus.is_empty() { allowed_cpus()? } else { args.cpus.clone() };
     let duration = match args.duration {
         Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
         d => d.map(Duration::from_secs_f64),

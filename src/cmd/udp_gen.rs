@@ -43,14 +43,14 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         Some(n) => {
             let Resolved { config, warnings } = resolve(&args.rss, Some(usize::from(n)))?;
             crate::cmd::warn_all(&warnings);
-            let sports: PortRange = args.sport_range.parse().map_err(anyhow::Error::msg).context("--sport-range")?;
+            let sports: PortRange = args.sport_range.parse().context("--sport-range")?;
             if locals.is_empty() {
-                locals.push(route_source(remote).map_err(anyhow::Error::msg)?);
+                locals.push(route_source(remote)?);
             }
             let count = args.flows.unwrap_or(usize::from(n));
-            spread_flows(&config, &locals, remote, n, count, sports).map_err(anyhow::Error::msg)?
+            spread_flows(&config, &locals, remote, n, count, sports)?
         }
-        None => plain_flows(&locals, remote, args.flows.unwrap_or(1)).map_err(anyhow::Error::msg)?,
+        None => plain_flows(&locals, remote, args.flows.unwrap_or(1))?,
     };
 
     let mut cfg = ClientConfig::new(flows);
@@ -63,7 +63,7 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
     cfg.batch = args.batch;
 
     let stop = stop_on_signals()?;
-    let report = client::run(&cfg, &stop).map_err(anyhow::Error::msg)?;
+    let report = client::run(&cfg, &stop)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

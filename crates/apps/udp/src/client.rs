@@ -151,49 +151,86 @@ pub struct ClientReport {
     pub per_flow: Vec<FlowReport>,
 }
 
-/// The local address routing picks to reach `remote`.
-pub fn route_source(remote: SocketAddr) -> Result<IpAddr, String> {
-    sys::route_source(&remote).map_err(|e| format!("no route to {}: {e}", remote.ip()))
+/// Why the generator could not run. Every message is one line that says
+/// what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// [`route_source`]: the kernel has no route to `ip`.
+    #[error("no route to {ip}: {error}")]
+    NoRoute { ip: IpAddr, error: std::io::Error },
+    #[error("socket: {0}")]
+    Socket(std::io::Error),
+    #[error("setsockopt SO_RXQ_OVFL: {0}")]
+    RxqOvfl(std::io::Error),
+    /// A flow's local address is not one of this host's.
+    #[error("-l {0}: not an address of this host (see `ip addr`; in a namespace run under `ip netns exec NS`)")]
+    NotLocal(IpAddr),
+    #[error("cannot bind {0}: port in use; free it or widen --sport-range")]
+    PortInUse(SocketAddr),
+    #[error("cannot bind {0}: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE)")]
+    BindDenied(SocketAddr),
+    #[error("cannot bind {local}: {error}")]
+    Bind { local: SocketAddr, error: std::io::Error },
+    #[error("cannot reach {remote} from {local}: {error} (check the route: `ip route get {}`)", .remote.ip())]
+    Unreachable { remote: SocketAddr, local: IpAddr, error: std::io::Error },
+    #[error("getsockname: {0}")]
+    GetSockName(std::io::Error),
+    /// Every candidate source port of flow `flow` was taken (`last`: the
+    /// last refusal, `ADDR: error`).
+    #[error("no free source port for flow {flow}: {last}")]
+    NoFreePort { flow: u32, last: String },
+    #[error("no flows to send")]
+    NoFlows,
+    #[error("{0} flows; at most {MAX_FLOWS}")]
+    TooManyFlows(usize),
+    #[error("size {0} out of range {HEADER_LEN}..={MAX_DATAGRAM} (the header needs {HEADER_LEN} bytes)")]
+    BadSize(usize),
+    #[error("batch {0} out of range 1..={MAX_BATCH}")]
+    BadBatch(usize),
+    #[error("give a datagram count or a duration")]
+    NoLimit,
+    #[error("histogram: {0}")]
+    Histogram(hdrhistogram::CreationError),
+    #[error("spawn receiver: {0}")]
+    SpawnReceiver(std::io::Error),
+    #[error("the receiver thread panicked")]
+    ReceiverPanicked,
 }
 
-fn open_flow(spec: &FlowSpec) -> Result<(OwnedFd, SocketAddr), String> {
+/// The local address routing picks to reach `remote`.
+pub fn route_source(remote: SocketAddr) -> Result<IpAddr, ClientError> {
+    sys::route_source(&remote).map_err(|error| ClientError::NoRoute { ip: remote.ip(), error })
+}
+
+fn open_flow(spec: &FlowSpec) -> Result<(OwnedFd, SocketAddr), ClientError> {
     let ports: Vec<u16> = std::iter::once(spec.local.port()).chain(spec.alt_ports.iter().copied()).collect();
     let mut last = String::new();
     for (k, &port) in ports.iter().enumerate() {
-        let fd = sys::udp_socket(spec.remote.is_ipv6()).map_err(|e| format!("socket: {e}"))?;
-        sys::set_int(fd.as_fd(), opt::SOL_SOCKET, opt::SO_RXQ_OVFL, 1)
-            .map_err(|e| format!("setsockopt SO_RXQ_OVFL: {e}"))?;
+        let fd = sys::udp_socket(spec.remote.is_ipv6()).map_err(ClientError::Socket)?;
+        sys::set_int(fd.as_fd(), opt::SOL_SOCKET, opt::SO_RXQ_OVFL, 1).map_err(ClientError::RxqOvfl)?;
         let local = SocketAddr::new(spec.local.ip(), port);
-        if let Err(e) = sys::bind(fd.as_fd(), &local) {
-            let errno = e.raw_os_error();
+        if let Err(error) = sys::bind(fd.as_fd(), &local) {
+            let errno = error.raw_os_error();
             if errno == Some(sys::EADDRINUSE) && k + 1 < ports.len() {
-                last = format!("{local}: {e}");
+                last = format!("{local}: {error}");
                 continue;
             }
             return Err(match errno {
-                Some(sys::EADDRNOTAVAIL) => format!(
-                    "-l {}: not an address of this host (see `ip addr`; in a namespace run under `ip netns exec NS`)",
-                    local.ip()
-                ),
-                Some(sys::EADDRINUSE) => format!("cannot bind {local}: port in use; free it or widen --sport-range"),
-                Some(sys::EACCES) | Some(sys::EPERM) => format!(
-                    "cannot bind {local}: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE)"
-                ),
-                _ => format!("cannot bind {local}: {e}"),
+                Some(sys::EADDRNOTAVAIL) => ClientError::NotLocal(local.ip()),
+                Some(sys::EADDRINUSE) => ClientError::PortInUse(local),
+                Some(sys::EACCES) | Some(sys::EPERM) => ClientError::BindDenied(local),
+                _ => ClientError::Bind { local, error },
             });
         }
-        sys::connect(fd.as_fd(), &spec.remote).map_err(|e| {
-            format!(
-                "cannot reach {} from {}: {e} (check the route: `ip route get {}`)",
-                spec.remote,
-                local.ip(),
-                spec.remote.ip()
-            )
+        sys::connect(fd.as_fd(), &spec.remote).map_err(|error| ClientError::Unreachable {
+            remote: spec.remote,
+            local: local.ip(),
+            error,
         })?;
-        let bound = sys::local_addr(fd.as_fd()).map_err(|e| format!("getsockname: {e}"))?;
+        let bound = sys::local_addr(fd.as_fd()).map_err(ClientError::GetSockName)?;
         return Ok((fd, bound));
     }
-    Err(format!("no free source port for flow {}: {last}", spec.id))
+    Err(ClientError::NoFreePort { flow: spec.id, last })
 }
 
 fn bump(map: &mut BTreeMap<String, u64>, e: &std::io::Error, n: u64) {
@@ -299,24 +336,21 @@ fn receive(shared: &RxShared, size: usize, batch: usize, epoch: Instant, hist: H
 
 /// Run the generator until the count or the duration is reached or `stop`
 /// is set; in echo mode then wait up to `drain` for the replies.
-pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientReport, String> {
+pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientReport, ClientError> {
     if cfg.flows.is_empty() {
-        return Err("no flows to send".into());
+        return Err(ClientError::NoFlows);
     }
     if cfg.flows.len() > MAX_FLOWS {
-        return Err(format!("{} flows; at most {MAX_FLOWS}", cfg.flows.len()));
+        return Err(ClientError::TooManyFlows(cfg.flows.len()));
     }
     if !(HEADER_LEN..=MAX_DATAGRAM).contains(&cfg.size) {
-        return Err(format!(
-            "size {} out of range {HEADER_LEN}..={MAX_DATAGRAM} (the header needs {HEADER_LEN} bytes)",
-            cfg.size
-        ));
+        return Err(ClientError::BadSize(cfg.size));
     }
     if cfg.batch == 0 || cfg.batch > MAX_BATCH {
-        return Err(format!("batch {} out of range 1..={MAX_BATCH}", cfg.batch));
+        return Err(ClientError::BadBatch(cfg.batch));
     }
     if cfg.count.is_none() && cfg.duration.is_none() {
-        return Err("give a datagram count or a duration".into());
+        return Err(ClientError::NoLimit);
     }
     let mut fds = Vec::with_capacity(cfg.flows.len());
     let mut locals = Vec::with_capacity(cfg.flows.len());
@@ -335,12 +369,12 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientReport, String
     let epoch = Instant::now();
     let receiver = if cfg.echo {
         let (sh, size, batch) = (shared.clone(), cfg.size, cfg.batch);
-        let hist = Histogram::new_with_bounds(1, MAX_RTT_NS, 3).map_err(|e| format!("histogram: {e}"))?;
+        let hist = Histogram::new_with_bounds(1, MAX_RTT_NS, 3).map_err(ClientError::Histogram)?;
         Some(
             std::thread::Builder::new()
                 .name("udp-gen-rx".into())
                 .spawn(move || receive(&sh, size, batch, epoch, hist))
-                .map_err(|e| format!("spawn receiver: {e}"))?,
+                .map_err(ClientError::SpawnReceiver)?,
         )
     } else {
         None
@@ -420,7 +454,7 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientReport, String
                 std::thread::sleep(Duration::from_millis(2));
             }
             shared.stop.store(true, Ordering::Release);
-            Some(h.join().map_err(|_| "the receiver thread panicked".to_string())?)
+            Some(h.join().map_err(|_| ClientError::ReceiverPanicked)?)
         }
         None => None,
     };
@@ -449,7 +483,7 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientReport, String
             id: spec.id,
             local: locals[i].to_string(),
             remote: spec.remote.to_string(),
-            queue: spec.queue,
+            queue: spec.queue.map(u16::from),
             cpu: spec.cpu,
             hash: spec.hash.map(|h| format!("0x{h:08x}")),
             sent: sent[i],

@@ -7,7 +7,8 @@
 //! ([`xdp`]: one pinned thread per receive queue, replies rewritten in
 //! place).
 //!
-//! Libraries never print: every failure is a one-line `String` saying what
+//! Libraries never print: every failure is a typed error ([`ClientError`],
+//! [`ServerError`], [`SpreadError`]) whose message is one line saying what
 //! to do. All `unsafe` lives in the private `sys` module.
 
 pub mod client;
@@ -19,15 +20,17 @@ mod sys;
 pub mod track;
 pub mod xdp;
 
-pub use client::{route_source, ClientConfig, ClientReport, FlowReport, LatencySummary};
+pub use client::{route_source, ClientConfig, ClientError, ClientReport, FlowReport, LatencySummary};
 pub use flowsteer_plan::plan::PortRange;
-pub use server::{BindMode, CoreStats, Counters, Reply, SelfTestReport, Server, ServerConfig, ServerStats};
-pub use spread::{plain_flows, spread_flows, FlowSpec};
+pub use server::{
+    BindMode, CoreStats, Counters, Reply, SelfTestReport, Server, ServerConfig, ServerError, ServerStats,
+};
+pub use spread::{plain_flows, spread_flows, FlowSpec, SpreadError};
 /// The CPU the calling thread runs on (`sched_getcpu`), and pinning the
 /// calling thread to one CPU.
 pub use sys::{current_cpu, pin_to_cpu};
 
 /// CPUs this process may run on (its affinity mask), in ascending order.
-pub fn allowed_cpus() -> Result<Vec<u32>, String> {
-    sys::allowed_cpus().map_err(|e| format!("sched_getaffinity: {e}"))
+pub fn allowed_cpus() -> Result<Vec<u32>, ServerError> {
+    sys::allowed_cpus().map_err(ServerError::Affinity)
 }

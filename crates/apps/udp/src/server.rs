@@ -70,12 +70,12 @@ pub enum BindMode {
 }
 
 impl FromStr for BindMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ServerError;
+    fn from_str(s: &str) -> Result<Self, ServerError> {
         match s {
             "incoming-cpu" => Ok(BindMode::IncomingCpu),
             "cbpf" => Ok(BindMode::Cbpf),
-            other => Err(format!("unknown bind mode '{other}' (expected incoming-cpu or cbpf)")),
+            other => Err(ServerError::UnknownBindMode(other.to_string())),
         }
     }
 }
@@ -142,28 +142,28 @@ impl ServerConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ServerError> {
         if self.cpus.is_empty() {
-            return Err("no CPUs to serve on".into());
+            return Err(ServerError::NoCpus);
         }
         if self.cpus.len() > MAX_SOCKETS {
-            return Err(format!("{} CPUs given; at most {MAX_SOCKETS} sockets per group", self.cpus.len()));
+            return Err(ServerError::TooManyCpus(self.cpus.len()));
         }
         let mut seen = std::collections::BTreeSet::new();
-        for c in &self.cpus {
+        for &c in &self.cpus {
             if !seen.insert(c) {
-                return Err(format!("CPU {c} is listed twice"));
+                return Err(ServerError::CpuTwice(c));
             }
         }
-        let allowed = sys::allowed_cpus().map_err(|e| format!("sched_getaffinity: {e}"))?;
-        if let Some(c) = self.cpus.iter().find(|c| !allowed.contains(c)) {
-            return Err(format!("CPU {c} is not available to this process (allowed: {})", join(&allowed)));
+        let allowed = sys::allowed_cpus().map_err(ServerError::Affinity)?;
+        if let Some(&cpu) = self.cpus.iter().find(|c| !allowed.contains(c)) {
+            return Err(ServerError::CpuNotAllowed { cpu, allowed });
         }
         if self.batch == 0 || self.batch > MAX_BATCH {
-            return Err(format!("batch {} out of range 1..={MAX_BATCH}", self.batch));
+            return Err(ServerError::BadBatch(self.batch));
         }
         if self.slot == 0 || self.slot > DEFAULT_SLOT {
-            return Err(format!("receive slot {} out of range 1..={DEFAULT_SLOT}", self.slot));
+            return Err(ServerError::BadSlot(self.slot));
         }
         Ok(())
     }
@@ -199,8 +199,9 @@ pub struct Counters {
     pub batches: u64,
 }
 
-impl Counters {
-    fn add(&mut self, o: &Counters) {
+/// Sums another core's counters into these (errno maps by name).
+impl std::ops::AddAssign<&Counters> for Counters {
+    fn add_assign(&mut self, o: &Counters) {
         self.received += o.received;
         self.bytes_received += o.bytes_received;
         self.delivered += o.delivered;
@@ -219,7 +220,9 @@ impl Counters {
         self.cpu_mismatch += o.cpu_mismatch;
         self.batches += o.batches;
     }
+}
 
+impl Counters {
     /// `received == delivered + dropped`.
     pub fn adds_up(&self) -> bool {
         self.received == self.delivered + self.dropped && self.dropped == self.drop_truncated + self.drop_send_error
@@ -280,7 +283,96 @@ pub struct Server {
     self_test: Option<SelfTestReport>,
 }
 
-fn io_msg(what: &str, addr: &SocketAddr, e: &std::io::Error) -> String {
+/// Why the server could not start (or its self-test failed). Every message
+/// is one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// [`BindMode`] parsing: not incoming-cpu or cbpf.
+    #[error("unknown bind mode '{0}' (expected incoming-cpu or cbpf)")]
+    UnknownBindMode(String),
+    #[error("no CPUs to serve on")]
+    NoCpus,
+    #[error("{0} CPUs given; at most {MAX_SOCKETS} sockets per group")]
+    TooManyCpus(usize),
+    #[error("CPU {0} is listed twice")]
+    CpuTwice(u32),
+    /// The process's affinity mask could not be read.
+    #[error("sched_getaffinity: {0}")]
+    Affinity(std::io::Error),
+    #[error("CPU {cpu} is not available to this process (allowed: {})", join(.allowed))]
+    CpuNotAllowed { cpu: u32, allowed: Vec<u32> },
+    #[error("batch {0} out of range 1..={MAX_BATCH}")]
+    BadBatch(usize),
+    #[error("receive slot {0} out of range 1..={DEFAULT_SLOT}")]
+    BadSlot(usize),
+    #[error("socket: {0}")]
+    Socket(std::io::Error),
+    #[error("setsockopt {option} on socket {socket}: {error}")]
+    SetSockOpt { option: &'static str, socket: usize, error: std::io::Error },
+    /// `bind(2)` failed; the message names the usual causes by errno.
+    #[error("{}", bind_msg(.addr, .error))]
+    Bind { addr: SocketAddr, error: std::io::Error },
+    #[error("getsockname: {0}")]
+    GetSockName(std::io::Error),
+    #[error("SO_ATTACH_REUSEPORT_CBPF: {0}")]
+    AttachCbpf(std::io::Error),
+    /// Self-test: socket `socket` got datagrams sent from another CPU.
+    #[error(
+        "{}: socket {socket} (CPU {cpu}) got {got} datagram(s) sent from CPU {from_cpu}; {}",
+        not_steered(.bind),
+        self_test_hint(.bind)
+    )]
+    Misrouted { bind: BindMode, socket: usize, cpu: u32, got: u64, from_cpu: u32 },
+    /// Self-test: socket `socket` got fewer than `per_cpu` datagrams from its CPU.
+    #[error(
+        "self-test: socket {socket} (CPU {cpu}) got {got} of the {per_cpu} loopback datagrams sent from its CPU \
+         within {SELF_TEST_WAIT:?}; is lo up (`ip link set lo up`)?"
+    )]
+    SelfTestShort { socket: usize, cpu: u32, got: u64, per_cpu: u64 },
+    /// Self-test: opening the loopback socket group failed.
+    #[error("self-test: {0}")]
+    SelfTestOpen(Box<ServerError>),
+    #[error("self-test: pin to CPU {cpu}: {error}")]
+    SelfTestPin { cpu: u32, error: std::io::Error },
+    #[error("self-test: pinned to CPU {0} but running elsewhere")]
+    SelfTestElsewhere(u32),
+    #[error("self-test: socket: {0}")]
+    SelfTestSocket(std::io::Error),
+    #[error("self-test: send to {target}: {error}; is lo up (`ip link set lo up`)?")]
+    SelfTestSend { target: SocketAddr, error: std::io::Error },
+    #[error("self-test sender panicked")]
+    SelfTestPanicked,
+    #[error("self-test: poll: {0}")]
+    SelfTestPoll(std::io::Error),
+    #[error("self-test: recv: {0}")]
+    SelfTestRecv(std::io::Error),
+    /// A server thread could not be created.
+    #[error("spawn thread: {0}")]
+    Spawn(std::io::Error),
+    #[error("socket {socket}: cannot pin its thread to CPU {cpu}: {error}")]
+    Pin { socket: usize, cpu: u32, error: std::io::Error },
+    #[error("socket {socket}: pinned to CPU {cpu} but running elsewhere")]
+    Elsewhere { socket: usize, cpu: u32 },
+    #[error("a server thread did not start within 5 s")]
+    StartTimeout,
+}
+
+fn not_steered(bind: &BindMode) -> &'static str {
+    match bind {
+        BindMode::IncomingCpu => "SO_INCOMING_CPU did not steer",
+        BindMode::Cbpf => "the reuseport CPU program did not steer",
+    }
+}
+
+fn self_test_hint(bind: &BindMode) -> &'static str {
+    match bind {
+        BindMode::IncomingCpu => "kernel too old (SO_INCOMING_CPU steering needs Linux >= 6.1)? try --bind cbpf",
+        BindMode::Cbpf => "is RPS enabled on lo, or another program attached? try --bind incoming-cpu",
+    }
+}
+
+fn bind_msg(addr: &SocketAddr, e: &std::io::Error) -> String {
+    let what = "cannot bind";
     match e.raw_os_error() {
         Some(sys::EADDRNOTAVAIL) => format!(
             "{what} {addr}: {} is not an address of this host (see `ip addr`; in a namespace run under `ip netns exec NS`)",
@@ -326,16 +418,16 @@ const SKF_AD_CPU: i32 = 36;
 /// Open the socket group: socket i bound to `addr` with SO_REUSEPORT and tied
 /// to `cpus[i]`. Returns the sockets and the bound address (the real port
 /// when `addr` asked for port 0).
-fn open_group(cfg: &ServerConfig, addr: SocketAddr) -> Result<(Vec<OwnedFd>, SocketAddr), String> {
+fn open_group(cfg: &ServerConfig, addr: SocketAddr) -> Result<(Vec<OwnedFd>, SocketAddr), ServerError> {
     let v6 = addr.is_ipv6();
     let wildcard = addr.ip().is_unspecified();
     let mut fds = Vec::with_capacity(cfg.cpus.len());
     let mut bound = addr;
     for (i, &cpu) in cfg.cpus.iter().enumerate() {
-        let fd = sys::udp_socket(v6).map_err(|e| format!("socket: {e}"))?;
+        let fd = sys::udp_socket(v6).map_err(ServerError::Socket)?;
         let s = fd.as_fd();
-        let set = |level, name, v, what: &str| {
-            sys::set_int(s, level, name, v).map_err(|e| format!("setsockopt {what} on socket {i}: {e}"))
+        let set = |level, name, v, option: &'static str| {
+            sys::set_int(s, level, name, v).map_err(|error| ServerError::SetSockOpt { option, socket: i, error })
         };
         set(opt::SOL_SOCKET, opt::SO_REUSEPORT, 1, "SO_REUSEPORT")?;
         set(opt::SOL_SOCKET, opt::SO_RXQ_OVFL, 1, "SO_RXQ_OVFL")?;
@@ -359,48 +451,32 @@ fn open_group(cfg: &ServerConfig, addr: SocketAddr) -> Result<(Vec<OwnedFd>, Soc
         if cfg.bind == BindMode::IncomingCpu {
             set(opt::SOL_SOCKET, opt::SO_INCOMING_CPU, cpu as i32, "SO_INCOMING_CPU")?;
         }
-        sys::bind(s, &bound).map_err(|e| io_msg("cannot bind", &bound, &e))?;
+        sys::bind(s, &bound).map_err(|error| ServerError::Bind { addr: bound, error })?;
         if i == 0 {
-            bound = sys::local_addr(s).map_err(|e| format!("getsockname: {e}"))?;
+            bound = sys::local_addr(s).map_err(ServerError::GetSockName)?;
         }
         fds.push(fd);
     }
     if cfg.bind == BindMode::Cbpf {
-        sys::attach_reuseport_cbpf(fds[0].as_fd(), &cbpf_program(&cfg.cpus))
-            .map_err(|e| format!("SO_ATTACH_REUSEPORT_CBPF: {e}"))?;
+        sys::attach_reuseport_cbpf(fds[0].as_fd(), &cbpf_program(&cfg.cpus)).map_err(ServerError::AttachCbpf)?;
     }
     Ok((fds, bound))
 }
 
 /// Judge a self-test matrix (`matrix[socket][sender]`): `Ok` when socket i
 /// got exactly the `per_cpu` datagrams sent from CPU i and nothing else.
-pub fn judge_self_test(cpus: &[u32], per_cpu: u64, matrix: &[Vec<u64>], bind: BindMode) -> Result<(), String> {
-    let hint = match bind {
-        BindMode::IncomingCpu => "kernel too old (SO_INCOMING_CPU steering needs Linux >= 6.1)? try --bind cbpf",
-        BindMode::Cbpf => "is RPS enabled on lo, or another program attached? try --bind incoming-cpu",
-    };
-    let what = match bind {
-        BindMode::IncomingCpu => "SO_INCOMING_CPU did not steer",
-        BindMode::Cbpf => "the reuseport CPU program did not steer",
-    };
+pub fn judge_self_test(cpus: &[u32], per_cpu: u64, matrix: &[Vec<u64>], bind: BindMode) -> Result<(), ServerError> {
     for (s, row) in matrix.iter().enumerate() {
         for (from, &n) in row.iter().enumerate() {
             if from != s && n > 0 {
-                return Err(format!(
-                    "{what}: socket {s} (CPU {}) got {n} datagram(s) sent from CPU {}; {hint}",
-                    cpus[s], cpus[from]
-                ));
+                return Err(ServerError::Misrouted { bind, socket: s, cpu: cpus[s], got: n, from_cpu: cpus[from] });
             }
         }
     }
     for (s, row) in matrix.iter().enumerate() {
         let got = row.get(s).copied().unwrap_or(0);
         if got != per_cpu {
-            return Err(format!(
-                "self-test: socket {s} (CPU {}) got {got} of the {per_cpu} loopback datagrams sent from its CPU within {:?}; \
-                 is lo up (`ip link set lo up`)?",
-                cpus[s], SELF_TEST_WAIT
-            ));
+            return Err(ServerError::SelfTestShort { socket: s, cpu: cpus[s], got, per_cpu });
         }
     }
     Ok(())
@@ -409,31 +485,31 @@ pub fn judge_self_test(cpus: &[u32], per_cpu: u64, matrix: &[Vec<u64>], bind: Bi
 /// Prove on loopback that the binding steers by CPU: the same options on an
 /// ephemeral port of 127.0.0.1 (or ::1), a sender pinned to each CPU in
 /// turn, socket i must receive exactly what CPU i sent.
-pub fn self_test(cfg: &ServerConfig) -> Result<SelfTestReport, String> {
+pub fn self_test(cfg: &ServerConfig) -> Result<SelfTestReport, ServerError> {
     cfg.validate()?;
     let lo: IpAddr = if cfg.addr.is_ipv6() { Ipv6Addr::LOCALHOST.into() } else { Ipv4Addr::LOCALHOST.into() };
-    let (fds, target) = open_group(cfg, SocketAddr::new(lo, 0)).map_err(|e| format!("self-test: {e}"))?;
+    let (fds, target) = open_group(cfg, SocketAddr::new(lo, 0)).map_err(|e| ServerError::SelfTestOpen(Box::new(e)))?;
     let n = cfg.cpus.len();
     for (i, &cpu) in cfg.cpus.iter().enumerate() {
         let sent = std::thread::scope(|sc| {
-            sc.spawn(move || -> Result<(), String> {
-                sys::pin_to_cpu(cpu).map_err(|e| format!("self-test: pin to CPU {cpu}: {e}"))?;
+            sc.spawn(move || -> Result<(), ServerError> {
+                sys::pin_to_cpu(cpu).map_err(|error| ServerError::SelfTestPin { cpu, error })?;
                 if sys::current_cpu() != Some(cpu) {
-                    return Err(format!("self-test: pinned to CPU {cpu} but running elsewhere"));
+                    return Err(ServerError::SelfTestElsewhere(cpu));
                 }
-                let s = sys::udp_socket(target.is_ipv6()).map_err(|e| format!("self-test: socket: {e}"))?;
+                let s = sys::udp_socket(target.is_ipv6()).map_err(ServerError::SelfTestSocket)?;
                 for k in 0..SELF_TEST_PER_CPU {
                     let mut msg = [0u8; 12];
                     msg[..4].copy_from_slice(b"FSST");
                     msg[4..8].copy_from_slice(&(i as u32).to_be_bytes());
                     msg[8..].copy_from_slice(&(k as u32).to_be_bytes());
                     sys::send_to(s.as_fd(), &msg, &target)
-                        .map_err(|e| format!("self-test: send to {target}: {e}; is lo up (`ip link set lo up`)?"))?;
+                        .map_err(|error| ServerError::SelfTestSend { target, error })?;
                 }
                 Ok(())
             })
             .join()
-            .unwrap_or_else(|_| Err("self-test sender panicked".into()))
+            .unwrap_or(Err(ServerError::SelfTestPanicked))
         });
         sent?;
     }
@@ -444,10 +520,10 @@ pub fn self_test(cfg: &ServerConfig) -> Result<SelfTestReport, String> {
     let mut batch = RecvBatch::new(64, 64);
     while got < expected && Instant::now() < deadline {
         let mut pfds: Vec<sys::PollFd> = fds.iter().map(|f| sys::poll_in(f.as_fd())).collect();
-        sys::poll(&mut pfds, 20).map_err(|e| format!("self-test: poll: {e}"))?;
+        sys::poll(&mut pfds, 20).map_err(ServerError::SelfTestPoll)?;
         for (s, fd) in fds.iter().enumerate() {
             loop {
-                let k = batch.recv(fd.as_fd(), 64).map_err(|e| format!("self-test: recv: {e}"))?;
+                let k = batch.recv(fd.as_fd(), 64).map_err(ServerError::SelfTestRecv)?;
                 if k == 0 {
                     break;
                 }
@@ -472,7 +548,7 @@ impl Server {
     /// Validate, run the self-test (unless disabled), open the socket group
     /// and start one pinned thread per socket. The threads run until `stop`
     /// is set.
-    pub fn start(cfg: &ServerConfig, stop: Arc<AtomicBool>) -> Result<Server, String> {
+    pub fn start(cfg: &ServerConfig, stop: Arc<AtomicBool>) -> Result<Server, ServerError> {
         cfg.validate()?;
         let report = if cfg.self_test { Some(self_test(cfg)?) } else { None };
         let (fds, local) = open_group(cfg, cfg.addr)?;
@@ -494,7 +570,7 @@ impl Server {
             {
                 Ok(h) => threads.push(h),
                 Err(e) => {
-                    failure = Some(format!("spawn thread: {e}"));
+                    failure = Some(ServerError::Spawn(e));
                     break;
                 }
             }
@@ -504,7 +580,7 @@ impl Server {
             match rx.recv_timeout(Duration::from_secs(5)) {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => failure = failure.or(Some(e)),
-                Err(_) => failure = failure.or(Some("a server thread did not start within 5 s".into())),
+                Err(_) => failure = failure.or(Some(ServerError::StartTimeout)),
             }
         }
         if let Some(e) = failure {
@@ -538,7 +614,7 @@ impl Server {
                 c.rcvbuf_drops = c.rcvbuf_drops.max(u64::from(d));
             }
             ok &= c.adds_up();
-            total.add(&c);
+            total += &c;
             cores.push(CoreStats { socket: i, cpu: self.shared.cpus[i], counters: c });
         }
         ok &= total.adds_up();
@@ -577,7 +653,7 @@ fn bump(map: &mut BTreeMap<String, u64>, e: &std::io::Error, n: u64) {
 
 /// One socket's loop: poll (bounded wait), `recvmmsg`, echo or count,
 /// publish the batch's counters.
-fn serve(i: usize, shared: &Shared, cfg: &ServerConfig, stop: &AtomicBool, ready: Sender<Result<(), String>>) {
+fn serve(i: usize, shared: &Shared, cfg: &ServerConfig, stop: &AtomicBool, ready: Sender<Result<(), ServerError>>) {
     let cpu = shared.cpus[i];
     let fd = shared.fds[i].as_fd();
     let fail = |msg: String| {
@@ -586,10 +662,8 @@ fn serve(i: usize, shared: &Shared, cfg: &ServerConfig, stop: &AtomicBool, ready
         }
     };
     let pinned = match sys::pin_to_cpu(cpu) {
-        Err(e) => Err(format!("socket {i}: cannot pin its thread to CPU {cpu}: {e}")),
-        Ok(()) if sys::current_cpu() != Some(cpu) => {
-            Err(format!("socket {i}: pinned to CPU {cpu} but running elsewhere"))
-        }
+        Err(error) => Err(ServerError::Pin { socket: i, cpu, error }),
+        Ok(()) if sys::current_cpu() != Some(cpu) => Err(ServerError::Elsewhere { socket: i, cpu }),
         Ok(()) => Ok(()),
     };
     let ok = pinned.is_ok();
@@ -759,10 +833,15 @@ mod tests {
     fn judge_accepts_a_diagonal_and_explains_a_miss() {
         let cpus = [0, 1];
         assert!(judge_self_test(&cpus, 4, &[vec![4, 0], vec![0, 4]], BindMode::IncomingCpu).is_ok());
-        let e = judge_self_test(&cpus, 4, &[vec![4, 1], vec![0, 3]], BindMode::IncomingCpu).unwrap_err();
+        let e = judge_self_test(&cpus, 4, &[vec![4, 1], vec![0, 3]], BindMode::IncomingCpu).unwrap_err().to_string();
         assert!(e.contains("SO_INCOMING_CPU did not steer: socket 0 (CPU 0) got 1 datagram(s) sent from CPU 1"), "{e}");
         assert!(e.contains("--bind cbpf"), "{e}");
-        let e = judge_self_test(&cpus, 4, &[vec![4, 0], vec![0, 2]], BindMode::Cbpf).unwrap_err();
+        let e = judge_self_test(&cpus, 4, &[vec![4, 0], vec![0, 2]], BindMode::Cbpf).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "self-test: socket 1 (CPU 1) got 2 of the 4 loopback datagrams sent from its CPU within 2s; \
+             is lo up (`ip link set lo up`)?"
+        );
         assert!(e.contains("got 2 of the 4"), "{e}");
     }
 

@@ -7,8 +7,8 @@
 //! ports do not matter and the local addresses (`-l`) must already land in
 //! the wanted queues, so they are sorted by their placement.
 
-use flowsteer_plan::plan::{plan, AddrRange, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
-use flowsteer_rss::{Fields, HashInput, QueueId, RssConfig};
+use flowsteer_plan::plan::{plan, AddrRange, PlanError, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
+use flowsteer_rss::{Fields, HashInput, HashTypes, QueueId, RssConfig};
 use flowsteer_wire::{proto, FlowTuple};
 use serde::Serialize;
 use std::net::{IpAddr, SocketAddr};
@@ -19,6 +19,71 @@ pub const MAX_FLOWS: usize = 4096;
 /// replaced by another that lands in the same queue.
 pub const PORT_CANDIDATES: usize = 4;
 
+/// Why flows could not be chosen. Each message names the option to change.
+#[derive(Debug, thiserror::Error)]
+pub enum SpreadError {
+    #[error("--flows must be at least 1")]
+    NoFlows,
+    #[error("--flows {0}: at most {MAX_FLOWS} flows per generator (run several)")]
+    TooManyFlows(usize),
+    #[error("local address {local} and remote {remote} are of different families")]
+    FamilyMismatch { local: IpAddr, remote: IpAddr },
+    #[error("--spread needs the local address(es) the flows are sent from")]
+    NoLocals,
+    #[error("--spread needs concrete local addresses, not {0}")]
+    UnspecifiedLocal(IpAddr),
+    #[error(
+        "--spread: local address {0} equals the remote; the planner needs distinct addresses (on loopback send from \
+         127.0.0.2)"
+    )]
+    LocalIsRemote(IpAddr),
+    #[error("--spread must be at least 1")]
+    NoQueues,
+    #[error("--spread {buckets}: the receiver's indirection table names only {queues} queue(s) (raise --queues)")]
+    TooFewQueues { buckets: u16, queues: usize },
+    #[error("--flows {flows} < --spread {buckets}: need at least one flow per queue")]
+    TooFewFlows { flows: usize, buckets: u16 },
+    /// The hash types leave UDP over this family unhashed.
+    #[error(
+        "the receiver's hash types ({types}) do not cover UDP over {}: every flow lands on one queue",
+        if *.ipv4 { "IPv4" } else { "IPv6" }
+    )]
+    NotHashed { types: HashTypes, ipv4: bool },
+    #[error("--spread: {0}")]
+    Plan(PlanError),
+    /// No planned source port from `local` reaches `queue` (`why`: the
+    /// planner's reason).
+    #[error("--spread: no source port in {}-{} from {local} lands on queue {queue}: {why}", .ports.lo, .ports.hi)]
+    NoPort { ports: PortRange, local: IpAddr, queue: QueueId, why: String },
+    /// The receiver hashes UDP on addresses only and the local addresses
+    /// miss queue `missing` (`placed`: each address and its queue).
+    #[error(
+        "--spread {buckets}: the receiver hashes UDP on addresses only (hash types {types}), so source ports do not \
+         matter, and the local addresses reach {reached} of queues 0..{} (none lands on queue {missing}; {}); add \
+         local addresses (-l) found with `flowsteer plan --src-net PREFIX --dst {remote} --buckets {buckets}`, or use \
+         --hash-types with udp4/udp6 if the NIC hashes UDP ports",
+        .buckets - 1,
+        placed_list(.placed)
+    )]
+    AddressesMissQueue {
+        buckets: u16,
+        types: HashTypes,
+        reached: usize,
+        missing: QueueId,
+        placed: Vec<(IpAddr, QueueId)>,
+        remote: IpAddr,
+    },
+}
+
+fn placed_list(placed: &[(IpAddr, QueueId)]) -> String {
+    placed.iter().map(|(local, q)| format!("{local} -> queue {}", q.0)).collect::<Vec<_>>().join(", ")
+}
+
+/// A flow's queue as its number (the JSON field stays a plain integer).
+fn queue_number<S: serde::Serializer>(q: &Option<QueueId>, s: S) -> Result<S::Ok, S::Error> {
+    q.map(u16::from).serialize(s)
+}
+
 /// One flow: a connected socket from `local` (port 0 = ephemeral) to
 /// `remote`. With `--spread`, the queue the receiver's RSS puts it on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -27,7 +92,8 @@ pub struct FlowSpec {
     pub local: SocketAddr,
     pub remote: SocketAddr,
     /// Predicted receive queue, CPU and hash under the receiver's RSS.
-    pub queue: Option<u16>,
+    #[serde(serialize_with = "queue_number")]
+    pub queue: Option<QueueId>,
     pub cpu: Option<u32>,
     pub hash: Option<u32>,
     /// Further source ports landing in the same queue, tried in order when
@@ -44,22 +110,22 @@ fn unspecified(v6: bool) -> IpAddr {
     }
 }
 
-fn check_common(locals: &[IpAddr], remote: SocketAddr, flows: usize) -> Result<(), String> {
+fn check_common(locals: &[IpAddr], remote: SocketAddr, flows: usize) -> Result<(), SpreadError> {
     if flows == 0 {
-        return Err("--flows must be at least 1".into());
+        return Err(SpreadError::NoFlows);
     }
     if flows > MAX_FLOWS {
-        return Err(format!("--flows {flows}: at most {MAX_FLOWS} flows per generator (run several)"));
+        return Err(SpreadError::TooManyFlows(flows));
     }
-    if let Some(l) = locals.iter().find(|l| l.is_ipv4() != remote.is_ipv4()) {
-        return Err(format!("local address {l} and remote {} are of different families", remote.ip()));
+    if let Some(&local) = locals.iter().find(|l| l.is_ipv4() != remote.is_ipv4()) {
+        return Err(SpreadError::FamilyMismatch { local, remote: remote.ip() });
     }
     Ok(())
 }
 
 /// `flows` flows over the local addresses round robin, ephemeral source
 /// ports; no local address means the wildcard (routing picks the source).
-pub fn plain_flows(locals: &[IpAddr], remote: SocketAddr, flows: usize) -> Result<Vec<FlowSpec>, String> {
+pub fn plain_flows(locals: &[IpAddr], remote: SocketAddr, flows: usize) -> Result<Vec<FlowSpec>, SpreadError> {
     check_common(locals, remote, flows)?;
     let any = [unspecified(remote.is_ipv6())];
     let locals = if locals.is_empty() { &any[..] } else { locals };
@@ -87,31 +153,26 @@ pub fn spread_flows(
     buckets: u16,
     flows: usize,
     sports: PortRange,
-) -> Result<Vec<FlowSpec>, String> {
+) -> Result<Vec<FlowSpec>, SpreadError> {
     check_common(locals, remote, flows)?;
     if locals.is_empty() {
-        return Err("--spread needs the local address(es) the flows are sent from".into());
+        return Err(SpreadError::NoLocals);
     }
-    if let Some(l) = locals.iter().find(|l| l.is_unspecified()) {
-        return Err(format!("--spread needs concrete local addresses, not {l}"));
+    if let Some(&l) = locals.iter().find(|l| l.is_unspecified()) {
+        return Err(SpreadError::UnspecifiedLocal(l));
     }
     if locals.contains(&remote.ip()) {
-        return Err(format!(
-            "--spread: local address {} equals the remote; the planner needs distinct addresses (on loopback send from 127.0.0.2)",
-            remote.ip()
-        ));
+        return Err(SpreadError::LocalIsRemote(remote.ip()));
     }
     let queues = config.queue_count();
     if buckets == 0 {
-        return Err("--spread must be at least 1".into());
+        return Err(SpreadError::NoQueues);
     }
     if usize::from(buckets) > queues {
-        return Err(format!(
-            "--spread {buckets}: the receiver's indirection table names only {queues} queue(s) (raise --queues)"
-        ));
+        return Err(SpreadError::TooFewQueues { buckets, queues });
     }
     if flows < usize::from(buckets) {
-        return Err(format!("--flows {flows} < --spread {buckets}: need at least one flow per queue"));
+        return Err(SpreadError::TooFewFlows { flows, buckets });
     }
     let n = usize::from(buckets);
     let probe =
@@ -121,11 +182,7 @@ pub fn spread_flows(
     let slot_of = |f: usize| (f % n, (f / n) % locals.len());
     let mut out = Vec::with_capacity(flows);
     match fields {
-        Fields::None => Err(format!(
-            "the receiver's hash types ({}) do not cover UDP over {}: every flow lands on one queue",
-            config.types,
-            if remote.is_ipv4() { "IPv4" } else { "IPv6" }
-        )),
+        Fields::None => Err(SpreadError::NotHashed { types: config.types, ipv4: remote.is_ipv4() }),
         Fields::FourTuple => {
             // Flows needed per (local, queue).
             let mut need = vec![vec![0usize; n]; locals.len()];
@@ -152,7 +209,7 @@ pub fn spread_flows(
                     per_bucket,
                     max_candidates: DEFAULT_MAX_CANDIDATES,
                 };
-                let p = plan(config, &req).map_err(|e| format!("--spread: {e}"))?;
+                let p = plan(config, &req).map_err(SpreadError::Plan)?;
                 for a in &p.assignments {
                     pool[usize::from(a.bucket.0)].push((a.sport, a.hash));
                 }
@@ -163,10 +220,7 @@ pub fn spread_flows(
                             .iter()
                             .find(|(b, _)| usize::from(b.0) == q)
                             .map_or("too few solutions".to_string(), |(_, w)| w.clone());
-                        return Err(format!(
-                            "--spread: no source port in {}-{} from {local} lands on queue {q}: {why}",
-                            sports.lo, sports.hi
-                        ));
+                        return Err(SpreadError::NoPort { ports: sports, local, queue: QueueId(q as u16), why });
                     }
                 }
                 pools.push(pool);
@@ -185,7 +239,7 @@ pub fn spread_flows(
                     id: f as u32,
                     local: SocketAddr::new(locals[l], port),
                     remote,
-                    queue: Some(q as u16),
+                    queue: Some(QueueId(q as u16)),
                     cpu: Some(config.cpu_for(QueueId(q as u16)).0),
                     hash: Some(hash),
                     alt_ports: chunk[1..].iter().map(|c| c.0).collect(),
@@ -199,23 +253,21 @@ pub fn spread_flows(
             let mut placed = Vec::new();
             for &local in locals {
                 let p = config.place_input(&HashInput::build(local, remote.ip(), None));
-                placed.push(format!("{local} -> queue {}", p.queue.0));
-                if usize::from(p.queue.0) < n {
-                    by_queue[usize::from(p.queue.0)].push((local, p.hash));
+                placed.push((local, p.queue));
+                if p.queue.index() < n {
+                    by_queue[p.queue.index()].push((local, p.hash));
                 }
             }
             if let Some(q) = by_queue.iter().position(Vec::is_empty) {
                 let reached = by_queue.iter().filter(|v| !v.is_empty()).count();
-                return Err(format!(
-                    "--spread {buckets}: the receiver hashes UDP on addresses only (hash types {}), so source ports \
-                     do not matter, and the local addresses reach {reached} of queues 0..{} (none lands on queue {q}; \
-                     {}); add local addresses (-l) found with `flowsteer plan --src-net PREFIX --dst {} --buckets \
-                     {buckets}`, or use --hash-types with udp4/udp6 if the NIC hashes UDP ports",
-                    config.types,
-                    n - 1,
-                    placed.join(", "),
-                    remote.ip()
-                ));
+                return Err(SpreadError::AddressesMissQueue {
+                    buckets,
+                    types: config.types,
+                    reached,
+                    missing: QueueId(q as u16),
+                    placed,
+                    remote: remote.ip(),
+                });
             }
             for f in 0..flows {
                 let q = f % n;
@@ -225,7 +277,7 @@ pub fn spread_flows(
                     id: f as u32,
                     local: SocketAddr::new(local, 0),
                     remote,
-                    queue: Some(q as u16),
+                    queue: Some(QueueId(q as u16)),
                     cpu: Some(config.cpu_for(QueueId(q as u16)).0),
                     hash: Some(hash),
                     alt_ports: Vec::new(),
@@ -270,14 +322,14 @@ mod tests {
             let mut ports = HashSet::new();
             for f in &specs {
                 // The prediction is what the independent placement says, and the alternatives land there too.
-                assert_eq!(Some(place(&c, f)), f.queue);
-                assert_eq!(f.queue, Some((f.id % u32::from(n)) as u16));
+                assert_eq!(Some(place(&c, f)), f.queue.map(u16::from));
+                assert_eq!(f.queue, Some(QueueId((f.id % u32::from(n)) as u16)));
                 assert!((1024..=65535).contains(&f.local.port()));
                 assert!(ports.insert(f.local.port()), "port {} used twice", f.local.port());
                 for &p in &f.alt_ports {
                     assert!(ports.insert(p), "alternative port {p} shared");
                     let alt = FlowSpec { local: SocketAddr::new(local, p), ..f.clone() };
-                    assert_eq!(Some(place(&c, &alt)), f.queue);
+                    assert_eq!(Some(place(&c, &alt)), f.queue.map(u16::from));
                 }
             }
         }
@@ -291,10 +343,12 @@ mod tests {
         let specs = spread_flows(&c, &locals, remote, 2, 6, PortRange { lo: 1024, hi: 65535 }).unwrap();
         let queues: BTreeSet<u16> = specs.iter().map(|f| place(&c, f)).collect();
         assert_eq!(queues, [0, 1].into());
-        assert!(specs.iter().all(|f| f.local.port() == 0 && Some(place(&c, f)) == f.queue));
+        assert!(specs.iter().all(|f| f.local.port() == 0 && Some(place(&c, f)) == f.queue.map(u16::from)));
         // One address reaches one queue only: the error says why and what to do.
-        let e = spread_flows(&c, &locals[..1], remote, 2, 2, PortRange { lo: 1024, hi: 65535 }).unwrap_err();
+        let e =
+            spread_flows(&c, &locals[..1], remote, 2, 2, PortRange { lo: 1024, hi: 65535 }).unwrap_err().to_string();
         assert!(e.contains("addresses only") && e.contains("flowsteer plan"), "{e}");
+        assert!(e.contains("of queues 0..1 (none lands on queue 1; 10.0.1.1 -> queue 0); add local"), "{e}");
     }
 
     #[test]
@@ -303,12 +357,17 @@ mod tests {
         let remote: SocketAddr = "10.0.0.2:9000".parse().unwrap();
         let l: IpAddr = "10.0.0.1".parse().unwrap();
         let r = PortRange { lo: 1024, hi: 65535 };
-        assert!(spread_flows(&c, &[l], remote, 5, 5, r).unwrap_err().contains("4 queue"));
-        assert!(spread_flows(&c, &[l], remote, 4, 3, r).unwrap_err().contains("at least one flow"));
-        assert!(spread_flows(&c, &["::1".parse().unwrap()], remote, 2, 2, r).unwrap_err().contains("famil"));
+        let refused = |locals: &[IpAddr], buckets, flows, ports| {
+            spread_flows(&c, locals, remote, buckets, flows, ports).unwrap_err().to_string()
+        };
+        assert!(refused(&[l], 5, 5, r).contains("4 queue"));
+        assert!(refused(&[l], 4, 3, r).contains("at least one flow"));
+        assert!(refused(&["::1".parse().unwrap()], 2, 2, r).contains("famil"));
         // A single port cannot serve 4 queues.
         let one = PortRange { lo: 5000, hi: 5000 };
-        assert!(spread_flows(&c, &[l], remote, 4, 4, one).unwrap_err().contains("no source port"));
+        assert!(
+            refused(&[l], 4, 4, one).starts_with("--spread: no source port in 5000-5000 from 10.0.0.1 lands on queue")
+        );
         let plain = plain_flows(&[], remote, 3).unwrap();
         assert!(plain.iter().all(|f| f.local == "0.0.0.0:0".parse().unwrap()));
     }

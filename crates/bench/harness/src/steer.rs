@@ -324,7 +324,7 @@ fn per_core(flows: u32, cpus: &[u32], dispatch: Dispatch, seconds: f64) -> Resul
     let sources = (0..n)
         .map(|_| GenSource::new(&gen_cfg(flows), spread(), 32).map(|s| Box::new(s) as Box<dyn RxSource>))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(Error::Setup)?;
+        .map_err(|e| Error::Setup(e.to_string()))?;
     let mut cfg = EngineConfig::new(cpus.to_vec(), rss);
     cfg.dispatch = dispatch;
     cfg.policy = Policy::Rss;
@@ -359,13 +359,13 @@ fn stages(flows: u32) -> Vec<(&'static str, f64)> {
     let mut produced = 0;
     let mut sink_len = 0usize;
     while produced < TOTAL {
-        produced += gen.poll(0, 32, &mut |b| sink_len += b.len());
+        produced += gen.poll(flowsteer_rss::QueueId(0), 32, &mut |b| sink_len += b.len());
     }
     out.push(("generate", t.elapsed().as_nanos() as f64 / produced as f64));
     black_box(sink_len);
     let mut frames: Vec<Vec<u8>> = Vec::with_capacity(SET);
     while frames.len() < SET {
-        gen.poll(0, 32, &mut |b| frames.push(b.to_vec()));
+        gen.poll(flowsteer_rss::QueueId(0), 32, &mut |b| frames.push(b.to_vec()));
     }
     let opts = ParseOptions::default();
     let mut tuples = Vec::with_capacity(SET);

@@ -20,16 +20,19 @@
 //! `absorbed` the fragments inside them or still pending. Without
 //! reassembly the last two are zero: `received = delivered + dropped + in flight`.
 
+use crate::drops::{DropCounts, DropReason};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::ops::AddAssign;
 
 /// Counters one core keeps (as receive thread and as worker).
 #[derive(Clone, Debug, Default)]
 pub struct LcoreCounters {
     pub received: u64,
     pub rx_bytes: u64,
-    /// Parse failures by reason (`ParseError::reason()`), plus `not_ip`.
-    pub parse_drops: BTreeMap<&'static str, u64>,
+    /// Drops by reason (every reason but `queue_full`, which is counted
+    /// per destination in `qdrops_to`).
+    pub drops: DropCounts,
     /// Per destination worker: packets queued / refused (queue full).
     pub queued_to: Vec<u64>,
     pub qdrops_to: Vec<u64>,
@@ -37,9 +40,6 @@ pub struct LcoreCounters {
     pub hdispatched: u64,
     pub dequeued: u64,
     pub handled_bytes: u64,
-    pub drop_flow_full: u64,
-    /// No application listener for the packet's protocol and port.
-    pub drop_no_listener: u64,
     /// Delivered to the listener of the packet's bucket / to the wildcard.
     pub listener_bucket: u64,
     pub listener_wildcard: u64,
@@ -58,8 +58,6 @@ pub struct LcoreCounters {
     /// Fragments waiting on the receive side for their first fragment
     /// (policy `owner`; a gauge, counted as in flight).
     pub frag_held: u64,
-    /// Fragments the reassembler dropped, by reason.
-    pub reasm_drops: Vec<(&'static str, u64)>,
     pub order_violations: u64,
     /// Packets whose consumer (the application thread of the flow) runs on
     /// this worker's core / another core.
@@ -90,9 +88,59 @@ impl LcoreCounters {
         self.dispatched + self.hdispatched + self.dequeued
     }
 
-    pub fn parse_drop_total(&self) -> u64 {
-        self.parse_drops.values().sum()
+    /// Packets handled but not delivered to the application (flow table
+    /// full, no listener, fragments taken into a reassembler).
+    pub fn not_delivered(&self) -> u64 {
+        self.drops.get(DropReason::FlowTableFull) + self.drops.get(DropReason::NoListener) + self.frag_taken
     }
+}
+
+/// Sums another core's counters into these: every count and gauge adds up
+/// (per-worker and per-bucket vectors element by element), except
+/// `flow_max_probe`, which keeps the longer probe.
+impl AddAssign<&LcoreCounters> for LcoreCounters {
+    fn add_assign(&mut self, o: &LcoreCounters) {
+        fn add_vec(a: &mut Vec<u64>, b: &[u64]) {
+            if a.len() < b.len() {
+                a.resize(b.len(), 0);
+            }
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+        self.received += o.received;
+        self.rx_bytes += o.rx_bytes;
+        self.drops += &o.drops;
+        add_vec(&mut self.queued_to, &o.queued_to);
+        add_vec(&mut self.qdrops_to, &o.qdrops_to);
+        self.dispatched += o.dispatched;
+        self.hdispatched += o.hdispatched;
+        self.dequeued += o.dequeued;
+        self.handled_bytes += o.handled_bytes;
+        self.listener_bucket += o.listener_bucket;
+        self.listener_wildcard += o.listener_wildcard;
+        self.timers_fired += o.timers_fired;
+        self.reassembled += o.reassembled;
+        self.reinjected += o.reinjected;
+        self.reasm_absorbed += o.reasm_absorbed;
+        self.reasm_pending += o.reasm_pending;
+        self.frag_taken += o.frag_taken;
+        self.frag_held += o.frag_held;
+        self.order_violations += o.order_violations;
+        self.consumer_local += o.consumer_local;
+        self.consumer_remote += o.consumer_remote;
+        self.flows += o.flows;
+        self.flows_expired += o.flows_expired;
+        self.flow_max_probe = self.flow_max_probe.max(o.flow_max_probe);
+        self.steer_moves += o.steer_moves;
+        self.held_for_drain += o.held_for_drain;
+        add_vec(&mut self.bucket_packets, &o.bucket_packets);
+    }
+}
+
+/// The non-zero drops of `d` by name (names are made here, not when counting).
+fn named(d: &DropCounts) -> BTreeMap<String, u64> {
+    d.nonzero().map(|(reason, n)| (reason.name().into_owned(), n)).collect()
 }
 
 /// One worker's line in the `netstat -Q`-style table.
@@ -181,6 +229,7 @@ pub fn snapshot(
     let n = lcores.len();
     let mut rows = Vec::with_capacity(n);
     let mut totals = Totals { rebalance_moves, ..Default::default() };
+    let mut sum = LcoreCounters::default();
     let mut ok = true;
     for (w, c) in lcores.iter().enumerate() {
         let len: u64 = ring_len.iter().map(|r| r.get(w).copied().unwrap_or(0)).sum();
@@ -192,19 +241,6 @@ pub fn snapshot(
         // so the identity is exact only once every thread has stopped.
         if queued < len || handled != c.dispatched + c.hdispatched + (queued - len) {
             ok = false;
-        }
-        let mut drops = BTreeMap::new();
-        for (reason, v) in &c.parse_drops {
-            *drops.entry(reason.to_string()).or_insert(0) += v;
-        }
-        if c.drop_flow_full > 0 {
-            drops.insert("flow_table_full".into(), c.drop_flow_full);
-        }
-        if c.drop_no_listener > 0 {
-            drops.insert("no_listener".into(), c.drop_no_listener);
-        }
-        for (reason, n) in &c.reasm_drops {
-            *drops.entry(format!("reasm_{reason}")).or_insert(0) += n;
         }
         rows.push(WorkerRow {
             worker: w as u16,
@@ -222,37 +258,34 @@ pub fn snapshot(
             received: c.received,
             consumer_local: c.consumer_local,
             consumer_remote: c.consumer_remote,
-            drops,
+            drops: named(&c.drops),
             flow_max_probe: c.flow_max_probe,
         });
-        totals.received += c.received;
-        totals.handled += handled;
-        let not_delivered = c.drop_flow_full + c.drop_no_listener + c.frag_taken;
-        totals.delivered += handled - not_delivered.min(handled);
-        totals.listener_bucket += c.listener_bucket;
-        totals.listener_wildcard += c.listener_wildcard;
-        totals.timers_fired += c.timers_fired;
-        totals.flows_expired += c.flows_expired;
-        totals.in_flight += len + c.frag_held;
-        totals.order_violations += c.order_violations;
-        totals.steer_moves += c.steer_moves;
-        totals.held_for_drain += c.held_for_drain;
-        totals.bytes += c.handled_bytes;
-        if let Some(row) = rows.last() {
-            for (reason, v) in &row.drops {
-                *totals.drops.entry(reason.clone()).or_insert(0) += v;
-            }
-        }
-        totals.reassembled += c.reassembled;
-        totals.reinjected += c.reinjected;
-        totals.reasm_absorbed += c.reasm_absorbed;
-        totals.reasm_pending += c.reasm_pending;
-        totals.frag_taken += c.frag_taken;
-        totals.frag_held += c.frag_held;
-        let qd: u64 = c.qdrops_to.iter().sum();
-        if qd > 0 {
-            *totals.drops.entry("queue_full".into()).or_insert(0) += qd;
-        }
+        sum += c;
+        totals.delivered += handled - c.not_delivered().min(handled);
+        totals.in_flight += len;
+    }
+    totals.received = sum.received;
+    totals.handled = sum.handled();
+    totals.listener_bucket = sum.listener_bucket;
+    totals.listener_wildcard = sum.listener_wildcard;
+    totals.timers_fired = sum.timers_fired;
+    totals.flows_expired = sum.flows_expired;
+    totals.in_flight += sum.frag_held;
+    totals.order_violations = sum.order_violations;
+    totals.steer_moves = sum.steer_moves;
+    totals.held_for_drain = sum.held_for_drain;
+    totals.bytes = sum.handled_bytes;
+    totals.reassembled = sum.reassembled;
+    totals.reinjected = sum.reinjected;
+    totals.reasm_absorbed = sum.reasm_absorbed;
+    totals.reasm_pending = sum.reasm_pending;
+    totals.frag_taken = sum.frag_taken;
+    totals.frag_held = sum.frag_held;
+    totals.drops = named(&sum.drops);
+    let qd: u64 = sum.qdrops_to.iter().sum();
+    if qd > 0 {
+        totals.drops.insert(DropReason::QueueFull.name().into_owned(), qd);
     }
     totals.dropped = totals.drops.values().sum();
     totals.pps = if elapsed_s > 0.0 { totals.delivered as f64 / elapsed_s } else { 0.0 };

@@ -7,6 +7,7 @@
 //! built-in application, which needs only the headers and the sequence stamp.
 
 use flowsteer_flow::FlowKey;
+use flowsteer_rss::QueueId;
 
 /// Flow id used when a packet carries no generator stamp (captures).
 pub const NO_FLOW_ID: u32 = u32::MAX;
@@ -23,7 +24,7 @@ pub struct PacketDesc {
     /// Frame length in bytes.
     pub len: u16,
     /// Receive queue it arrived on.
-    pub rxq: u16,
+    pub rxq: QueueId,
     /// The packet is an IP fragment (no order stamp unless the first one).
     pub fragment: bool,
     /// The frame's bytes follow in the fragment channel beside this queue

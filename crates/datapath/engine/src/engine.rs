@@ -7,16 +7,16 @@ use crate::fraghold::FragHoldConfig;
 use crate::lcore::{FlowState, Lcore, LcoreParts};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
-use flowsteer_flow::{FlowTable, FlowTableConfig};
-use flowsteer_ring::{channel, RingStats};
-use flowsteer_rss::RssConfig;
+use flowsteer_flow::{FlowError, FlowTable, FlowTableConfig, TimerError};
+use flowsteer_reasm::ReasmConfigError;
+use flowsteer_ring::{channel, RingError, RingStats};
+use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_steer::cpuset::CpuSet;
 use flowsteer_steer::dispatch::Dispatch;
 use flowsteer_steer::steer::{
     rps_workers, BucketMap, Policy, SharedTables, SockFlowTable, Steerer, DEFAULT_FLOW_CNT, DEFAULT_SOCK_FLOW_ENTRIES,
 };
-use flowsteer_steer::{WorkerId, MAX_WORKERS};
-use std::fmt;
+use flowsteer_steer::{SteerError, WorkerId, MAX_WORKERS};
 use std::sync::{Arc, Mutex};
 
 /// Default capacity of each hand-off queue (descriptors).
@@ -55,13 +55,13 @@ pub enum FragSteer {
 }
 
 impl FragSteer {
-    pub fn parse(s: &str) -> Result<FragSteer, String> {
+    pub fn parse(s: &str) -> Result<FragSteer, EngineError> {
         match s {
             "off" => Ok(FragSteer::Off),
             "local" => Ok(FragSteer::Local),
             "rehash" => Ok(FragSteer::Rehash),
             "owner" => Ok(FragSteer::Owner),
-            _ => Err(format!("unknown fragment policy '{s}' (expected owner, rehash, local or off)")),
+            _ => Err(EngineError::UnknownFragSteer(s.to_string())),
         }
     }
 
@@ -85,9 +85,11 @@ impl FragSteer {
 pub struct EngineConfig {
     /// One worker per entry, pinned to that CPU.
     pub cpus: Vec<u32>,
+    /// Number of receive queues (queues `0..rx_queues`).
     pub rx_queues: u16,
-    /// Receive queue -> worker that polls it; default `q % workers`.
-    pub rxq_worker: Option<Vec<u16>>,
+    /// Receive queue (by [`QueueId::index`]) -> worker that polls it;
+    /// default `q % workers`.
+    pub rxq_worker: Option<Vec<WorkerId>>,
     pub policy: Policy,
     pub dispatch: Dispatch,
     /// RPS CPU set per receive queue (one entry: the same for all). Empty:
@@ -155,46 +157,50 @@ impl EngineConfig {
     }
 
     /// Worker polling receive queue `q`.
-    pub fn worker_of_rxq(&self, q: u16) -> WorkerId {
+    pub fn worker_of_rxq(&self, q: QueueId) -> WorkerId {
         match &self.rxq_worker {
-            Some(m) => WorkerId(m[usize::from(q)]),
-            None => WorkerId((usize::from(q) % self.workers().max(1)) as u16),
+            Some(m) => m[q.index()],
+            None => WorkerId((q.index() % self.workers().max(1)) as u16),
         }
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why an engine could not be built (or a name in its configuration was
+/// not understood).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
+    #[error("at least one worker core is needed")]
     NoWorkers,
+    #[error("{0} workers exceed the maximum {MAX_WORKERS}")]
     TooManyWorkers(usize),
+    #[error("{0} receive queues: need 1..={MAX_RX_QUEUES}")]
     BadRxQueues(usize),
-    BadRxqMap(String),
-    Rps(String),
-    Ring(String),
-    FlowTable(String),
-    Reasm(String),
-    Timers(String),
+    /// The receive queue map has `entries` entries for `queues` queues.
+    #[error("receive queue map: {entries} entries for {queues} queues")]
+    RxqMapLen { entries: usize, queues: usize },
+    /// The receive queue map names a worker that does not exist.
+    #[error("receive queue map: worker {worker} does not exist ({workers} workers)")]
+    RxqMapWorker { worker: WorkerId, workers: usize },
+    #[error("RPS: {0}")]
+    Rps(SteerError),
+    /// One RPS mask per receive queue was expected.
+    #[error("RPS: {masks} masks for {queues} receive queues")]
+    RpsMasks { masks: usize, queues: u16 },
+    #[error("queue: {0}")]
+    Ring(RingError),
+    #[error("flow table: {0}")]
+    FlowTable(FlowError),
+    #[error("reassembly: {0}")]
+    Reasm(ReasmConfigError),
+    /// The per-core timer wheel could not be built.
+    #[error("timer wheel: {0:?}")]
+    Timers(TimerError),
+    #[error("{given} sources for {workers} workers")]
     Sources { given: usize, workers: usize },
+    /// [`FragSteer::parse`]: not owner, rehash, local or off.
+    #[error("unknown fragment policy '{0}' (expected owner, rehash, local or off)")]
+    UnknownFragSteer(String),
 }
-
-impl fmt::Display for EngineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EngineError::NoWorkers => write!(f, "at least one worker core is needed"),
-            EngineError::TooManyWorkers(n) => write!(f, "{n} workers exceed the maximum {MAX_WORKERS}"),
-            EngineError::BadRxQueues(n) => write!(f, "{n} receive queues: need 1..={MAX_RX_QUEUES}"),
-            EngineError::BadRxqMap(m) => write!(f, "receive queue map: {m}"),
-            EngineError::Rps(m) => write!(f, "RPS: {m}"),
-            EngineError::Ring(m) => write!(f, "queue: {m}"),
-            EngineError::FlowTable(m) => write!(f, "flow table: {m}"),
-            EngineError::Reasm(m) => write!(f, "reassembly: {m}"),
-            EngineError::Timers(m) => write!(f, "{m}"),
-            EngineError::Sources { given, workers } => write!(f, "{given} sources for {workers} workers"),
-        }
-    }
-}
-
-impl std::error::Error for EngineError {}
 
 /// A built engine, not yet running.
 pub struct Engine {
@@ -223,10 +229,10 @@ impl Engine {
         }
         if let Some(m) = &cfg.rxq_worker {
             if m.len() != rxq {
-                return Err(EngineError::BadRxqMap(format!("{} entries for {rxq} queues", m.len())));
+                return Err(EngineError::RxqMapLen { entries: m.len(), queues: rxq });
             }
-            if let Some(w) = m.iter().find(|&&w| usize::from(w) >= n) {
-                return Err(EngineError::BadRxqMap(format!("worker {w} does not exist ({n} workers)")));
+            if let Some(&worker) = m.iter().find(|w| w.index() >= n) {
+                return Err(EngineError::RxqMapWorker { worker, workers: n });
             }
         }
         if sources.len() != n {
@@ -243,7 +249,7 @@ impl Engine {
         let mut cons: Vec<Vec<_>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
         for prod in producers.iter_mut() {
             for c in cons.iter_mut() {
-                let (p, q) = channel::<PacketDesc>(cfg.ring_capacity).map_err(|e| EngineError::Ring(e.to_string()))?;
+                let (p, q) = channel::<PacketDesc>(cfg.ring_capacity).map_err(EngineError::Ring)?;
                 prod.push(p);
                 c.push(q);
             }
@@ -269,16 +275,17 @@ impl Engine {
         let mut seed = cfg.seed;
         for (i, (prods, cs)) in producers.into_iter().zip(cons).enumerate().rev() {
             let id = WorkerId(i as u16);
-            let rxqs: Vec<u16> = (0..cfg.rx_queues).filter(|&q| cfg.worker_of_rxq(q) == id).collect();
+            let rxqs: Vec<QueueId> = QueueId::all(cfg.rx_queues).filter(|&q| cfg.worker_of_rxq(q) == id).collect();
             // RPS set of this core's (first) queue.
             let rps = match cfg.rps_cpus.len() {
                 0 => Vec::new(),
                 1 => rps_workers(&cfg.rps_cpus[0], &cfg.cpus).map_err(EngineError::Rps)?,
                 _ => {
-                    let q = rxqs.first().copied().unwrap_or(0);
-                    let set = cfg.rps_cpus.get(usize::from(q)).ok_or_else(|| {
-                        EngineError::Rps(format!("{} masks for {} receive queues", cfg.rps_cpus.len(), cfg.rx_queues))
-                    })?;
+                    let q = rxqs.first().copied().unwrap_or(QueueId(0));
+                    let set = cfg
+                        .rps_cpus
+                        .get(q.index())
+                        .ok_or(EngineError::RpsMasks { masks: cfg.rps_cpus.len(), queues: cfg.rx_queues })?;
                     rps_workers(set, &cfg.cpus).map_err(EngineError::Rps)?
                 }
             };
@@ -293,43 +300,40 @@ impl Engine {
                 }
                 None => FlowTable::new(cfg.flow_table),
             }
-            .map_err(|e| EngineError::FlowTable(e.to_string()))?;
+            .map_err(EngineError::FlowTable)?;
             let flows: FlowTable<FlowState> = flows;
             let reasm = match cfg.frag_steer {
                 FragSteer::Off => None,
-                _ => Some(flowsteer_reasm::Reassembler::new(cfg.reasm).map_err(|e| EngineError::Reasm(e.to_string()))?),
+                _ => Some(flowsteer_reasm::Reassembler::new(cfg.reasm).map_err(EngineError::Reasm)?),
             };
             let (carry_out, carry_in) = carry_out.pop().zip(carry_in.pop()).unwrap_or_default();
             let source = sources.pop().ok_or(EngineError::Sources { given: 0, workers: n })?;
-            lcores.push(
-                Lcore::new(LcoreParts {
-                    id,
-                    rxqs,
-                    source,
-                    dispatch: cfg.dispatch,
-                    rss: cfg.rss.clone(),
-                    steerer,
-                    shared: shared.clone(),
-                    producers: prods,
-                    consumers: cs,
-                    flows,
-                    order: order.clone(),
-                    consumer_map: consumers.clone(),
-                    burst: cfg.burst,
-                    buckets: shared.buckets.len(),
-                    listen: cfg.listen.clone(),
-                    order_stamps: cfg.order_stamps,
-                    reasm,
-                    frag_steer: cfg.frag_steer,
-                    frag_hold: FragHoldConfig {
-                        timeout_ns: cfg.reasm.timeout_v4_ns.max(cfg.reasm.timeout_v6_ns),
-                        ..cfg.frag_hold
-                    },
-                    carry_out,
-                    carry_in,
-                })
-                .map_err(EngineError::Timers)?,
-            );
+            lcores.push(Lcore::new(LcoreParts {
+                id,
+                rxqs,
+                source,
+                dispatch: cfg.dispatch,
+                rss: cfg.rss.clone(),
+                steerer,
+                shared: shared.clone(),
+                producers: prods,
+                consumers: cs,
+                flows,
+                order: order.clone(),
+                consumer_map: consumers.clone(),
+                burst: cfg.burst,
+                buckets: shared.buckets.len(),
+                listen: cfg.listen.clone(),
+                order_stamps: cfg.order_stamps,
+                reasm,
+                frag_steer: cfg.frag_steer,
+                frag_hold: FragHoldConfig {
+                    timeout_ns: cfg.reasm.timeout_v4_ns.max(cfg.reasm.timeout_v6_ns),
+                    ..cfg.frag_hold
+                },
+                carry_out,
+                carry_in,
+            })?);
         }
         lcores.reverse();
         let published = lcores.iter().map(|l| l.published()).collect();

@@ -18,6 +18,7 @@
 //! The map is keyed by SipHash with a random key (std `RandomState`), so
 //! crafted ids cannot force collisions. Every operation is O(1) amortised.
 
+use crate::drops::DropReason;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
@@ -88,8 +89,8 @@ pub struct HoldStats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HoldVerdict {
     Held,
-    /// Dropped; the reason's counter name.
-    Dropped(&'static str),
+    /// Dropped, for this reason.
+    Dropped(DropReason),
 }
 
 /// See the module docs.
@@ -116,7 +117,7 @@ pub struct FragHold {
 const R_EVICTED: usize = 0;
 const R_TIMEOUT: usize = 1;
 const R_FULL: usize = 2;
-const REASONS: [&str; 3] = ["frag_hold_evicted", "frag_hold_timeout", "frag_hold_full"];
+const REASONS: [DropReason; 3] = [DropReason::FragHoldEvicted, DropReason::FragHoldTimeout, DropReason::FragHoldFull];
 
 impl FragHold {
     pub fn new(cfg: FragHoldConfig) -> FragHold {
@@ -317,8 +318,8 @@ impl FragHold {
         self.waiting_order.clear();
     }
 
-    /// Drops since the last call, by counter name (for the drop map).
-    pub fn take_drops(&mut self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+    /// Drops since the last call, by reason (for the drop counters).
+    pub fn take_drops(&mut self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
         let d = std::mem::take(&mut self.new_drops);
         REASONS.into_iter().zip(d).filter(|(_, n)| *n > 0)
     }
@@ -366,18 +367,18 @@ mod tests {
         }
         assert_eq!(h.stats().evicted, 96);
         let drops: Vec<_> = h.take_drops().collect();
-        assert_eq!(drops, vec![("frag_hold_evicted", 96)]);
+        assert_eq!(drops, vec![(DropReason::FragHoldEvicted, 96)]);
         // Byte bound.
         assert_eq!(h.hold(key(500), &[0; 600], 100), HoldVerdict::Held);
         assert_eq!(h.hold(key(501), &[0; 600], 100), HoldVerdict::Held);
         assert_eq!(h.stats().evicted, 97);
-        assert_eq!(h.hold(key(502), &[0; 1001], 100), HoldVerdict::Dropped("frag_hold_full"));
+        assert_eq!(h.hold(key(502), &[0; 1001], 100), HoldVerdict::Dropped(DropReason::FragHoldFull));
         // Per-id cap.
         let mut h2 = FragHold::new(FragHoldConfig::default());
         for i in 0..MAX_WAITING_PER_ID {
             assert_eq!(h2.hold(key(9), &[i as u8], 0), HoldVerdict::Held);
         }
-        assert_eq!(h2.hold(key(9), &[0], 0), HoldVerdict::Dropped("frag_hold_full"));
+        assert_eq!(h2.hold(key(9), &[0], 0), HoldVerdict::Dropped(DropReason::FragHoldFull));
         assert!(conserved(&h) && conserved(&h2));
     }
 

@@ -6,14 +6,15 @@
 use crate::carry::{CarryIn, CarryOut};
 use crate::counters::LcoreCounters;
 use crate::desc::{PacketDesc, NO_FLOW_ID};
-use crate::engine::FragSteer;
+use crate::drops::DropReason;
+use crate::engine::{EngineError, FragSteer};
 use crate::fraghold::{DgramKey, FragHold, FragHoldConfig, HoldVerdict};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
 use flowsteer_flow::{FlowKey, FlowTable, Listeners, TimerWheel, TimerWheelConfig};
 use flowsteer_reasm::{Chain, Reassembler, Verdict};
 use flowsteer_ring::{Consumer, Producer, RingStats};
-use flowsteer_rss::RssConfig;
+use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_steer::dispatch::{decide, Action, Dispatch};
 use flowsteer_steer::steer::{QueueView, SharedTables, SockFlowTable, Steerer};
 use flowsteer_steer::WorkerId;
@@ -62,7 +63,7 @@ impl QueueView for Rings<'_> {
 pub struct Lcore {
     pub id: WorkerId,
     /// Receive queues this core polls.
-    pub rxqs: Vec<u16>,
+    pub rxqs: Vec<QueueId>,
     source: Box<dyn RxSource>,
     rx: RxSide,
     work: WorkSide,
@@ -127,7 +128,7 @@ struct WorkSide {
 /// What an [`Lcore`] is built from.
 pub struct LcoreParts {
     pub id: WorkerId,
-    pub rxqs: Vec<u16>,
+    pub rxqs: Vec<QueueId>,
     pub source: Box<dyn RxSource>,
     pub dispatch: Dispatch,
     pub rss: RssConfig,
@@ -156,7 +157,7 @@ pub struct LcoreParts {
 
 impl Lcore {
     /// Fails only if the per-core timer wheel cannot be built.
-    pub fn new(p: LcoreParts) -> Result<Lcore, String> {
+    pub fn new(p: LcoreParts) -> Result<Lcore, EngineError> {
         let workers = p.producers.len();
         let stats = p.producers.iter().map(|pr| pr.stats()).collect();
         let counters = LcoreCounters::new(workers, p.buckets);
@@ -172,7 +173,7 @@ impl Lcore {
             }
         }
         let mut timers = TimerWheel::new(TimerWheelConfig { slots: 64, tick_ns: HOUSEKEEPING_NS / 4, capacity: 16 })
-            .map_err(|e| format!("timer wheel: {e:?}"))?;
+            .map_err(EngineError::Timers)?;
         let _ = timers.schedule(0, HOUSEKEEPING_NS, TIMER_EXPIRE);
         let _ = timers.schedule(0, HOUSEKEEPING_NS, TIMER_PUBLISH);
         Ok(Lcore {
@@ -283,7 +284,7 @@ impl Lcore {
                         }
                         None => {
                             counters.frag_taken += 1;
-                            *counters.parse_drops.entry("frag_bytes_missing").or_insert(0) += 1;
+                            counters.drops.count(DropReason::FragBytesMissing);
                         }
                     }
                 } else {
@@ -327,7 +328,7 @@ impl Lcore {
 
     fn collect_hold_drops(&mut self) {
         for (reason, n) in self.rx.hold.take_drops() {
-            *self.counters.parse_drops.entry(reason).or_insert(0) += n;
+            self.counters.drops.add(reason, n);
         }
         self.counters.frag_held = self.rx.hold.waiting() as u64;
     }
@@ -338,12 +339,8 @@ impl Lcore {
             let st = r.stats();
             self.counters.reasm_absorbed = st.fragments_completed + st.pending;
             self.counters.reasm_pending = st.pending;
-            self.counters.reasm_drops.clear();
             for reason in flowsteer_reasm::DropReason::ALL {
-                let n = st.dropped(reason);
-                if n > 0 {
-                    self.counters.reasm_drops.push((reason.name(), n));
-                }
+                self.counters.drops.set(DropReason::Reasm(reason), st.dropped(reason));
             }
         }
         self.counters.flows = self.work.flows.len() as u64;
@@ -380,7 +377,7 @@ impl PacketDesc {
             seq: 0,
             flow_id: NO_FLOW_ID,
             len: 0,
-            rxq: 0,
+            rxq: QueueId(0),
             fragment: false,
             carry: false,
         }
@@ -389,15 +386,15 @@ impl PacketDesc {
 
 impl RxSide {
     #[inline]
-    fn on_frame(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: u16, now: u64) {
+    fn on_frame(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: QueueId, now: u64) {
         c.received += 1;
         c.rx_bytes += bytes.len() as u64;
         if let Err(e) = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.parsed) {
-            *c.parse_drops.entry(e.reason()).or_insert(0) += 1;
+            c.drops.count(DropReason::Parse(e));
             return;
         }
         let Some(l3) = self.parsed.outer else {
-            *c.parse_drops.entry("not_ip").or_insert(0) += 1;
+            c.drops.count(DropReason::NotIp);
             return;
         };
         if let Some(fi) = l3.frag {
@@ -435,7 +432,7 @@ impl RxSide {
         bytes: &[u8],
         l3: &L3Info,
         first: bool,
-        q: u16,
+        q: QueueId,
         now: u64,
     ) {
         let Some(fi) = l3.frag else { return };
@@ -449,24 +446,24 @@ impl RxSide {
                 let ok = parse_frame_into(&frame, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
                 match self.frag_parsed.outer.filter(|_| ok) {
                     Some(el3) => self.steer_packet(work, c, &frame, &el3, hash, q, now, true),
-                    None => *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1,
+                    None => c.drops.count(DropReason::FragUnparsable),
                 }
             }
         } else if let Some(hash) = self.hold.owner(&key) {
             self.steer_packet(work, c, bytes, l3, hash, q, now, true);
         } else if let HoldVerdict::Dropped(reason) = self.hold.hold(key, bytes, now) {
-            *c.parse_drops.entry(reason).or_insert(0) += 1;
+            c.drops.count(reason);
         }
         c.frag_held = self.hold.waiting() as u64;
     }
 
     /// A fragment handed to this core's reassembler (counted in
     /// `frag_taken`); a completed datagram is steered by its own hash.
-    fn take_fragment(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: u16, now: u64) {
+    fn take_fragment(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: QueueId, now: u64) {
         c.frag_taken += 1;
         let ok = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
         let Some(l3) = self.frag_parsed.outer.filter(|_| ok) else {
-            *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+            c.drops.count(DropReason::FragUnparsable);
             return;
         };
         self.reassemble(work, c, bytes, &l3, q, now);
@@ -475,9 +472,17 @@ impl RxSide {
     /// Pushes a fragment into this core's reassembler; a completed datagram
     /// continues as one packet, steered by its own hash under the hash types
     /// (counted as `reinjected` when its owner is another worker).
-    fn reassemble(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], l3: &L3Info, q: u16, now: u64) {
+    fn reassemble(
+        &mut self,
+        work: &mut WorkSide,
+        c: &mut LcoreCounters,
+        bytes: &[u8],
+        l3: &L3Info,
+        q: QueueId,
+        now: u64,
+    ) {
         let Some(r) = work.reasm.as_mut() else {
-            *c.parse_drops.entry("no_reassembler").or_insert(0) += 1;
+            c.drops.count(DropReason::NoReassembler);
             return;
         };
         match r.push(bytes, l3, now, &mut work.reasm_out) {
@@ -486,7 +491,7 @@ impl RxSide {
             Verdict::Held | Verdict::Dropped(_) => return,
             Verdict::Atomic | Verdict::NotFragment => {
                 // Not a fragment after all (cannot happen: the parse said so).
-                *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+                c.drops.count(DropReason::FragUnparsable);
                 return;
             }
         }
@@ -500,16 +505,23 @@ impl RxSide {
     /// `rehash`): reassembled without copying (`push_owned`); the buffers
     /// of a delivered datagram, and any frame the reassembler hands back,
     /// end in `work.spare` for the caller to recycle.
-    fn take_fragment_owned(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, frame: Vec<u8>, q: u16, now: u64) {
+    fn take_fragment_owned(
+        &mut self,
+        work: &mut WorkSide,
+        c: &mut LcoreCounters,
+        frame: Vec<u8>,
+        q: QueueId,
+        now: u64,
+    ) {
         c.frag_taken += 1;
         let ok = parse_frame_into(&frame, LinkType::Ethernet, &self.opts, &mut self.frag_parsed).is_ok();
         let Some(l3) = self.frag_parsed.outer.filter(|_| ok) else {
-            *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+            c.drops.count(DropReason::FragUnparsable);
             work.spare.push(frame);
             return;
         };
         let Some(r) = work.reasm.as_mut() else {
-            *c.parse_drops.entry("no_reassembler").or_insert(0) += 1;
+            c.drops.count(DropReason::NoReassembler);
             work.spare.push(frame);
             return;
         };
@@ -518,7 +530,7 @@ impl RxSide {
             // Held, or dropped (counted by the reassembler; frame in `spare`).
             Verdict::Held | Verdict::Dropped(_) => return,
             Verdict::Atomic | Verdict::NotFragment => {
-                *c.parse_drops.entry("frag_unparsable").or_insert(0) += 1;
+                c.drops.count(DropReason::FragUnparsable);
                 return;
             }
         }
@@ -549,7 +561,7 @@ impl RxSide {
         c: &mut LcoreCounters,
         head: &[u8],
         len: usize,
-        q: u16,
+        q: QueueId,
         now: u64,
     ) {
         let parsed = parse_frame_into(head, LinkType::RawIp, &self.opts, &mut work.reasm_parsed);
@@ -572,7 +584,7 @@ impl RxSide {
                     self.steer_desc(work, c, head, desc, now);
                 }
             }
-            None => *c.parse_drops.entry("reasm_unparsable").or_insert(0) += 1,
+            None => c.drops.count(DropReason::ReasmUnparsable),
         }
     }
 
@@ -588,7 +600,7 @@ impl RxSide {
         bytes: &[u8],
         l3: &L3Info,
         hash: u32,
-        q: u16,
+        q: QueueId,
         now: u64,
         carry: bool,
     ) {
@@ -608,7 +620,7 @@ impl RxSide {
         len: usize,
         l3: &L3Info,
         hash: u32,
-        q: u16,
+        q: QueueId,
         carry: bool,
     ) -> PacketDesc {
         let (seq, flow_id) =
@@ -657,7 +669,7 @@ impl RxSide {
                 let wi = w.index();
                 if wi >= self.producers.len() {
                     // A steering table named a worker that does not exist.
-                    *c.parse_drops.entry("no_such_worker").or_insert(0) += 1;
+                    c.drops.count(DropReason::NoSuchWorker);
                     return;
                 }
                 if carry {
@@ -715,7 +727,7 @@ impl WorkSide {
                 Some(Listener::Bucket(_)) => c.listener_bucket += 1,
                 Some(Listener::Wildcard) => c.listener_wildcard += 1,
                 None => {
-                    c.drop_no_listener += 1;
+                    c.drops.count(DropReason::NoListener);
                     return;
                 }
             }
@@ -726,7 +738,7 @@ impl WorkSide {
                 st.bytes += u64::from(d.len);
             }
             Err(_) => {
-                c.drop_flow_full += 1;
+                c.drops.count(DropReason::FlowTableFull);
                 return;
             }
         }

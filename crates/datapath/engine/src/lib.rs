@@ -13,6 +13,7 @@
 pub mod carry;
 pub mod counters;
 pub mod desc;
+pub mod drops;
 pub mod engine;
 pub mod fraghold;
 pub mod lcore;
@@ -22,4 +23,5 @@ pub mod sim;
 pub mod source;
 
 pub use counters::Snapshot;
+pub use drops::{DropCounts, DropReason};
 pub use engine::{Engine, EngineConfig, EngineError};

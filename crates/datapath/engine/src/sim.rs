@@ -6,7 +6,7 @@
 use crate::counters::Snapshot;
 use crate::engine::Engine;
 use crate::runtime::MoveLog;
-use flowsteer_rss::quality::SplitMix64;
+use flowsteer_prim::SplitMix64;
 use flowsteer_steer::rebalance::{plan_moves, RebalanceConfig};
 
 /// Fake time per scheduling step.

@@ -19,7 +19,7 @@ fn hash_frame_equals_place() {
             t.fragments_on_2tuple = !frag4;
             let cfg = RssConfig::new(RssKey::random(52).unwrap(), t, Reta::round_robin(128, 4).unwrap());
             for _ in 0..40 {
-                let n = generator.next_burst(0, &mut frames);
+                let n = generator.next_burst(flowsteer_rss::QueueId(0), &mut frames);
                 for f in &frames[..n] {
                     let p = parse_frame(f.bytes(), LinkType::Ethernet, &ParseOptions::default()).unwrap();
                     let l3 = p.outer.unwrap();

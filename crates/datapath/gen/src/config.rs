@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use flowsteer_rss::RssConfig;
+use flowsteer_rss::{QueueId, RssConfig};
 
 /// Most flows a generator accepts (`GenConfig::flows`); one flow per
 /// address of the 10.0.0.0/8 (IPv4) or per 24-bit suffix (IPv6) source pool.
@@ -168,7 +168,7 @@ pub enum GenError {
     /// The RSS configuration placed a flow on a queue `>= queues`.
     QueueOutOfRange {
         /// The queue selected.
-        queue: u16,
+        queue: QueueId,
         /// The number of queues of the spread.
         queues: u16,
     },

@@ -92,6 +92,7 @@ mod template;
 use std::fmt;
 
 use flowsteer_prim::{mix64, SplitMix64};
+use flowsteer_rss::QueueId;
 use flowsteer_wire::FlowTuple;
 
 use crate::alias::AliasTable;
@@ -296,10 +297,10 @@ impl Generator {
                 templates.push(Template::build(&spec, id, &mut scratch));
             }
             let q = match &spread {
-                Spread::Rss { config, .. } => spec.queue(config).0,
-                Spread::Single => 0,
+                Spread::Rss { config, .. } => spec.queue(config),
+                Spread::Single => QueueId(0),
             };
-            match lists.get_mut(usize::from(q)) {
+            match lists.get_mut(q.index()) {
                 Some(list) => list.push(id),
                 None => return Err(GenError::QueueOutOfRange { queue: q, queues: nq }),
             }
@@ -337,9 +338,9 @@ impl Generator {
     /// does not exist). Each frame is a fresh packet of one of `q`'s flows
     /// (see the crate docs for the selection); fragments of a datagram are
     /// consecutive and may continue in the next burst for `q`.
-    pub fn next_burst(&mut self, q: u16, out: &mut [Frame]) -> usize {
+    pub fn next_burst(&mut self, q: QueueId, out: &mut [Frame]) -> usize {
         let Generator { params, size, templates, seqs, queues, scratch, frag_every, .. } = self;
-        let Some(st) = queues.get_mut(usize::from(q)) else {
+        let Some(st) = queues.get_mut(q.index()) else {
             return 0;
         };
         if st.flows.is_empty() {
@@ -398,8 +399,8 @@ impl Generator {
 
     /// Number of flows whose packets go to queue `q` (0 for a queue that
     /// does not exist).
-    pub fn flows_on_queue(&self, q: u16) -> u32 {
-        self.queues.get(usize::from(q)).map_or(0, |s| s.flows.len() as u32)
+    pub fn flows_on_queue(&self, q: QueueId) -> u32 {
+        self.queues.get(q.index()).map_or(0, |s| s.flows.len() as u32)
     }
 
     /// Flow `flow_id`'s tuple (ports included, also for fragmenting flows).

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use flowsteer_gen::{
     read_seq, Frame, GenConfig, GenError, Generator, SizeDist, Spread, FRAG_UDP_PAYLOAD, MAX_FLOWS, MAX_TEMPLATED_FLOWS,
 };
-use flowsteer_rss::{HashTypes, RssConfig};
+use flowsteer_rss::{HashTypes, QueueId, RssConfig};
 use flowsteer_wire::ipv4::Ipv4Packet;
 use flowsteer_wire::{parse_frame, proto, L3Info, LinkType, ParseOptions};
 
@@ -114,13 +114,13 @@ fn frames_parse_with_valid_checksums_and_land_on_their_rss_queue() {
     let config = config.clone();
     let mut g = Generator::new(&cfg, spread).unwrap();
     assert_eq!(g.queues(), 4);
-    let total: u32 = (0..4).map(|q| g.flows_on_queue(q)).sum();
+    let total: u32 = (0..4).map(|q| g.flows_on_queue(QueueId(q))).sum();
     assert_eq!(total, g.flow_count());
     let mut out = frames(32);
     let (mut whole, mut frags, mut v6, mut tcp) = (0, 0, 0, 0);
     for q in 0..4 {
         for _ in 0..60 {
-            assert_eq!(g.next_burst(q, &mut out), 32);
+            assert_eq!(g.next_burst(QueueId(q), &mut out), 32);
             for f in &out {
                 let l3 = check_frame(&g, f);
                 assert_eq!(config.place(&l3.tuple, f.is_fragment()).queue.0, q);
@@ -144,9 +144,9 @@ fn udp_four_tuple_hashing_spreads_udp_flows() {
     let mut g = Generator::new(&cfg, Spread::Rss { queues: 8, config: config.clone() }).unwrap();
     let mut out = frames(16);
     for q in 0..8 {
-        assert!(g.flows_on_queue(q) > 20, "queue {q} starved");
+        assert!(g.flows_on_queue(QueueId(q)) > 20, "queue {q} starved");
         for _ in 0..20 {
-            g.next_burst(q, &mut out);
+            g.next_burst(QueueId(q), &mut out);
             for f in &out {
                 let l3 = check_frame(&g, f);
                 assert_eq!(config.place(&l3.tuple, f.is_fragment()).queue.0, q);
@@ -167,7 +167,7 @@ fn per_flow_seqs_increase_by_one_and_fragments_are_consecutive() {
             // (flow, seq, next offset) of the datagram being fragmented.
             let mut open: Option<(u32, u64, usize)> = None;
             for _ in 0..300 {
-                assert_eq!(g.next_burst(q, &mut out), 7);
+                assert_eq!(g.next_burst(QueueId(q), &mut out), 7);
                 for f in &out {
                     let l3 = outer(f);
                     let offset = l3.frag.map_or(0, |fr| usize::from(fr.offset));
@@ -205,7 +205,7 @@ fn fragments_reassemble_to_the_full_datagram() {
     let mut parts: HashMap<(u32, u64), Vec<Fragment>> = HashMap::new();
     let mut whole = 0usize;
     for _ in 0..100 {
-        g.next_burst(0, &mut out);
+        g.next_burst(QueueId(0), &mut out);
         for f in &out {
             let l3 = check_frame(&g, f);
             match l3.frag {
@@ -252,7 +252,7 @@ fn uniform_is_round_robin_and_zipf_skews_towards_low_ids() {
         let mut out = frames(50);
         let mut c = vec![0usize; 1000];
         for _ in 0..2000 {
-            g.next_burst(0, &mut out);
+            g.next_burst(QueueId(0), &mut out);
             for f in &out {
                 c[f.flow_id() as usize] += 1;
             }
@@ -277,7 +277,7 @@ fn imix_sizes_follow_7_4_1() {
     let mut sizes: HashMap<usize, usize> = HashMap::new();
     for _ in 0..500 {
         for q in 0..2 {
-            g.next_burst(q, &mut out);
+            g.next_burst(QueueId(q), &mut out);
             for f in &out {
                 *sizes.entry(f.bytes().len()).or_default() += 1;
             }
@@ -311,7 +311,7 @@ fn fixed_sizes_and_minimum_lengths() {
         let mut g = Generator::new(&cfg, Spread::Single).unwrap();
         let mut out = frames(16);
         for _ in 0..8 {
-            g.next_burst(0, &mut out);
+            g.next_burst(QueueId(0), &mut out);
             for f in &out {
                 check_frame(&g, f);
                 assert_eq!(f.bytes().len(), want);
@@ -335,7 +335,7 @@ fn frame_reuse_across_layouts_leaves_no_stale_bytes() {
     let mut g = Generator::new(&cfg, Spread::Single).unwrap();
     let mut out = frames(3);
     for _ in 0..3000 {
-        g.next_burst(0, &mut out);
+        g.next_burst(QueueId(0), &mut out);
         for f in &out {
             let l3 = check_frame(&g, f);
             let zeros_from = match l3.frag {
@@ -356,7 +356,7 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
         let mut per_queue: Vec<Vec<u8>> = vec![Vec::new(); 4];
         for _ in 0..30 {
             for &q in order {
-                g.next_burst(q, &mut out);
+                g.next_burst(QueueId(q), &mut out);
                 for f in &out {
                     per_queue[usize::from(q)].extend_from_slice(f.bytes());
                 }
@@ -380,7 +380,7 @@ fn stream_does_not_depend_on_burst_sizes() {
         let mut out = frames(burst);
         let mut bytes = Vec::new();
         for _ in 0..(2 * 3 * 5 * 7 * 4 / burst) {
-            assert_eq!(g.next_burst(1, &mut out), burst);
+            assert_eq!(g.next_burst(QueueId(1), &mut out), burst);
             for f in &out {
                 bytes.extend_from_slice(f.bytes());
                 bytes.extend_from_slice(&f.seq().to_be_bytes());
@@ -435,22 +435,22 @@ fn empty_and_missing_queues_give_nothing() {
     let mut g =
         Generator::new(&cfg, Spread::Rss { queues: 8, config: RssConfig::default_for_queues(2).unwrap() }).unwrap();
     let mut out = frames(4);
-    assert_eq!(g.flows_on_queue(0) + g.flows_on_queue(1), 100);
+    assert_eq!(g.flows_on_queue(QueueId(0)) + g.flows_on_queue(QueueId(1)), 100);
     for q in 2..8 {
-        assert_eq!(g.flows_on_queue(q), 0);
-        assert_eq!(g.next_burst(q, &mut out), 0);
+        assert_eq!(g.flows_on_queue(QueueId(q)), 0);
+        assert_eq!(g.next_burst(QueueId(q), &mut out), 0);
     }
-    assert_eq!(g.next_burst(8, &mut out), 0);
-    assert_eq!(g.flows_on_queue(u16::MAX), 0);
-    assert_eq!(g.next_burst(0, &mut []), 0);
-    assert_eq!(g.next_burst(0, &mut out), 4);
+    assert_eq!(g.next_burst(QueueId(8), &mut out), 0);
+    assert_eq!(g.flows_on_queue(QueueId(u16::MAX)), 0);
+    assert_eq!(g.next_burst(QueueId(0), &mut []), 0);
+    assert_eq!(g.next_burst(QueueId(0), &mut out), 4);
 
     // One flow, every share extreme, a zipf of 0 (= uniform) and a huge one.
     for zipf in [Some(0.0), Some(1e9)] {
         let cfg =
             GenConfig { flows: 1, ipv6_share: 1.0, tcp_share: 0.0, frag_share: 1.0, zipf, ..GenConfig::default() };
         let mut g = Generator::new(&cfg, Spread::Single).unwrap();
-        assert_eq!(g.next_burst(0, &mut out), 4);
+        assert_eq!(g.next_burst(QueueId(0), &mut out), 4);
         assert!(out.iter().all(Frame::is_fragment));
     }
 }
@@ -471,7 +471,7 @@ fn flows_beyond_the_template_limit_are_built_on_the_fly() {
     let mut seen_high = 0;
     let mut big = frames(4096);
     while seen_high < 40 {
-        g.next_burst(0, &mut big);
+        g.next_burst(QueueId(0), &mut big);
         for f in &big {
             if f.flow_id() >= MAX_TEMPLATED_FLOWS {
                 check_frame(&g, f);
@@ -491,7 +491,7 @@ fn mixed_size_flows_send_one_datagram_in_n_as_fragments() {
     let (mut whole, mut firsts, mut later) = (0, 0, 0);
     let mut next: HashMap<u32, u64> = HashMap::new();
     for _ in 0..50 {
-        g.next_burst(0, &mut out);
+        g.next_burst(QueueId(0), &mut out);
         for f in &out {
             let l3 = check_frame(&g, f);
             match l3.frag {

@@ -23,6 +23,17 @@ pub struct HashTypes {
     pub fragments_on_2tuple: bool,
 }
 
+/// Why [`HashTypes::parse`] refused a list.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HashTypeError {
+    /// A word that names no hash type.
+    #[error("unknown hash type '{0}' (expected ipv4, tcp4, udp4, ipv6, tcp6, udp6, default, all or l3)")]
+    Unknown(String),
+    /// No word at all.
+    #[error("empty hash type list")]
+    Empty,
+}
+
 impl HashTypes {
     pub const IPV4: u8 = 1 << 0;
     pub const TCP_IPV4: u8 = 1 << 1;
@@ -53,7 +64,7 @@ impl HashTypes {
 
     /// Parse a comma list of `ipv4,tcp4,udp4,ipv6,tcp6,udp6`, or one of
     /// `default`, `all` (UDP on the 4-tuple too), `l3` (addresses only).
-    pub fn parse(text: &str) -> Result<HashTypes, String> {
+    pub fn parse(text: &str) -> Result<HashTypes, HashTypeError> {
         let mut bits = 0;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             bits |= match word.to_ascii_lowercase().as_str() {
@@ -62,16 +73,12 @@ impl HashTypes {
                 "l3" | "2tuple" => Self::IPV4 | Self::IPV6,
                 w => match Self::NAMES.iter().find(|(_, n)| *n == w) {
                     Some((b, _)) => *b,
-                    None => {
-                        return Err(format!(
-                        "unknown hash type '{word}' (expected ipv4, tcp4, udp4, ipv6, tcp6, udp6, default, all or l3)"
-                    ))
-                    }
+                    None => return Err(HashTypeError::Unknown(word.to_string())),
                 },
             };
         }
         if bits == 0 {
-            return Err("empty hash type list".to_string());
+            return Err(HashTypeError::Empty);
         }
         Ok(HashTypes::from_bits(bits))
     }

@@ -16,7 +16,7 @@ mod simd;
 pub mod toeplitz;
 
 pub use config::{Placement, RssConfig};
-pub use hashtype::{Fields, HashInput, HashTypes};
+pub use hashtype::{Fields, HashInput, HashTypeError, HashTypes};
 pub use key::{KeyKind, RssKey};
 pub use reta::{CoreId, Mapping, QueueId, Reta};
 pub use toeplitz::{reference, Impl, Toeplitz};

@@ -10,6 +10,7 @@
 use crate::hashtype::HashInput;
 use crate::key::{check_len, KeyError, RssKey};
 use crate::toeplitz::Toeplitz;
+use flowsteer_prim::SplitMix64;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -175,11 +176,6 @@ fn normal_upper_quantile(alpha: f64) -> f64 {
             / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
     }
 }
-
-/// The deterministic generator of the test sample, re-exported from
-/// `flowsteer-prim` (where its known answers are) for the callers that
-/// name it by this path.
-pub use flowsteer_prim::SplitMix64;
 
 #[cfg(test)]
 mod tests {

@@ -23,6 +23,33 @@ pub struct QueueId(pub u16);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CoreId(pub u32);
 
+impl QueueId {
+    /// The queue's position in a per-queue table (`Vec` index).
+    #[inline]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// Every queue of a device with `n` receive queues: `0..n`.
+    pub fn all(n: u16) -> impl DoubleEndedIterator<Item = QueueId> + ExactSizeIterator + Clone {
+        (0..n).map(QueueId)
+    }
+}
+
+/// A queue number as a [`QueueId`].
+impl From<u16> for QueueId {
+    fn from(q: u16) -> QueueId {
+        QueueId(q)
+    }
+}
+
+/// The queue number of a [`QueueId`].
+impl From<QueueId> for u16 {
+    fn from(q: QueueId) -> u16 {
+        q.0
+    }
+}
+
 impl fmt::Display for QueueId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
@@ -170,6 +197,15 @@ pub fn rps_scale(hash: u32, n: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_ids_index_tables() {
+        assert_eq!(QueueId(7).index(), 7);
+        assert_eq!(QueueId::from(3u16), QueueId(3));
+        assert_eq!(u16::from(QueueId(9)), 9);
+        assert_eq!(QueueId::all(3).collect::<Vec<_>>(), [QueueId(0), QueueId(1), QueueId(2)]);
+        assert_eq!(QueueId::all(0).len(), 0);
+    }
 
     #[test]
     fn round_robin_and_low_bits() {

@@ -1,6 +1,6 @@
 //! FreeBSD netisr dispatch policies: where the steering decision is carried out.
 
-use crate::WorkerId;
+use crate::{SteerError, WorkerId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dispatch {
@@ -15,12 +15,12 @@ pub enum Dispatch {
 }
 
 impl Dispatch {
-    pub fn parse(s: &str) -> Result<Dispatch, String> {
+    pub fn parse(s: &str) -> Result<Dispatch, SteerError> {
         match s {
             "direct" => Ok(Dispatch::Direct),
             "deferred" => Ok(Dispatch::Deferred),
             "hybrid" => Ok(Dispatch::Hybrid),
-            _ => Err(format!("unknown dispatch policy '{s}' (expected direct, deferred or hybrid)")),
+            _ => Err(SteerError::UnknownDispatch(s.to_string())),
         }
     }
 
@@ -68,6 +68,7 @@ mod tests {
         assert_eq!(decide(Dispatch::Deferred, a, a), Action::Queue(a));
         assert_eq!(decide(Dispatch::Hybrid, a, a), Action::Inline);
         assert_eq!(decide(Dispatch::Hybrid, a, b), Action::Queue(b));
-        assert!(Dispatch::parse("lazy").is_err());
+        let e = Dispatch::parse("lazy").unwrap_err();
+        assert_eq!(e.to_string(), "unknown dispatch policy 'lazy' (expected direct, deferred or hybrid)");
     }
 }

@@ -19,6 +19,27 @@ pub mod dispatch;
 pub mod rebalance;
 pub mod steer;
 
+use cpuset::CpuSet;
+
+/// Why a policy name or an RPS set was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SteerError {
+    /// [`steer::Policy::parse`]: not rss, rps or rfs.
+    #[error("unknown steering policy '{0}' (expected rss, rps or rfs)")]
+    UnknownPolicy(String),
+    /// [`dispatch::Dispatch::parse`]: not direct, deferred or hybrid.
+    #[error("unknown dispatch policy '{0}' (expected direct, deferred or hybrid)")]
+    UnknownDispatch(String),
+    /// [`steer::rps_workers`]: the set names a CPU that runs no worker.
+    #[error("RPS mask {set} names CPU {cpu}, which runs no worker (workers on CPUs {workers:?})")]
+    RpsCpuNotWorker {
+        set: CpuSet,
+        cpu: u32,
+        /// The CPUs the workers run on.
+        workers: Vec<u32>,
+    },
+}
+
 /// A worker (one per core), numbered 0..workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct WorkerId(pub u16);

@@ -22,7 +22,7 @@
 //! CPU, so the first move to the desired CPU waits for them too.
 
 use crate::cpuset::CpuSet;
-use crate::WorkerId;
+use crate::{SteerError, WorkerId};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -57,12 +57,12 @@ pub enum Policy {
 }
 
 impl Policy {
-    pub fn parse(s: &str) -> Result<Policy, String> {
+    pub fn parse(s: &str) -> Result<Policy, SteerError> {
         match s {
             "rss" => Ok(Policy::Rss),
             "rps" => Ok(Policy::Rps),
             "rfs" => Ok(Policy::Rfs),
-            _ => Err(format!("unknown steering policy '{s}' (expected rss, rps or rfs)")),
+            _ => Err(SteerError::UnknownPolicy(s.to_string())),
         }
     }
 
@@ -348,13 +348,15 @@ impl Steerer {
 
 /// Map an RPS CPU set onto workers: CPU `c` -> the worker pinned to `c`.
 /// CPUs without a worker are an error (they would never process anything).
-pub fn rps_workers(set: &CpuSet, worker_cpus: &[u32]) -> Result<Vec<WorkerId>, String> {
+pub fn rps_workers(set: &CpuSet, worker_cpus: &[u32]) -> Result<Vec<WorkerId>, SteerError> {
     set.cpus()
         .iter()
-        .map(|c| {
-            worker_cpus.iter().position(|w| w == c).map(|i| WorkerId(i as u16)).ok_or_else(|| {
-                format!("RPS mask {set} names CPU {c}, which runs no worker (workers on CPUs {worker_cpus:?})")
-            })
+        .map(|&cpu| {
+            worker_cpus
+                .iter()
+                .position(|&w| w == cpu)
+                .map(|i| WorkerId(i as u16))
+                .ok_or_else(|| SteerError::RpsCpuNotWorker { set: set.clone(), cpu, workers: worker_cpus.to_vec() })
         })
         .collect()
 }
@@ -465,7 +467,8 @@ mod tests {
         let q = fake();
         assert_eq!(s.target(0x0000_0001, &q).0, WorkerId(2));
         assert_eq!(s.target(0xffff_ffff, &q).0, WorkerId(3));
-        assert!(rps_workers(&CpuSet::parse("10").unwrap(), &[0, 1]).unwrap_err().contains("CPU 4"));
+        let e = rps_workers(&CpuSet::parse("10").unwrap(), &[0, 1]).unwrap_err();
+        assert_eq!(e.to_string(), "RPS mask 10 names CPU 4, which runs no worker (workers on CPUs [0, 1])");
         // Empty set: RPS off, stays on the receiving worker.
         let mut s = Steerer::new(Policy::Rps, WorkerId(1), vec![], shared(8, 2, false), 0);
         assert_eq!(s.target(0xdead_beef, &q).0, WorkerId(1));

@@ -30,6 +30,29 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// Every layer, in [`Layer::index`] order.
+    pub const ALL: [Layer; 11] = [
+        Layer::Ethernet,
+        Layer::Vlan,
+        Layer::Pppoe,
+        Layer::Ipv4,
+        Layer::Ipv6,
+        Layer::Ipv6Ext,
+        Layer::Udp,
+        Layer::Tcp,
+        Layer::Gre,
+        Layer::Vxlan,
+        Layer::LinuxSll,
+    ];
+
+    /// Number of layers.
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// Position in [`Layer::ALL`] (a fixed counter slot).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     /// Stable snake_case name ("ethernet", "ipv6_ext", "linux_sll", ...).
     pub fn name(&self) -> &'static str {
         match self {
@@ -103,6 +126,59 @@ pub enum ParseError {
 }
 
 impl ParseError {
+    /// Number of distinct errors: one counter slot each ([`ParseError::index`]).
+    pub const COUNT: usize = 2 * Layer::COUNT + 6;
+
+    /// Every error, in [`ParseError::index`] order: `Truncated` for each
+    /// layer, `BadHeaderLen` for each layer, then the layer-less ones.
+    pub const ALL: [ParseError; ParseError::COUNT] = [
+        ParseError::Truncated { layer: Layer::Ethernet },
+        ParseError::Truncated { layer: Layer::Vlan },
+        ParseError::Truncated { layer: Layer::Pppoe },
+        ParseError::Truncated { layer: Layer::Ipv4 },
+        ParseError::Truncated { layer: Layer::Ipv6 },
+        ParseError::Truncated { layer: Layer::Ipv6Ext },
+        ParseError::Truncated { layer: Layer::Udp },
+        ParseError::Truncated { layer: Layer::Tcp },
+        ParseError::Truncated { layer: Layer::Gre },
+        ParseError::Truncated { layer: Layer::Vxlan },
+        ParseError::Truncated { layer: Layer::LinuxSll },
+        ParseError::BadHeaderLen { layer: Layer::Ethernet },
+        ParseError::BadHeaderLen { layer: Layer::Vlan },
+        ParseError::BadHeaderLen { layer: Layer::Pppoe },
+        ParseError::BadHeaderLen { layer: Layer::Ipv4 },
+        ParseError::BadHeaderLen { layer: Layer::Ipv6 },
+        ParseError::BadHeaderLen { layer: Layer::Ipv6Ext },
+        ParseError::BadHeaderLen { layer: Layer::Udp },
+        ParseError::BadHeaderLen { layer: Layer::Tcp },
+        ParseError::BadHeaderLen { layer: Layer::Gre },
+        ParseError::BadHeaderLen { layer: Layer::Vxlan },
+        ParseError::BadHeaderLen { layer: Layer::LinuxSll },
+        ParseError::BadVersion,
+        ParseError::BadTotalLen,
+        ParseError::TooManyVlans,
+        ParseError::ExtChainTooLong,
+        ParseError::BadExtHeader,
+        ParseError::UnsupportedLinkType,
+    ];
+
+    /// A fixed slot in `0..ParseError::COUNT`, for counting errors in an
+    /// array (the slot's name is [`ParseError::reason`] of
+    /// `ParseError::ALL[slot]`).
+    pub const fn index(self) -> usize {
+        match self {
+            ParseError::Truncated { layer } => layer.index(),
+            // At most 2 * Layer::COUNT: cannot wrap.
+            ParseError::BadHeaderLen { layer } => Layer::COUNT.wrapping_add(layer.index()),
+            ParseError::BadVersion => 2 * Layer::COUNT,
+            ParseError::BadTotalLen => 2 * Layer::COUNT + 1,
+            ParseError::TooManyVlans => 2 * Layer::COUNT + 2,
+            ParseError::ExtChainTooLong => 2 * Layer::COUNT + 3,
+            ParseError::BadExtHeader => 2 * Layer::COUNT + 4,
+            ParseError::UnsupportedLinkType => 2 * Layer::COUNT + 5,
+        }
+    }
+
     /// Stable snake_case counter name: "truncated_ipv4", "bad_version",
     /// "bad_header_len_tcp", "bad_total_len", "too_many_vlans",
     /// "ext_chain_too_long", "bad_ext_header", "unsupported_link_type".
@@ -209,6 +285,21 @@ mod tests {
         reasons.sort_unstable();
         reasons.dedup();
         assert_eq!(reasons.len(), all.len());
+    }
+
+    #[test]
+    fn indexes_are_dense_and_match_all() {
+        assert_eq!(LAYERS, Layer::ALL);
+        for (i, l) in Layer::ALL.iter().enumerate() {
+            assert_eq!(l.index(), i);
+        }
+        for (i, e) in ParseError::ALL.iter().enumerate() {
+            assert_eq!(e.index(), i, "{e:?}");
+        }
+        let mut reasons: Vec<&str> = ParseError::ALL.iter().map(|e| e.reason()).collect();
+        reasons.sort_unstable();
+        reasons.dedup();
+        assert_eq!(reasons.len(), ParseError::COUNT);
     }
 
     #[test]

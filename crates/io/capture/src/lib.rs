@@ -318,11 +318,22 @@ fn rd64(b: &[u8], off: usize, big: bool) -> u64 {
     }
 }
 
+/// Why an interface description block is malformed (the text follows
+/// "malformed capture file: at byte offset N: ").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+enum IdbError {
+    #[error("interface description block shorter than 20 bytes")]
+    Short,
+    /// The option with this code runs past the block.
+    #[error("interface option {0} overruns its block")]
+    OptionOverrun(u16),
+}
+
 /// Parses an interface description block body (without the 8-byte block
 /// header and the trailing length).
-fn parse_idb(body: &[u8], big: bool) -> Result<Interface, String> {
+fn parse_idb(body: &[u8], big: bool) -> Result<Interface, IdbError> {
     if body.len() < 8 {
-        return Err("interface description block shorter than 20 bytes".into());
+        return Err(IdbError::Short);
     }
     let mut iface = Interface {
         linktype: u32::from(rd16(body, 0, big)),
@@ -337,7 +348,7 @@ fn parse_idb(body: &[u8], big: bool) -> Result<Interface, String> {
         if code == 0 {
             break;
         }
-        let value = opts.get(4..4 + olen).ok_or_else(|| format!("interface option {code} overruns its block"))?;
+        let value = opts.get(4..4 + olen).ok_or(IdbError::OptionOverrun(code))?;
         match (code, olen) {
             (9, 1) => iface.res = TsRes::from_option(value.first().copied().unwrap_or(6)),
             (14, 8) => iface.offset_secs = rd64(value, 0, big) as i64,

@@ -3,7 +3,7 @@
 
 use flowsteer_capture::{CaptureError, CaptureReader};
 use flowsteer_engine::source::Replay;
-use flowsteer_rss::RssConfig;
+use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
 use std::path::Path;
 
@@ -30,7 +30,7 @@ pub fn load(path: &str, rss: &RssConfig, queues: u16, max_mib: u64) -> Result<(R
     let queues = queues.max(1);
     let capture_err = |error| ReplayError::Capture { path: path.to_string(), error };
     let mut reader = CaptureReader::open(Path::new(path)).map_err(capture_err)?;
-    let mut replay = Replay { queues: vec![Vec::new(); usize::from(queues)] };
+    let mut replay = Replay::new(queues);
     let mut warnings = Vec::new();
     let limit = max_mib.saturating_mul(1 << 20);
     let mut bytes = 0u64;
@@ -46,10 +46,12 @@ pub fn load(path: &str, rss: &RssConfig, queues: u16, max_mib: u64) -> Result<(R
                     return Err(ReplayError::TooLarge { path: path.to_string(), max_mib });
                 }
                 let q = match parse_frame(p.data, LinkType::Ethernet, &opts) {
-                    Ok(parsed) => parsed.outer.map_or(0, |l3| rss.place(&l3.tuple, l3.frag.is_some()).queue.0 % queues),
-                    Err(_) => 0,
+                    Ok(parsed) => parsed
+                        .outer
+                        .map_or(QueueId(0), |l3| QueueId(rss.place(&l3.tuple, l3.frag.is_some()).queue.0 % queues)),
+                    Err(_) => QueueId(0),
                 };
-                replay.queues[usize::from(q)].push(p.data.to_vec());
+                replay.push(q, p.data.to_vec());
             }
             Ok(None) => break,
             Err(CaptureError::Truncated { packets_read }) => {

@@ -15,7 +15,7 @@
 use crate::error::LiveError;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing};
 use flowsteer_engine::source::RxSource;
-use flowsteer_rss::RssConfig;
+use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
 
 /// What must stay alive for the run (the XDP program attachment).
@@ -79,37 +79,38 @@ impl LiveSpec {
     }
 }
 
-/// One worker's queues.
+/// One worker's queues: each engine receive queue with its socket.
 struct XskSource {
-    socks: Vec<(u16, XskSocket)>,
+    socks: Vec<(QueueId, XskSocket)>,
 }
 
 impl RxSource for XskSource {
-    fn poll(&mut self, q: u16, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
+    fn poll(&mut self, q: QueueId, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
         match self.socks.iter_mut().find(|(i, _)| *i == q) {
             Some((_, s)) => s.rx_burst(max, sink),
             None => 0,
         }
     }
 
-    fn exhausted(&self, _q: u16) -> bool {
+    fn exhausted(&self, _q: QueueId) -> bool {
         false
     }
 }
 
+/// One worker's fanout members: each engine receive queue with its ring.
 struct PacketSource {
-    rings: Vec<(u16, RxRing)>,
+    rings: Vec<(QueueId, RxRing)>,
 }
 
 impl RxSource for PacketSource {
-    fn poll(&mut self, q: u16, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
+    fn poll(&mut self, q: QueueId, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
         match self.rings.iter_mut().find(|(i, _)| *i == q) {
             Some((_, r)) => r.poll_burst(max, &mut |bytes, _meta| sink(bytes)),
             None => 0,
         }
     }
 
-    fn exhausted(&self, _q: u16) -> bool {
+    fn exhausted(&self, _q: QueueId) -> bool {
         false
     }
 }
@@ -150,7 +151,7 @@ pub fn open(
             let mut per: Vec<XskSource> = (0..workers).map(|_| XskSource { socks: Vec::new() }).collect();
             for (i, s) in sockets.into_iter().enumerate() {
                 let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
-                per[w].socks.push((i as u16, s));
+                per[w].socks.push((QueueId(i as u16), s));
             }
             Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::Xdp { _program: program }))
         }
@@ -169,7 +170,7 @@ pub fn open(
                 let cfg = RxConfig { fanout: Some(fanout.clone()), ..RxConfig::default() };
                 let ring = RxRing::open(iface, &cfg).map_err(|e| LiveError::Open(format!("afpacket:{iface}: {e}")))?;
                 let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
-                per[w].rings.push((i as u16, ring));
+                per[w].rings.push((QueueId(i as u16), ring));
             }
             Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::None))
         }

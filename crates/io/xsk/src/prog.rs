@@ -129,14 +129,23 @@ impl Asm {
         self.jump(JGT_X, R4, R3, 0, to);
     }
 
-    fn finish(mut self) -> Result<Vec<Insn>, String> {
+    fn finish(mut self) -> Result<Vec<Insn>, AsmError> {
         for (at, l) in std::mem::take(&mut self.fixups) {
-            let target = self.labels[l].ok_or("unbound label")?;
+            let target = self.labels[l].ok_or(AsmError::UnboundLabel)?;
             let off = target as i64 - at as i64 - 1;
-            self.insns[at].off = i16::try_from(off).map_err(|_| "jump out of range")?;
+            self.insns[at].off = i16::try_from(off).map_err(|_| AsmError::JumpOutOfRange)?;
         }
         Ok(self.insns)
     }
+}
+
+/// Why [`Asm::finish`] could not resolve the jumps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AsmError {
+    /// A jump to a label that was never bound.
+    UnboundLabel,
+    /// A jump farther than a 16-bit offset reaches.
+    JumpOutOfRange,
 }
 
 /// The program, with `map_fd` (the XSKMAP) patched into its ld_imm64.

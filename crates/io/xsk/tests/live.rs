@@ -54,7 +54,9 @@ fn send_from_a(lab: &Lab, n: u32, flows: u32) -> std::thread::JoinHandle<Result<
         Ok(n)
     });
     // Flatten the namespace-entry error into the closure's.
-    std::thread::spawn(move || h.join().map_err(|_| "sender panicked".to_string())?.and_then(|r| r))
+    std::thread::spawn(move || {
+        h.join().map_err(|_| "sender panicked".to_string())?.map_err(|e| e.to_string()).and_then(|r| r)
+    })
 }
 
 #[derive(Default, Debug)]

@@ -17,6 +17,32 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 mod sys;
 
+/// Why a lab step failed. Each message says which command or namespace.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// The `ip` command could not be started (`args`: its arguments).
+    #[error("ip {args}: {error}")]
+    IpSpawn { args: String, error: std::io::Error },
+    /// `ip ARGS` failed; `stderr` is what it printed, trimmed.
+    #[error("ip {args}: {stderr}")]
+    IpFailed { args: String, stderr: String },
+    /// The namespace file `/run/netns/NAME` could not be opened.
+    #[error("enter network namespace {ns}: {path}: {error}")]
+    OpenNamespace { ns: String, path: String, error: std::io::Error },
+    /// `setns(2)` refused the namespace.
+    #[error("enter network namespace {ns}: {error}")]
+    Setns { ns: String, error: std::io::Error },
+    /// An interface name with a NUL byte.
+    #[error("bad interface name {0:?}")]
+    BadInterfaceName(String),
+    /// No interface of that name in the namespace.
+    #[error("no interface {dev}: {error}")]
+    NoInterface { dev: String, error: std::io::Error },
+    /// The closure run inside a namespace panicked.
+    #[error("thread inside the namespace panicked")]
+    Panicked,
+}
+
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// The effective user is root.
@@ -42,18 +68,22 @@ pub fn skip_reason() -> Option<String> {
 }
 
 /// Runs `ip ARGS`; the error carries the command and its stderr.
-pub fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+pub fn ip(args: &[&str]) -> Result<(), NetnsError> {
+    let out =
+        Command::new("ip").args(args).output().map_err(|error| NetnsError::IpSpawn { args: args.join(" "), error })?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        Err(NetnsError::IpFailed {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 }
 
 /// Moves the calling thread into the named namespace (`/run/netns/NAME`).
-pub fn enter(ns: &str) -> Result<(), String> {
-    sys::setns_by_name(ns).map_err(|e| format!("enter network namespace {ns}: {e}"))
+pub fn enter(ns: &str) -> Result<(), NetnsError> {
+    sys::setns_by_name(ns)
 }
 
 /// Shape of a lab.
@@ -106,7 +136,7 @@ pub struct Lab {
 impl Lab {
     /// Creates the lab. `tag` (a few letters) appears in every name, so a
     /// leftover after a crash tells which test made it.
-    pub fn new(tag: &str, cfg: &LabConfig) -> Result<Lab, String> {
+    pub fn new(tag: &str, cfg: &LabConfig) -> Result<Lab, NetnsError> {
         let pid = std::process::id();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let k = (pid.wrapping_mul(31).wrapping_add(n.wrapping_mul(7))) % 250 + 1;
@@ -163,7 +193,7 @@ impl Lab {
         format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
     }
 
-    fn setup(&mut self, cfg: &LabConfig) -> Result<(), String> {
+    fn setup(&mut self, cfg: &LabConfig) -> Result<(), NetnsError> {
         let [ns_a, ns_b] = self.ns.clone();
         let [dev_a, dev_b] = self.dev.clone();
         let q = cfg.queues.max(1).to_string();
@@ -216,14 +246,14 @@ impl Lab {
     }
 
     /// Runs `ip -n NS ARGS` on a side.
-    pub fn ip_in(&self, side: Side, args: &[&str]) -> Result<(), String> {
+    pub fn ip_in(&self, side: Side, args: &[&str]) -> Result<(), NetnsError> {
         let mut all = vec!["-n", self.ns(side)];
         all.extend_from_slice(args);
         ip(&all)
     }
 
     /// Interface index of a side's veth, read inside its namespace.
-    pub fn ifindex(&self, side: Side) -> Result<u32, String> {
+    pub fn ifindex(&self, side: Side) -> Result<u32, NetnsError> {
         let dev = self.dev(side).to_string();
         self.run_in(side, move || sys::ifindex(&dev))?
     }
@@ -231,7 +261,7 @@ impl Lab {
     /// Spawns a thread inside a side's namespace and returns its handle.
     /// The closure runs only after the thread entered the namespace; a
     /// failure to enter is returned by `join` as `Err`.
-    pub fn spawn_in<F, R>(&self, side: Side, f: F) -> std::thread::JoinHandle<Result<R, String>>
+    pub fn spawn_in<F, R>(&self, side: Side, f: F) -> std::thread::JoinHandle<Result<R, NetnsError>>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
@@ -244,12 +274,12 @@ impl Lab {
     }
 
     /// Runs a closure inside a side's namespace (on a fresh thread) and waits.
-    pub fn run_in<F, R>(&self, side: Side, f: F) -> Result<R, String>
+    pub fn run_in<F, R>(&self, side: Side, f: F) -> Result<R, NetnsError>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.spawn_in(side, f).join().map_err(|_| "thread inside the namespace panicked".to_string())?
+        self.spawn_in(side, f).join().map_err(|_| NetnsError::Panicked)?
     }
 
     /// Removes everything now (also done on drop); errors are ignored.

@@ -51,6 +51,6 @@ fn entering_a_missing_namespace_is_an_error() {
         println!("skipped: {why}");
         return;
     }
-    let e = enter("fs-no-such-namespace-x").unwrap_err();
+    let e = enter("fs-no-such-namespace-x").unwrap_err().to_string();
     assert!(e.contains("fs-no-such-namespace-x"), "{e}");
 }

@@ -61,14 +61,31 @@ impl AddrRange {
     }
 }
 
+/// Why an address or port range was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RangeError {
+    /// Not an IPv4 or IPv6 address.
+    #[error("'{0}' is not an IP address")]
+    NotAnAddress(String),
+    /// The text after `/` is not a prefix length up to `max`.
+    #[error("'/{text}' is not a prefix length 0..={max}")]
+    BadPrefix { text: String, max: u32 },
+    /// Not a port number.
+    #[error("'{0}' is not a port number 0..=65535")]
+    NotAPort(String),
+    /// `lo` above `hi`.
+    #[error("port range {lo}-{hi} is empty")]
+    EmptyPorts { lo: u16, hi: u16 },
+}
+
 impl FromStr for AddrRange {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = RangeError;
+    fn from_str(s: &str) -> Result<Self, RangeError> {
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
         };
-        let base: IpAddr = addr.trim().parse().map_err(|_| format!("'{addr}' is not an IP address"))?;
+        let base: IpAddr = addr.trim().parse().map_err(|_| RangeError::NotAnAddress(addr.to_string()))?;
         let max = width(base);
         let prefix = match prefix {
             None => max,
@@ -77,7 +94,7 @@ impl FromStr for AddrRange {
                 .parse::<u32>()
                 .ok()
                 .filter(|&p| p <= max)
-                .ok_or_else(|| format!("'/{p}' is not a prefix length 0..={max}"))?,
+                .ok_or_else(|| RangeError::BadPrefix { text: p.to_string(), max })?,
         };
         Ok(AddrRange { base, prefix: prefix as u8 })
     }
@@ -97,9 +114,9 @@ pub struct PortRange {
 }
 
 impl FromStr for PortRange {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let parse = |p: &str| p.trim().parse::<u16>().map_err(|_| format!("'{p}' is not a port number 0..=65535"));
+    type Err = RangeError;
+    fn from_str(s: &str) -> Result<Self, RangeError> {
+        let parse = |p: &str| p.trim().parse::<u16>().map_err(|_| RangeError::NotAPort(p.to_string()));
         let (lo, hi) = match s.split_once(['-', ':']) {
             Some((a, b)) => (parse(a)?, parse(b)?),
             None => {
@@ -108,7 +125,7 @@ impl FromStr for PortRange {
             }
         };
         if lo > hi {
-            return Err(format!("port range {lo}-{hi} is empty"));
+            return Err(RangeError::EmptyPorts { lo, hi });
         }
         Ok(PortRange { lo, hi })
     }

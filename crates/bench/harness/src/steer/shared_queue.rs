@@ -52,7 +52,7 @@ pub fn run(gen_cfg: &GenConfig, workers: usize, seconds: f64, burst: usize) -> f
                             if s.queue.len() < 32 {
                                 // Poll the one receive queue (under the lock).
                                 let Shared { gen, queue } = &mut *s;
-                                gen.poll(0, 32, &mut |b| {
+                                gen.poll(flowsteer_rss::QueueId(0), 32, &mut |b| {
                                     let mut v = spare.pop().unwrap_or_default();
                                     v.clear();
                                     v.extend_from_slice(b);
