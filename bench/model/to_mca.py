@@ -35,10 +35,10 @@ for raw in open(trace):
         ins = "cmpq $0,(%rsp)"
     elif op.startswith("j"):
         ins = op + " .Lt"
-    m2 = re.match(r"(push|pop)q?\s+(%\w+)$", ins)
-    if m2:
-        reg = m2.group(2)
-        ins = f"movq {reg},-8(%rsp)" if m2.group(1) == "push" else f"movq (%rsp),{reg}"
+    pushpop = re.match(r"(push|pop)q?\s+(%\w+)$", ins)
+    if pushpop:
+        reg = pushpop.group(2)
+        ins = f"movq {reg},-8(%rsp)" if pushpop.group(1) == "push" else f"movq (%rsp),{reg}"
     lines.append(ins)
     op = ins.split()[0]
     if op.startswith(("j", "prefetch", "lea", "nop")):

@@ -9,9 +9,9 @@
 //! * `QDrops`: refused because a queue to this worker was full.
 //! * `Len` / `WMark`: packets in its queues now / most ever seen at once.
 //! * `Handled` = Disp'd + HDisp'd + dequeued; so `Handled = Disp'd + HDisp'd
-//!   + (Queued - Len)` holds at every snapshot (reliability check 18).
+//!   + (Queued - Len)` holds at every snapshot (the simulation tests check it).
 //!
-//! Conservation (B5): `received + reassembled = delivered + dropped (by
+//! Conservation: `received + reassembled = delivered + dropped (by
 //! reason) + in flight + absorbed`, where in flight is the sum of `Len` plus
 //! fragments waiting for their first fragment (zero after the final drain),
 //! `delivered = Handled - worker drops - fragments taken into a worker's

@@ -2,8 +2,9 @@
 //!
 //! The receive stage parses each frame once and hands the worker a small
 //! descriptor (like an mbuf's metadata: RSS hash, flow key, lengths) instead
-//! of the frame. The frame buffer is recycled at once: the M20 "copy small
-//! frames out, recycle the big receive buffer" idea taken to its end for the
+//! of the frame. The frame buffer is recycled at once: the "copy small
+//! frames out, recycle the big receive buffer" idea (small-packet copy on
+//! receive, as drivers do for short frames) taken to its end for the
 //! built-in application, which needs only the headers and the sequence stamp.
 
 use flowsteer_flow::FlowKey;

@@ -3,82 +3,23 @@
 
 use crate::counters::{snapshot, LcoreCounters, Snapshot};
 use crate::desc::PacketDesc;
+pub use crate::error::EngineError;
 use crate::fraghold::FragHoldConfig;
+pub use crate::fragsteer::FragSteer;
 use crate::lcore::{FlowState, Lcore, LcoreParts};
+pub use crate::limits::{DEFAULT_BUCKETS, DEFAULT_BURST, DEFAULT_RING_CAPACITY, MAX_RX_QUEUES};
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
-use flowsteer_flow::{FlowError, FlowTable, FlowTableConfig, TimerError};
-use flowsteer_reasm::ReasmConfigError;
-use flowsteer_ring::{channel, RingError, RingStats};
+use flowsteer_flow::{FlowTable, FlowTableConfig};
+use flowsteer_ring::{channel, RingStats};
 use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_steer::cpuset::CpuSet;
 use flowsteer_steer::dispatch::Dispatch;
 use flowsteer_steer::steer::{
     rps_workers, BucketMap, Policy, SharedTables, SockFlowTable, Steerer, DEFAULT_FLOW_CNT, DEFAULT_SOCK_FLOW_ENTRIES,
 };
-use flowsteer_steer::{SteerError, WorkerId, MAX_WORKERS};
+use flowsteer_steer::{WorkerId, MAX_WORKERS};
 use std::sync::{Arc, Mutex};
-
-/// Default capacity of each hand-off queue (descriptors).
-pub const DEFAULT_RING_CAPACITY: usize = 1024;
-/// Default burst (frames per receive poll, descriptors per queue pop).
-pub const DEFAULT_BURST: usize = 32;
-/// Default software bucket count (FreeBSD: RSS buckets; a 128-entry RETA).
-pub const DEFAULT_BUCKETS: usize = 128;
-/// Most receive queues.
-pub const MAX_RX_QUEUES: usize = 1024;
-
-/// What the engine does with IP fragments (M14, B2). A NIC hashes a
-/// fragment on its address pair only (a non-first fragment has no ports),
-/// so a UDP flow's fragments and its whole datagrams land on different
-/// cores; the policies differ in where the fragments are reassembled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FragSteer {
-    /// Steer each fragment on its own (2-tuple hash); no reassembly.
-    Off,
-    /// Reassemble on the receiving core before steering, then steer the
-    /// datagram by its own hash. In order with one receive queue; costs the
-    /// receive core the reassembly work.
-    Local,
-    /// FreeBSD's way: a fragment goes (with its bytes) to the worker its
-    /// 2-tuple hash selects, is reassembled there, and the datagram is
-    /// re-hashed with the configured hash types and re-injected to its
-    /// owner when that differs (`reinjected`). The extra hop lets a flow's
-    /// later small datagrams overtake a reassembled one: reordering.
-    Rehash,
-    /// Beyond FreeBSD: the first fragment's ports pick the flow's owner and
-    /// the datagram id is remembered, so every fragment goes to the owner,
-    /// behind the flow's earlier packets, and is reassembled there; earlier
-    /// fragments wait in a bounded holding area ([`crate::fraghold`]).
-    /// Keeps a mixed-size flow in order.
-    Owner,
-}
-
-impl FragSteer {
-    pub fn parse(s: &str) -> Result<FragSteer, EngineError> {
-        match s {
-            "off" => Ok(FragSteer::Off),
-            "local" => Ok(FragSteer::Local),
-            "rehash" => Ok(FragSteer::Rehash),
-            "owner" => Ok(FragSteer::Owner),
-            _ => Err(EngineError::UnknownFragSteer(s.to_string())),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            FragSteer::Off => "off",
-            FragSteer::Local => "local",
-            FragSteer::Rehash => "rehash",
-            FragSteer::Owner => "owner",
-        }
-    }
-
-    /// Fragments travel to a worker with their bytes.
-    pub fn carries_bytes(self) -> bool {
-        matches!(self, FragSteer::Rehash | FragSteer::Owner)
-    }
-}
 
 /// How to build the engine. Every capacity is bounded; see the constants.
 #[derive(Clone, Debug)]
@@ -163,43 +104,6 @@ impl EngineConfig {
             None => WorkerId((q.index() % self.workers().max(1)) as u16),
         }
     }
-}
-
-/// Why an engine could not be built (or a name in its configuration was
-/// not understood).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum EngineError {
-    #[error("at least one worker core is needed")]
-    NoWorkers,
-    #[error("{0} workers exceed the maximum {MAX_WORKERS}")]
-    TooManyWorkers(usize),
-    #[error("{0} receive queues: need 1..={MAX_RX_QUEUES}")]
-    BadRxQueues(usize),
-    /// The receive queue map has `entries` entries for `queues` queues.
-    #[error("receive queue map: {entries} entries for {queues} queues")]
-    RxqMapLen { entries: usize, queues: usize },
-    /// The receive queue map names a worker that does not exist.
-    #[error("receive queue map: worker {worker} does not exist ({workers} workers)")]
-    RxqMapWorker { worker: WorkerId, workers: usize },
-    #[error("RPS: {0}")]
-    Rps(SteerError),
-    /// One RPS mask per receive queue was expected.
-    #[error("RPS: {masks} masks for {queues} receive queues")]
-    RpsMasks { masks: usize, queues: u16 },
-    #[error("queue: {0}")]
-    Ring(RingError),
-    #[error("flow table: {0}")]
-    FlowTable(FlowError),
-    #[error("reassembly: {0}")]
-    Reasm(ReasmConfigError),
-    /// The per-core timer wheel could not be built.
-    #[error("timer wheel: {0:?}")]
-    Timers(TimerError),
-    #[error("{given} sources for {workers} workers")]
-    Sources { given: usize, workers: usize },
-    /// [`FragSteer::parse`]: not owner, rehash, local or off.
-    #[error("unknown fragment policy '{0}' (expected owner, rehash, local or off)")]
-    UnknownFragSteer(String),
 }
 
 /// A built engine, not yet running.

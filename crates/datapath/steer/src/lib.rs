@@ -9,7 +9,7 @@
 //! * [`steer`]: the three policies — RSS (bucket map), RPS (CPU set per
 //!   receive queue, `(hash * n) >> 32`), RFS (desired-CPU table plus the
 //!   per-queue current-CPU table with queue-tail counters) — and the drain
-//!   rule that keeps a flow in order when its worker changes (seed 002).
+//!   rule that keeps a flow in order when its worker changes (after Linux RFS).
 //! * [`dispatch`]: FreeBSD netisr dispatch policies (direct, deferred, hybrid).
 //! * [`rebalance`]: move buckets from an overloaded worker to a lighter one.
 #![forbid(unsafe_code)]

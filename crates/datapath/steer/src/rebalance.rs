@@ -1,4 +1,4 @@
-//! Live rebalancing (mission B3): move buckets from an overloaded worker to
+//! Live rebalancing: move buckets from an overloaded worker to
 //! a lighter one, from measured per-bucket load.
 //!
 //! [`plan_moves`] is pure: it takes the packets each bucket carried in the

@@ -4,7 +4,7 @@
 //! "which worker?" ([`Steerer::target`]) and, once the packet is queued,
 //! records the queue's tail ([`Steerer::enqueued`]).
 //!
-//! **The drain rule** (Linux RFS, `get_rps_cpu`, seed 002): a steering entry
+//! **The drain rule** (Linux RFS, `get_rps_cpu`): a steering entry
 //! (an RSS bucket, or an RFS flow slot) remembers the worker its last packet
 //! went to (`current`) and that worker's queue tail just after the packet
 //! was enqueued (`last_qtail`). When the entry should move to another worker

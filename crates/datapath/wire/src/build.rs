@@ -30,7 +30,9 @@ use crate::ethernet::{
     ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_PPPOE_SESSION, ETHERTYPE_QINQ, ETHERTYPE_TEB, ETHERTYPE_VLAN,
 };
 use crate::ipv6::{NH_AUTH, NH_DEST_OPTS, NH_FRAGMENT, NH_HOP_BY_HOP, NH_ROUTING};
-use crate::{proto, LinkType, VXLAN_PORT};
+use crate::limits::VXLAN_PORT;
+use crate::proto;
+use crate::types::LinkType;
 
 /// Source MAC of built frames.
 pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];

@@ -227,9 +227,9 @@ impl fmt::Display for ParseError {
             ParseError::BadVersion => f.write_str("bad protocol version"),
             ParseError::BadHeaderLen { layer } => write!(f, "bad {layer} header length"),
             ParseError::BadTotalLen => f.write_str("IP length smaller than its headers"),
-            ParseError::TooManyVlans => write!(f, "more than {} VLAN tags", crate::MAX_VLAN_DEPTH),
+            ParseError::TooManyVlans => write!(f, "more than {} VLAN tags", crate::limits::MAX_VLAN_DEPTH),
             ParseError::ExtChainTooLong => {
-                write!(f, "more than {} IPv6 extension headers", crate::MAX_IPV6_EXT_HEADERS)
+                write!(f, "more than {} IPv6 extension headers", crate::limits::MAX_IPV6_EXT_HEADERS)
             }
             ParseError::BadExtHeader => f.write_str("IPv6 extension headers out of order"),
             ParseError::UnsupportedLinkType => f.write_str("unsupported link type"),

@@ -5,7 +5,8 @@
 //! deep; a deeper stack is [`ParseError::TooManyVlans`]. Ethertype values
 //! below 0x0600 are 802.3 length fields (LLC frames) and are not IP.
 
-use crate::{Layer, ParseError, MAX_VLAN_DEPTH};
+use crate::error::{Layer, ParseError};
+use crate::limits::MAX_VLAN_DEPTH;
 
 /// IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;

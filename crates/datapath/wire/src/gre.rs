@@ -7,7 +7,7 @@
 //! deployed stack sends: it is rejected (`BadHeaderLen{Gre}`), as are
 //! versions other than 0 (`BadVersion`; version 1 is PPTP's enhanced GRE).
 
-use crate::{Layer, ParseError};
+use crate::error::{Layer, ParseError};
 
 /// Checksum present.
 pub const FLAG_C: u16 = 0x8000;

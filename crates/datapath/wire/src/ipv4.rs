@@ -10,7 +10,7 @@
 
 use std::net::Ipv4Addr;
 
-use crate::{Layer, ParseError};
+use crate::error::{Layer, ParseError};
 
 /// Don't Fragment flag bit (in the flags/offset word).
 pub const FLAG_DF: u16 = 0x4000;

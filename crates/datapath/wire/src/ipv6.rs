@@ -10,7 +10,8 @@
 
 use std::net::Ipv6Addr;
 
-use crate::{Layer, ParseError, MAX_IPV6_EXT_HEADERS};
+use crate::error::{Layer, ParseError};
+use crate::limits::MAX_IPV6_EXT_HEADERS;
 
 /// Hop-by-Hop Options header.
 pub const NH_HOP_BY_HOP: u8 = 0;

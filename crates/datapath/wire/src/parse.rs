@@ -28,20 +28,21 @@
 
 use std::net::IpAddr;
 
+use crate::error::{Layer, ParseError};
 use crate::ethernet::{
     walk_vlans, EthernetFrame, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_PPPOE_SESSION, ETHERTYPE_TEB,
 };
 use crate::gre::GrePacket;
 use crate::ipv4::Ipv4Packet;
 use crate::ipv6::{walk_ext_chain, Ipv6Packet};
+use crate::limits::MAX_VLAN_DEPTH;
 use crate::pppoe::{PppoeSession, PPP_IPV4, PPP_IPV6};
+use crate::proto;
 use crate::sll::{Sll2Header, SllHeader};
 use crate::tcp::TcpPacket;
+use crate::types::{Encap, FlowTuple, FragInfo, L3Info, LinkType, ParseOptions, Parsed};
 use crate::udp::UdpPacket;
 use crate::vxlan::VxlanPacket;
-use crate::{
-    proto, Encap, FlowTuple, FragInfo, L3Info, Layer, LinkType, ParseError, ParseOptions, Parsed, MAX_VLAN_DEPTH,
-};
 
 /// Parses one frame, see the [module docs](self).
 ///

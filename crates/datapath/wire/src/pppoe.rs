@@ -8,7 +8,7 @@
 //! (`BadHeaderLen{Pppoe}`). Protocol field compression is not supported
 //! (RFC 2516 forbids it for the session stage's first byte anyway).
 
-use crate::{Layer, ParseError};
+use crate::error::{Layer, ParseError};
 
 /// PPP protocol: IPv4.
 pub const PPP_IPV4: u16 = 0x0021;

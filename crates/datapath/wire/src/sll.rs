@@ -7,7 +7,7 @@
 //! address (8) = 20 bytes. The protocol field holds an ethertype for the
 //! frames we care about.
 
-use crate::{Layer, ParseError};
+use crate::error::{Layer, ParseError};
 
 fn truncated() -> ParseError {
     ParseError::Truncated { layer: Layer::LinuxSll }

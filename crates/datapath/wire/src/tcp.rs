@@ -4,7 +4,7 @@
 //! (`BadHeaderLen{Tcp}`) and the whole header, options included, to be in
 //! the buffer (`Truncated{Tcp}`).
 
-use crate::{Layer, ParseError};
+use crate::error::{Layer, ParseError};
 
 /// FIN flag.
 pub const FIN: u8 = 0x01;

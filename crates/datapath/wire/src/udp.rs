@@ -4,7 +4,7 @@
 //! validated by [`UdpPacket::new_checked`] (a NIC hashes the ports whatever
 //! the length says).
 
-use crate::{Layer, ParseError};
+use crate::error::{Layer, ParseError};
 
 /// A checked view of a UDP datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! The parser treats a UDP datagram to [`crate::ParseOptions::vxlan_port`]
 //! as VXLAN only when the I flag is set.
 
-use crate::{Layer, ParseError};
+use crate::error::{Layer, ParseError};
 
 /// The I flag: the VNI is valid.
 pub const FLAG_I: u8 = 0x08;

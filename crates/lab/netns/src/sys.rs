@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::os::fd::AsRawFd;
 
-use crate::NetnsError;
+use crate::error::NetnsError;
 
 pub fn setns_by_name(ns: &str) -> Result<(), NetnsError> {
     let path = format!("/run/netns/{ns}");
