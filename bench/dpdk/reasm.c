@@ -459,12 +459,12 @@ reasm_block(struct run *r, const int v4, uint32_t start, uint32_t end, uint64_t 
 	const uint32_t pf = r->prefetch;
 	uint64_t completed = 0, bad = 0, hsum = 0, dropped = 0;
 	uint32_t nd = r->n_delivered;
-	uint32_t b0, j, n;
+	uint32_t blk, j, n;
 
-	for (b0 = start; b0 < end; b0 += BURST) {
-		struct rte_mbuf **pk = r->mb + b0;
+	for (blk = start; blk < end; blk += BURST) {
+		struct rte_mbuf **pk = r->mb + blk;
 
-		n = RTE_MIN((uint32_t)BURST, end - b0);
+		n = RTE_MIN((uint32_t)BURST, end - blk);
 		for (j = 0; j < pf && j < n; j++)
 			rte_prefetch0(rte_pktmbuf_mtod(pk[j], void *));
 		for (j = 0; j < n; j++) {

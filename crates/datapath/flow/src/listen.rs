@@ -99,14 +99,14 @@ mod tests {
     fn exact_bucket_beats_wildcard() {
         let mut l = Listeners::new();
         l.bind(17, 53, None, "any").unwrap();
-        l.bind(17, 53, Some(3), "b3").unwrap();
-        assert_eq!(l.lookup(17, 53, 3), Some(&"b3"));
+        l.bind(17, 53, Some(3), "third").unwrap();
+        assert_eq!(l.lookup(17, 53, 3), Some(&"third"));
         assert_eq!(l.lookup(17, 53, 4), Some(&"any"));
         assert_eq!(l.lookup(6, 53, 3), None, "protocol matters");
         assert_eq!(l.lookup(17, 54, 3), None, "port matters");
         assert_eq!(l.unbind(17, 53, None), Some("any"));
         assert_eq!(l.lookup(17, 53, 4), None);
-        assert_eq!(l.lookup(17, 53, 3), Some(&"b3"));
+        assert_eq!(l.lookup(17, 53, 3), Some(&"third"));
         assert_eq!(l.len(), 1);
     }
 

@@ -40,8 +40,8 @@ impl Key {
     #[inline(always)]
     pub(crate) fn eq_as(&self, o: &Key, v6: bool) -> bool {
         let [a0, a1, a2, a3] = self.addrs;
-        let [b0, b1, b2, b3] = o.addrs;
-        self.meta == o.meta && a0 == b0 && (!v6 || ((a1 ^ b1) | (a2 ^ b2) | (a3 ^ b3)) == 0)
+        let [o0, o1, o2, o3] = o.addrs;
+        self.meta == o.meta && a0 == o0 && (!v6 || ((a1 ^ o1) | (a2 ^ o2) | (a3 ^ o3)) == 0)
     }
 
     #[inline(always)]

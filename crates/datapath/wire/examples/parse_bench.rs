@@ -69,19 +69,19 @@ fn main() {
     let a: IpAddr = "10.0.0.1".parse().unwrap();
     let b: IpAddr = "10.0.0.2".parse().unwrap();
     let a6: IpAddr = "2001:db8::1".parse().unwrap();
-    let b6: IpAddr = "2001:db8::2".parse().unwrap();
+    let peer6: IpAddr = "2001:db8::2".parse().unwrap();
     let payload = [0u8; 64];
     let outer = ParseOptions::default();
     let inner = ParseOptions::default().with_inner(true);
     bench("eth/ipv4/udp", &build::udp_frame(a, b, 1, 2, &payload), &outer);
     bench_into("eth/ipv4/udp (into)", &build::udp_frame(a, b, 1, 2, &payload), &outer);
     bench("eth/ipv4/tcp", &build::tcp_frame(a, b, 1, 2, 0, 2, &payload), &outer);
-    bench("eth/ipv6/udp", &build::udp_frame(a6, b6, 1, 2, &payload), &outer);
+    bench("eth/ipv6/udp", &build::udp_frame(a6, peer6, 1, 2, &payload), &outer);
     bench(
         "qinq/ipv4/udp",
         &build::with_vlans(&build::udp_frame(a, b, 1, 2, &payload), &[VlanTag::dot1ad(1), VlanTag::dot1q(2)]),
         &outer,
     );
-    let inner_frame = build::udp_frame(a6, b6, 1, 2, &payload);
+    let inner_frame = build::udp_frame(a6, peer6, 1, 2, &payload);
     bench("vxlan (inner parsed)", &build::vxlan_frame(a, b, 5, 6, &inner_frame), &inner);
 }

@@ -36,10 +36,10 @@ fn open_ring(lab: &Lab, side: Side, cfg: RxConfig) -> RxRing {
 /// A UDP socket in B on `port` (v4 and v6), so the stack does not answer
 /// with port unreachable.
 fn sinks(lab: &Lab, port: u16) -> (UdpSocket, UdpSocket) {
-    let (b4, b6) = (lab.v4(Side::B), lab.v6(Side::B));
+    let (peer4, peer6) = (lab.v4(Side::B), lab.v6(Side::B));
     lab.run_in(Side::B, move || {
-        let s4 = UdpSocket::bind((b4, port)).unwrap();
-        let s6 = UdpSocket::bind((b6, port)).unwrap();
+        let s4 = UdpSocket::bind((peer4, port)).unwrap();
+        let s6 = UdpSocket::bind((peer6, port)).unwrap();
         (s4, s6)
     })
     .unwrap()
@@ -283,15 +283,15 @@ fn toeplitz_fanout_is_exact(lab: &Lab, config: &RssConfig, group: u16, port: u16
     };
     // Join in queue order: member i is queue i.
     let mut rings: Vec<RxRing> = (0..q).map(|_| open_ring(lab, Side::B, rx.clone())).collect();
-    let (a4, b4) = (IpAddr::V4(lab.v4(Side::A)), IpAddr::V4(lab.v4(Side::B)));
-    let (a6, b6) = (IpAddr::V6(lab.v6(Side::A)), IpAddr::V6(lab.v6(Side::B)));
+    let (a4, peer4) = (IpAddr::V4(lab.v4(Side::A)), IpAddr::V4(lab.v4(Side::B)));
+    let (a6, peer6) = (IpAddr::V6(lab.v6(Side::A)), IpAddr::V6(lab.v6(Side::B)));
     let mut flows = Vec::new();
-    for (src, dst) in [(a4, b4), (a6, b6)] {
+    for (src, dst) in [(a4, peer4), (a6, peer6)] {
         for sp in ports_for_queues(config, src, dst, port) {
             flows.push((src, sp));
         }
     }
-    assert_eq!(send_udp(lab, &flows, &[b4, b6], port, 32, 20), q * 2 * 32);
+    assert_eq!(send_udp(lab, &flows, &[peer4, peer6], port, 32, 20), q * 2 * 32);
     let got = collect(&mut rings, port, q * 2 * 32);
     for (r, frames) in got.iter().enumerate() {
         assert_eq!(frames.len(), 64, "queue {r} of {q}: {} frames", frames.len());
@@ -362,7 +362,7 @@ fn kernel_accepts_every_toeplitz_program() {
 fn tx_socket_frames_arrive_byte_exact() {
     need_root!();
     let lab = Lab::new("aftx", &LabConfig::default()).unwrap();
-    let (a4, b4) = (lab.v4(Side::A), lab.v4(Side::B));
+    let (a4, peer4) = (lab.v4(Side::A), lab.v4(Side::B));
     let (sink, _) = sinks(&lab, 9004);
     sink.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let rx = RxConfig { filter: udp_dst_port_filter(9004), ..RxConfig::default() };
@@ -376,7 +376,7 @@ fn tx_socket_frames_arrive_byte_exact() {
             src_mac: lab.mac(Side::A),
             dst_mac: lab.mac(Side::B),
             vlans,
-            ..FrameBuilder::udp(a4.into(), b4.into(), 30000 + (i % 4) as u16, 9004, payload)
+            ..FrameBuilder::udp(a4.into(), peer4.into(), 30000 + (i % 4) as u16, 9004, payload)
         }
         .build()
     };

@@ -36,12 +36,12 @@ fn payload(seq: u32, len: usize) -> Vec<u8> {
 /// Sends `n` datagrams from `flows` sockets (distinct source ports) in A to
 /// B:PORT; payload = sequence number + pattern. Returns the count sent.
 fn send_from_a(lab: &Lab, n: u32, flows: u32) -> std::thread::JoinHandle<Result<u32, String>> {
-    let (a4, b4) = (lab.v4(Side::A), lab.v4(Side::B));
+    let (a4, peer4) = (lab.v4(Side::A), lab.v4(Side::B));
     let h = lab.spawn_in(Side::A, move || -> Result<u32, String> {
         let socks: Vec<UdpSocket> = (0..flows)
             .map(|_| {
                 let s = UdpSocket::bind((a4, 0)).map_err(|e| e.to_string())?;
-                s.connect((b4, PORT)).map_err(|e| e.to_string())?;
+                s.connect((peer4, PORT)).map_err(|e| e.to_string())?;
                 Ok(s)
             })
             .collect::<Result<_, String>>()?;
@@ -189,10 +189,10 @@ fn receive_two_queues_native_sum_over_sockets() {
 fn arp_still_reaches_the_kernel_with_the_program_attached() {
     let Some(lab) = lab("xarp", 1) else { return };
     let mut port = open_port(&lab, Side::B, vec![0], PortConfig::default());
-    let b4 = lab.v4(Side::B).to_string();
+    let peer4 = lab.v4(Side::B).to_string();
     // A forgets B's MAC: it must ask with ARP, which B's kernel answers only
     // if the XDP program lets the request pass.
-    lab.ip_in(Side::A, &["neigh", "del", &b4, "dev", lab.dev(Side::A)]).unwrap();
+    lab.ip_in(Side::A, &["neigh", "del", &peer4, "dev", lab.dev(Side::A)]).unwrap();
     let (a4, b4ip) = (lab.v4(Side::A), lab.v4(Side::B));
     let sock = lab.run_in(Side::A, move || UdpSocket::bind((a4, 0))).unwrap().unwrap();
     sock.connect((b4ip, PORT)).unwrap();
@@ -206,7 +206,7 @@ fn arp_still_reaches_the_kernel_with_the_program_attached() {
     }
     assert!(rx.per_socket[0] > 0, "no datagram reached the XSK: ARP was not answered ({rx:?})");
     assert_eq!(rx.non_ip, 0, "ARP must go to the kernel, not to the XSK");
-    let out = Command::new("ip").args(["-n", lab.ns(Side::A), "neigh", "show", &b4]).output().unwrap();
+    let out = Command::new("ip").args(["-n", lab.ns(Side::A), "neigh", "show", &peer4]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let m = lab.mac(Side::B);
     let mac = format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
@@ -219,7 +219,7 @@ fn transmit_frames_arrive_byte_exact_and_every_frame_completes() {
     let dev_a = lab.dev(Side::A).to_string();
     let mut xsk = lab.run_in(Side::A, move || XskSocket::open(&dev_a, 0, &XskConfig::default())).unwrap().unwrap();
     assert_eq!(xsk.bind_mode(), BindMode::Copy);
-    let (a4, b4) = (lab.v4(Side::A), lab.v4(Side::B));
+    let (a4, peer4) = (lab.v4(Side::A), lab.v4(Side::B));
     let n: u32 = 3000; // more than the 2048 transmit frames: they must recycle
     let flows = 4u16;
     let len_of = |seq: u32| 18 + (seq as usize * 37) % 1455; // 18..=1472 (MTU 1500)
@@ -230,7 +230,7 @@ fn transmit_frames_arrive_byte_exact_and_every_frame_completes() {
             FrameBuilder {
                 src_mac: lab.mac(Side::A),
                 dst_mac: lab.mac(Side::B),
-                ..FrameBuilder::udp(IpAddr::V4(a4), IpAddr::V4(b4), sport, PORT, &p)
+                ..FrameBuilder::udp(IpAddr::V4(a4), IpAddr::V4(peer4), sport, PORT, &p)
             }
             .build()
         })
@@ -238,7 +238,7 @@ fn transmit_frames_arrive_byte_exact_and_every_frame_completes() {
 
     // Receiver in B: a kernel UDP socket, bounded by count and deadline.
     let got = Arc::new(AtomicUsize::new(0));
-    let rcv = UdpSocketIn::open(&lab, b4);
+    let rcv = UdpSocketIn::open(&lab, peer4);
     let got2 = Arc::clone(&got);
     let reader = std::thread::spawn(move || {
         let mut out: Vec<(u32, Vec<u8>, std::net::SocketAddr)> = Vec::new();
@@ -443,12 +443,12 @@ fn unprivileged_child() {
 fn reflect_echoes_in_place_and_every_frame_comes_back() {
     let Some(lab) = lab("xrf", 1) else { return };
     let mut port = open_port(&lab, Side::B, vec![0], PortConfig::with_mode(XdpMode::Native));
-    let (a4, b4) = (lab.v4(Side::A), lab.v4(Side::B));
+    let (a4, peer4) = (lab.v4(Side::A), lab.v4(Side::B));
     const N: u32 = 3000; // more than the 2,048 receive frames: they must cycle
     let client = lab
         .run_in(Side::A, move || {
             let s = UdpSocket::bind((a4, 0)).unwrap();
-            s.connect((b4, PORT)).unwrap();
+            s.connect((peer4, PORT)).unwrap();
             s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
             s
         })

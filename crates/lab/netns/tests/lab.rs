@@ -17,10 +17,10 @@ fn udp_crosses_the_lab_and_everything_is_removed() {
         ns_names = [lab.ns(Side::A).to_string(), lab.ns(Side::B).to_string()];
         devs = lab.dev(Side::A).to_string();
         assert!(lab.ifindex(Side::B).unwrap() > 0);
-        let (b4, a4) = (lab.v4(Side::B), lab.v4(Side::A));
+        let (peer4, a4) = (lab.v4(Side::B), lab.v4(Side::A));
         let rx = lab
             .run_in(Side::B, move || {
-                let s = UdpSocket::bind((b4, 0)).unwrap();
+                let s = UdpSocket::bind((peer4, 0)).unwrap();
                 s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                 s
             })
@@ -28,7 +28,7 @@ fn udp_crosses_the_lab_and_everything_is_removed() {
         let port = rx.local_addr().unwrap().port();
         lab.run_in(Side::A, move || {
             let s = UdpSocket::bind((a4, 0)).unwrap();
-            s.send_to(b"lab", (b4, port)).unwrap();
+            s.send_to(b"lab", (peer4, port)).unwrap();
         })
         .unwrap();
         let mut buf = [0u8; 16];

@@ -43,19 +43,19 @@ pub fn samples() -> Vec<Sample> {
     let a = v4("10.0.0.1");
     let b = v4("10.0.0.2");
     let a6 = v6("2001:db8::1");
-    let b6 = v6("2001:db8::2");
+    let peer6 = v6("2001:db8::2");
     let payload = b"0123456789abcdef";
     let mut out = vec![
         s("udp4", build::udp_frame(a, b, 1000, 53, payload), 42),
         s("tcp4", build::tcp_frame(a, b, 1000, 80, 5, 0x18, payload), 54),
-        s("udp6", build::udp_frame(a6, b6, 1000, 53, payload), 62),
-        s("tcp6", build::tcp_frame(a6, b6, 1000, 80, 5, 0x18, payload), 74),
+        s("udp6", build::udp_frame(a6, peer6, 1000, 53, payload), 62),
+        s("tcp6", build::tcp_frame(a6, peer6, 1000, 80, 5, 0x18, payload), 74),
         s("icmp4", build::ip_frame(&build::ip_packet(a, b, 1, &[8, 0, 0, 0, 0, 1, 0, 1])), 34),
         s("vlan_udp4", build::with_vlans(&build::udp_frame(a, b, 1, 2, payload), &[VlanTag::dot1q(7)]), 46),
         s(
             "qinq_tcp6",
             build::with_vlans(
-                &build::tcp_frame(a6, b6, 1, 2, 0, 0x10, payload),
+                &build::tcp_frame(a6, peer6, 1, 2, 0, 0x10, payload),
                 &[VlanTag::dot1ad(100), VlanTag::dot1q(200)],
             ),
             82,
@@ -78,7 +78,7 @@ pub fn samples() -> Vec<Sample> {
                     Ipv6Ext::DestOpts { len: 16 },
                     Ipv6Ext::Fragment { offset: 0, more: true, id: 0xabcdef },
                 ],
-                ..FrameBuilder::udp(a6, b6, 7, 8, payload)
+                ..FrameBuilder::udp(a6, peer6, 7, 8, payload)
             }
             .build(),
             // first fragment: the L4 header may be missing
@@ -88,14 +88,15 @@ pub fn samples() -> Vec<Sample> {
             "ipv6_atomic_frag",
             FrameBuilder {
                 ipv6_ext: &[Ipv6Ext::Fragment { offset: 0, more: false, id: 9 }],
-                ..FrameBuilder::tcp(a6, b6, 7, 8, 0, 0x02, payload)
+                ..FrameBuilder::tcp(a6, peer6, 7, 8, 0, 0x02, payload)
             }
             .build(),
             14 + 48 + 20,
         ),
         s(
             "ipv6_ah_esp",
-            FrameBuilder { ipv6_ext: &[Ipv6Ext::Auth { len: 16 }], ..FrameBuilder::raw(a6, b6, 50, payload) }.build(),
+            FrameBuilder { ipv6_ext: &[Ipv6Ext::Auth { len: 16 }], ..FrameBuilder::raw(a6, peer6, 50, payload) }
+                .build(),
             14 + 40 + 16,
         ),
         s(
@@ -109,13 +110,13 @@ pub fn samples() -> Vec<Sample> {
             ),
             42,
         ),
-        s("vxlan6", build::vxlan_frame(a6, b6, 49153, 7, &build::ip_frame(&inner_tcp6())), 62),
+        s("vxlan6", build::vxlan_frame(a6, peer6, 49153, 7, &build::ip_frame(&inner_tcp6())), 62),
         s("gre", build::gre_frame(a, b, None, &inner_udp4()), 34),
-        s("gre_key6", build::gre_frame(a6, b6, Some(0xdeadbeef), &inner_tcp6()), 54),
+        s("gre_key6", build::gre_frame(a6, peer6, Some(0xdeadbeef), &inner_tcp6()), 54),
         s("gre_teb", build::gre_teb_frame(a, b, Some(5), &build::ip_frame(&inner_tcp6())), 34),
         s("ipip", build::ipip_frame(a, b, &inner_udp4()), 34),
         s("6in4", build::ipip_frame(a, b, &inner_tcp6()), 34),
-        s("6in6", build::ipip_frame(a6, b6, &inner_tcp6()), 54),
+        s("6in6", build::ipip_frame(a6, peer6, &inner_tcp6()), 54),
         s("pppoe4", build::pppoe_frame(0x1234, &inner_udp4()), 14 + 8 + 20 + 8),
         s("pppoe6", build::pppoe_frame(0x4321, &inner_tcp6()), 14 + 8 + 40 + 20),
         s(
@@ -155,7 +156,7 @@ pub fn samples() -> Vec<Sample> {
 
     // the same packets on the other link types
     let udp4 = build::udp_frame(a, b, 1000, 53, payload);
-    let tcp6 = build::with_vlans(&build::tcp_frame(a6, b6, 1, 2, 0, 0x10, payload), &[VlanTag::dot1q(3)]);
+    let tcp6 = build::with_vlans(&build::tcp_frame(a6, peer6, 1, 2, 0, 0x10, payload), &[VlanTag::dot1q(3)]);
     for (link, name4, name6, hdr) in [
         (LinkType::RawIp, "raw_udp4", "raw_tcp6", 0usize),
         (LinkType::LinuxSll, "sll_udp4", "sll_vlan_tcp6", 16),
