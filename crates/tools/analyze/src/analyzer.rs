@@ -6,7 +6,7 @@ use crate::report::{
     Report, RssSummary, SplitCount, SplitFlows, TopFlow, Unhashed, SCHEMA,
 };
 use flowsteer_rss::{Fields, KeyKind, Mapping, Placement, QueueId, RssConfig};
-use flowsteer_wire::{parse_frame, Encap, FlowTuple, L3Info, LinkType, ParseOptions, Parsed};
+use flowsteer_wire::{parse_frame, Encap, FlowTuple, L3Info, LinkType, ParseError, ParseOptions, Parsed};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
@@ -157,7 +157,8 @@ pub struct Analyzer {
     fragments: FragmentSummary,
     encap: Vec<EncapCounter>,
     unhashed: UnhashedCounts,
-    parse_errors: BTreeMap<&'static str, u64>,
+    /// Parse errors by reason, one fixed slot each (named only in the report).
+    parse_errors: [u64; ParseError::COUNT],
     unsupported_linktypes: BTreeMap<u32, u64>,
 }
 
@@ -184,7 +185,7 @@ impl Analyzer {
             fragments: FragmentSummary { packets: 0, first: 0, unmatched: 0 },
             encap: vec![counter; EncapKind::ALL.len()],
             unhashed: UnhashedCounts::default(),
-            parse_errors: BTreeMap::new(),
+            parse_errors: [0; ParseError::COUNT],
             unsupported_linktypes: BTreeMap::new(),
         }
     }
@@ -207,7 +208,9 @@ impl Analyzer {
         let parsed = match parse_frame(data, link, &self.parse_opts) {
             Ok(p) => p,
             Err(e) => {
-                *self.parse_errors.entry(e.reason()).or_insert(0) += 1;
+                if let Some(slot) = self.parse_errors.get_mut(e.index()) {
+                    *slot += 1;
+                }
                 return;
             }
         };
@@ -368,8 +371,14 @@ impl Analyzer {
             })
             .collect();
 
-        let mut drops =
-            Drops { total: 0, parse_errors: self.parse_errors, unsupported_linktypes: self.unsupported_linktypes };
+        let parse_errors = ParseError::ALL
+            .iter()
+            .filter_map(|e| {
+                let n = self.parse_errors.get(e.index()).copied().unwrap_or(0);
+                (n > 0).then_some((e.reason(), n))
+            })
+            .collect();
+        let mut drops = Drops { total: 0, parse_errors, unsupported_linktypes: self.unsupported_linktypes };
         drops.total = drops.parse_errors.values().sum::<u64>() + drops.unsupported_linktypes.values().sum::<u64>();
         let u = self.unhashed;
 
