@@ -263,9 +263,11 @@ impl<V> FlowTable<V> {
     #[inline]
     fn hash(&self, p: &Packed) -> u32 {
         if p.is_v4() {
-            sip::hash_words3(self.key, [p.0[1], p.0[3], p.0[4]]) as u32
+            // The packed key without its two all-zero address-high words;
+            // the length (24 vs 40) keeps the two shapes apart.
+            sip::sip13(self.key.0, self.key.1, &[p.0[1], p.0[3], p.0[4]], 0, 24) as u32
         } else {
-            sip::hash_words(self.key, &p.0) as u32
+            sip::sip13(self.key.0, self.key.1, &p.0, 0, 40) as u32
         }
     }
 

@@ -6,9 +6,8 @@
 //!   [`mix64`].
 //! * [`siphash`]: keyed SipHash (Aumasson & Bernstein), the hash of the
 //!   tables that hostile traffic fills (the per-core flow table, the
-//!   reassembly table): [`SipKey`], the fixed-shape word hashes
-//!   ([`hash_words`], [`hash_words3`], [`sip13`]), the textbook byte hash
-//!   [`hash_bytes`] and the streaming [`SipHasher`].
+//!   reassembly table): [`SipKey`] and the word-shaped SipHash-1-3
+//!   [`sip13`].
 //!
 //! A leaf crate: no flowsteer dependencies, no `unsafe`, no panics on any
 //! input; `getrandom` is its only dependency (for [`SipKey::random`]).
@@ -18,5 +17,5 @@
 pub mod siphash;
 pub mod splitmix;
 
-pub use siphash::{hash_bytes, hash_words, hash_words3, sip13, SipHasher, SipHasher13, SipHasher24, SipKey};
+pub use siphash::{sip13, SipKey};
 pub use splitmix::{mix64, SplitMix64};

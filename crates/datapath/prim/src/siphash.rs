@@ -11,23 +11,16 @@
 //! is the variant the tables use, as std's `HashMap` does for the same
 //! argument: the key is secret and random and the output never leaves the
 //! process, so the attacker cannot run the offline cryptanalysis that
-//! SipHash-2-4's margin is for. 2-4 (the paper's recommendation) is here
-//! for the known-answer tests and for callers that want it.
+//! SipHash-2-4's margin is for.
 //!
-//! Two shapes of input:
-//!
-//! * **Words** ([`hash_words`], [`hash_words3`], [`sip13`]): a message whose
-//!   length is known up front, given as little-endian 64-bit words and a
-//!   tail. No buffering, no branches on the length: the per-packet paths
-//!   (flow table, reassembly table) use these.
-//! * **Bytes** ([`hash_bytes`], and the streaming [`SipHasher`], a
-//!   [`std::hash::Hasher`]): the textbook definition over any byte string.
-//!
-//! Both give the same answer for the same bytes (tested below), and
-//! SipHash-2-4 agrees with the reference vectors and with std's
-//! (deprecated) `SipHasher`.
+//! One shape of input, [`sip13`]: a message whose length is known up front,
+//! given as little-endian 64-bit words and a tail. No buffering, no
+//! branches on the length: the per-packet paths (flow table, reassembly
+//! table) use it. The tests check it against the textbook byte-wise
+//! definition, which they also check (with SipHash-2-4's rounds) against the
+//! reference vectors and std's deprecated `SipHasher`.
 
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 
 /// A 128-bit SipHash key, `(k0, k1)`: the key's bytes 0..8 and 8..16 read
 /// as little-endian words.
@@ -115,144 +108,27 @@ fn last_block(tail: u64, len: u64) -> u64 {
     ((len & 0xff) << 56) | tail
 }
 
-/// SipHash-1-3 over `words` then the last block: the shared body of the
-/// word-shaped hashes.
-#[inline(always)]
-fn words13(k0: u64, k1: u64, words: &[u64], last: u64) -> u64 {
+/// SipHash-1-3 of the `len`-byte message whose little-endian 64-bit words
+/// are `words` followed by `tail` (the last `len % 8` bytes, zero above;
+/// the caller keeps `words.len() == len / 8`). Equal to feeding those bytes
+/// to SipHash-1-3 (the tests check it against the textbook definition).
+/// The per-packet tables call it with a fixed `len`, so after inlining the
+/// word loop is unrolled and the length folds away.
+#[inline]
+pub fn sip13(k0: u64, k1: u64, words: &[u64], tail: u64, len: u64) -> u64 {
     let mut s = State::new(k0, k1);
     for &w in words {
         s.compress(w, 1);
     }
-    s.compress(last, 1);
+    s.compress(last_block(tail, len), 1);
     s.finish(3)
-}
-
-/// SipHash-1-3 of the `len`-byte message whose little-endian 64-bit words
-/// are `words` followed by `tail` (the last `len % 8` bytes, zero above;
-/// the caller keeps `words.len() == len / 8`). Equal to feeding those bytes
-/// to [`SipHasher13`], without the streaming bookkeeping.
-#[inline]
-pub fn sip13(k0: u64, k1: u64, words: &[u64], tail: u64, len: u64) -> u64 {
-    words13(k0, k1, words, last_block(tail, len))
-}
-
-/// SipHash-1-3 of the 24-byte message `w[0] ‖ w[1] ‖ w[2]` (little endian).
-/// The flow table hashes an IPv4 key this way: its packed key without the
-/// two all-zero address-high words; the length (24 vs 40) keeps the two
-/// shapes in separate domains.
-#[inline]
-pub fn hash_words3(k: SipKey, words: [u64; 3]) -> u64 {
-    words13(k.0, k.1, &words, last_block(0, 24))
-}
-
-/// SipHash-1-3 of the 40-byte message `words[0].to_le_bytes() ‖ ... ‖
-/// words[4].to_le_bytes()`.
-#[inline]
-pub fn hash_words(k: SipKey, words: &[u64; 5]) -> u64 {
-    words13(k.0, k.1, words, last_block(0, 40))
-}
-
-/// SipHash-`c`-`d` of arbitrary bytes: the textbook definition (SipHash-2-4
-/// is `hash_bytes(k, msg, 2, 4)`, std's hasher `hash_bytes(k, msg, 1, 3)`).
-pub fn hash_bytes(k: SipKey, msg: &[u8], c: usize, d: usize) -> u64 {
-    let mut s = State::new(k.0, k.1);
-    let mut chunks = msg.chunks_exact(8);
-    for ch in &mut chunks {
-        s.compress(u64::from_le_bytes(ch.try_into().unwrap_or([0; 8])), c);
-    }
-    s.compress(last_block(le_word(chunks.remainder()), msg.len() as u64), c);
-    s.finish(d)
-}
-
-/// Up to 8 bytes as a little-endian word, zero above.
-#[inline(always)]
-fn le_word(bytes: &[u8]) -> u64 {
-    bytes.iter().rev().fold(0, |w, &b| (w << 8) | u64::from(b))
-}
-
-/// Streaming SipHash-`C`-`D` with 64-bit output: `C` compression rounds per
-/// word, `D` finalisation rounds. Bytes may arrive in any split; the answer
-/// is that of [`hash_bytes`] over their concatenation. (Only the raw
-/// [`Hasher::write`] bytes count: std's `Hash` impls add their own length
-/// prefixes, so `Hash`ing a `&[u8]` differs from `write`-ing it.)
-#[derive(Clone, Debug)]
-pub struct SipHasher<const C: usize, const D: usize> {
-    state: State,
-    /// Pending bytes (little endian), `ntail` of them.
-    tail: u64,
-    ntail: u32,
-    /// Bytes written so far (mod 2^64; only the low byte is hashed).
-    length: u64,
-}
-
-/// SipHash-1-3: the tables' hasher (and std's `DefaultHasher` today).
-pub type SipHasher13 = SipHasher<1, 3>;
-/// SipHash-2-4: the paper's recommendation.
-pub type SipHasher24 = SipHasher<2, 4>;
-
-impl<const C: usize, const D: usize> SipHasher<C, D> {
-    /// A hasher keyed with `(k0, k1)`.
-    #[inline]
-    pub fn new(k0: u64, k1: u64) -> Self {
-        SipHasher { state: State::new(k0, k1), tail: 0, ntail: 0, length: 0 }
-    }
-
-    /// A hasher keyed with `k`.
-    #[inline]
-    pub fn with_key(k: SipKey) -> Self {
-        Self::new(k.0, k.1)
-    }
-
-    fn write_byte(&mut self, b: u8) {
-        self.tail |= u64::from(b) << (self.ntail.wrapping_mul(8) & 63);
-        self.ntail = self.ntail.wrapping_add(1);
-        if self.ntail == 8 {
-            self.state.compress(self.tail, C);
-            self.tail = 0;
-            self.ntail = 0;
-        }
-    }
-}
-
-impl<const C: usize, const D: usize> Hasher for SipHasher<C, D> {
-    fn write(&mut self, bytes: &[u8]) {
-        self.length = self.length.wrapping_add(bytes.len() as u64);
-        let mut rest = bytes;
-        while self.ntail != 0 {
-            let Some((&b, r)) = rest.split_first() else { return };
-            self.write_byte(b);
-            rest = r;
-        }
-        let mut words = rest.chunks_exact(8);
-        for w in words.by_ref() {
-            self.state.compress(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])), C);
-        }
-        for &b in words.remainder() {
-            self.write_byte(b);
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        if self.ntail == 0 {
-            self.length = self.length.wrapping_add(8);
-            self.state.compress(n, C);
-        } else {
-            self.write(&n.to_le_bytes());
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        let mut s = self.state;
-        s.compress(last_block(self.tail, self.length), C);
-        s.finish(D)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::hash::Hasher;
 
     /// The reference key 00 01 .. 0f.
     const K: SipKey = SipKey(0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
@@ -326,12 +202,21 @@ mod tests {
         0x958a324ceb064572,
     ];
 
-    fn streamed<const C: usize, const D: usize>(k: SipKey, parts: &[&[u8]]) -> u64 {
-        let mut h = SipHasher::<C, D>::with_key(k);
-        for p in parts {
-            h.write(p);
+    /// SipHash-`c`-`d` of arbitrary bytes: the textbook definition, the
+    /// reference the word-shaped [`sip13`] is checked against.
+    fn hash_bytes(k: SipKey, msg: &[u8], c: usize, d: usize) -> u64 {
+        let mut s = State::new(k.0, k.1);
+        let mut chunks = msg.chunks_exact(8);
+        for ch in &mut chunks {
+            s.compress(le_word(ch), c);
         }
-        h.finish()
+        s.compress(last_block(le_word(chunks.remainder()), msg.len() as u64), c);
+        s.finish(d)
+    }
+
+    /// Up to 8 bytes as a little-endian word, zero above.
+    fn le_word(bytes: &[u8]) -> u64 {
+        bytes.iter().rev().fold(0, |w, &b| (w << 8) | u64::from(b))
     }
 
     /// The SipHash paper, appendix A: key 00..0f, message 00..0e (15 bytes).
@@ -339,10 +224,7 @@ mod tests {
     fn siphash24_paper_vector() {
         let msg: Vec<u8> = (0u8..15).collect();
         assert_eq!(hash_bytes(K, &msg, 2, 4), 0xa129_ca61_49be_45e5);
-        assert_eq!(streamed::<2, 4>(K, &[&msg]), 0xa129_ca61_49be_45e5);
-        // Split writes give the same answer.
-        assert_eq!(streamed::<2, 4>(K, &[&msg[..3], &msg[3..11], &msg[11..]]), 0xa129_ca61_49be_45e5);
-        assert_eq!(SipHasher24::new(K.0, K.1).finish(), 0x726f_db47_dd0e_0e31);
+        assert_eq!(hash_bytes(K, &[], 2, 4), 0x726f_db47_dd0e_0e31);
     }
 
     #[test]
@@ -350,7 +232,6 @@ mod tests {
         let msg: Vec<u8> = (0u8..64).collect();
         for (len, &want) in VECTORS_24.iter().enumerate() {
             assert_eq!(hash_bytes(K, &msg[..len], 2, 4), want, "len {len}");
-            assert_eq!(streamed::<2, 4>(K, &[&msg[..len / 3], &msg[len / 3..len]]), want, "len {len}");
         }
     }
 
@@ -358,38 +239,23 @@ mod tests {
     #[test]
     fn siphash13_vectors() {
         let zero = SipKey(0, 0);
-        assert_eq!(SipHasher13::new(0, 0).finish(), 0xd1fb_a762_150c_532c);
         assert_eq!(hash_bytes(zero, b"", 1, 3), 0xd1fb_a762_150c_532c);
-        assert_eq!(streamed::<1, 3>(zero, &[b"siphash"]), 0x8264_ceec_cb16_bcbe);
+        assert_eq!(sip13(0, 0, &[], 0, 0), 0xd1fb_a762_150c_532c);
         assert_eq!(hash_bytes(zero, b"siphash", 1, 3), 0x8264_ceec_cb16_bcbe);
         assert_eq!(sip13(0, 0, &[], u64::from_le_bytes(*b"siphash\0"), 7), 0x8264_ceec_cb16_bcbe);
-        // Word writes equal byte writes.
-        let mut a = SipHasher13::new(1, 2);
-        a.write_u64(0x0102_0304_0506_0708);
-        a.write_u64(9);
-        let w = 0x0102_0304_0506_0708u64.to_le_bytes();
-        assert_eq!(a.finish(), streamed::<1, 3>(SipKey(1, 2), &[&w[..3], &w[3..], &9u64.to_le_bytes()]));
-        // A word written after an odd byte count goes through the byte path.
-        let mut b = SipHasher13::new(1, 2);
-        b.write(&[7]);
-        b.write_u64(9);
-        let mut msg = vec![7u8];
-        msg.extend_from_slice(&9u64.to_le_bytes());
-        assert_eq!(b.finish(), hash_bytes(SipKey(1, 2), &msg, 1, 3));
     }
 
-    /// [`sip13`] equals streaming the same bytes, for every tail length the
-    /// reassembly table uses (IPv4 key 11 bytes, IPv6 36, source 4) and more.
+    /// [`sip13`] equals the textbook definition over the same bytes, for
+    /// every length the tables use (reassembly: IPv4 key 11 bytes, IPv6 36,
+    /// source 4; flow table: 24 and 40) and more.
     #[test]
     fn sip13_words_equal_streaming() {
         let bytes: Vec<u8> = (0u8..40).map(|b| b.wrapping_mul(37).wrapping_add(5)).collect();
-        for len in [0usize, 4, 8, 11, 16, 36, 40] {
+        for len in [0usize, 4, 8, 11, 16, 24, 36, 40] {
             let msg = &bytes[..len];
             let words: Vec<u64> = msg.chunks_exact(8).map(le_word).collect();
             let tail = le_word(&msg[words.len() * 8..]);
-            let mut h = SipHasher13::new(3, 4);
-            h.write(msg);
-            assert_eq!(sip13(3, 4, &words, tail, len as u64), h.finish(), "len {len}");
+            assert_eq!(sip13(3, 4, &words, tail, len as u64), hash_bytes(SipKey(3, 4), msg, 1, 3), "len {len}");
         }
     }
 
@@ -401,34 +267,21 @@ mod tests {
     proptest! {
         /// SipHash-2-4 agrees with std's for any key and message.
         #[test]
-        fn siphash24_matches_std(k0: u64, k1: u64, msg in proptest::collection::vec(any::<u8>(), 0..80), cut: usize) {
+        fn siphash24_matches_std(k0: u64, k1: u64, msg in proptest::collection::vec(any::<u8>(), 0..80)) {
             #[allow(deprecated)]
             let mut h = std::hash::SipHasher::new_with_keys(k0, k1);
             h.write(&msg);
-            let cut = cut % (msg.len() + 1);
             prop_assert_eq!(hash_bytes(SipKey(k0, k1), &msg, 2, 4), h.finish());
-            prop_assert_eq!(streamed::<2, 4>(SipKey(k0, k1), &[&msg[..cut], &msg[cut..]]), h.finish());
         }
 
-        /// The word-shaped hashes are SipHash-1-3 of their bytes.
+        /// The word-shaped hash is SipHash-1-3 of its bytes.
         #[test]
         fn words_match_bytes(k0: u64, k1: u64, w: [u64; 5]) {
             let k = SipKey(k0, k1);
             let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
-            prop_assert_eq!(hash_words(k, &w), hash_bytes(k, &bytes, 1, 3));
-            prop_assert_eq!(hash_words3(k, [w[0], w[1], w[2]]), hash_bytes(k, &bytes[..24], 1, 3));
-            prop_assert_eq!(sip13(k0, k1, &w, 0, 40), hash_words(k, &w));
+            prop_assert_eq!(sip13(k0, k1, &w, 0, 40), hash_bytes(k, &bytes, 1, 3));
+            prop_assert_eq!(sip13(k0, k1, &w[..3], 0, 24), hash_bytes(k, &bytes[..24], 1, 3));
         }
 
-        /// Any split of a message streams to the one-shot answer.
-        #[test]
-        fn streaming_any_split(k0: u64, k1: u64, msg in proptest::collection::vec(any::<u8>(), 0..64), a: usize, b: usize) {
-            let (mut a, mut b) = (a % (msg.len() + 1), b % (msg.len() + 1));
-            if a > b {
-                std::mem::swap(&mut a, &mut b);
-            }
-            let k = SipKey(k0, k1);
-            prop_assert_eq!(streamed::<1, 3>(k, &[&msg[..a], &msg[a..b], &msg[b..]]), hash_bytes(k, &msg, 1, 3));
-        }
     }
 }
