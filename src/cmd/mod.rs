@@ -16,3 +16,14 @@ pub fn warn_all(warnings: &[String]) {
         eprintln!("warning: {w}");
     }
 }
+
+/// `--xdp-mode` as the AF_XDP backend takes it (`run` and `udp-echo`).
+pub fn xdp_mode(mode: &str) -> anyhow::Result<flowsteer_xsk::XdpMode> {
+    use flowsteer_xsk::XdpMode;
+    match mode {
+        "auto" => Ok(XdpMode::Auto),
+        "native" => Ok(XdpMode::Native),
+        "skb" => Ok(XdpMode::Skb),
+        m => anyhow::bail!("--xdp-mode '{m}': expected auto, native or skb"),
+    }
+}

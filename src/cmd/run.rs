@@ -190,20 +190,10 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         let worker_of: Vec<usize> = (0..queues.len())
             .map(|i| rxq_worker.as_ref().and_then(|m| m.get(i)).map_or(i % n, |w| w.index()))
             .collect();
-        // Each backend checks only its own option, as before the split.
-        let xdp_mode = match (spec, args.xdp_mode.as_str()) {
-            (LiveSpec::Xdp { .. }, "auto") | (LiveSpec::Packet { .. }, _) => XdpMode::Auto,
-            (LiveSpec::Xdp { .. }, "native") => XdpMode::Native,
-            (LiveSpec::Xdp { .. }, "skb") => XdpMode::Skb,
-            (LiveSpec::Xdp { .. }, m) => bail!("--xdp-mode '{m}': expected auto, native or skb"),
-        };
-        let fanout = match (spec, args.fanout.as_str()) {
-            (LiveSpec::Xdp { .. }, _) | (LiveSpec::Packet { .. }, "rss") => FanoutChoice::Rss,
-            (LiveSpec::Packet { .. }, "hash") => FanoutChoice::Hash,
-            (LiveSpec::Packet { .. }, "cpu") => FanoutChoice::Cpu,
-            (LiveSpec::Packet { .. }, "qm") => FanoutChoice::QueueMapping,
-            (LiveSpec::Packet { .. }, "lb") => FanoutChoice::LoadBalance,
-            (LiveSpec::Packet { .. }, m) => bail!("--fanout '{m}': expected rss, hash, cpu, qm or lb"),
+        // Each backend checks only its own option.
+        let (xdp_mode, fanout) = match spec {
+            LiveSpec::Xdp { .. } => (crate::cmd::xdp_mode(&args.xdp_mode)?, FanoutChoice::Rss),
+            LiveSpec::Packet { .. } => (XdpMode::Auto, fanout_choice(&args.fanout)?),
         };
         let lopts = LiveOptions { xdp_mode, fanout, rss: &rss };
         let (sources, g) = flowsteer_live::open(spec, queues, &worker_of, n, &lopts).map_err(|e| match e {
@@ -381,4 +371,16 @@ fn print_json(r: &RunReport, args: &RunArgs) -> Result<()> {
     });
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
+}
+
+/// `--fanout` as the AF_PACKET backend takes it.
+fn fanout_choice(mode: &str) -> Result<FanoutChoice> {
+    Ok(match mode {
+        "rss" => FanoutChoice::Rss,
+        "hash" => FanoutChoice::Hash,
+        "cpu" => FanoutChoice::Cpu,
+        "qm" => FanoutChoice::QueueMapping,
+        "lb" => FanoutChoice::LoadBalance,
+        m => bail!("--fanout '{m}': expected rss, hash, cpu, qm or lb"),
+    })
 }

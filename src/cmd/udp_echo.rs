@@ -109,12 +109,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
     if addr.ip().is_unspecified() || addr.port() == 0 {
         bail!("udp-echo --mode xdp needs a specific address and port (the XDP dataplane answers only those)");
     }
-    let mode = match args.xdp_mode.as_str() {
-        "auto" => flowsteer_xsk::XdpMode::Auto,
-        "native" => flowsteer_xsk::XdpMode::Native,
-        "skb" => flowsteer_xsk::XdpMode::Skb,
-        m => bail!("--xdp-mode '{m}': expected auto, native or skb"),
-    };
+    let mode = crate::cmd::xdp_mode(&args.xdp_mode)?;
     let queues = if args.queues.is_empty() { rx_queues(&iface)? } else { args.queues.clone() };
     let cpus = if args.cpus.is_empty() { allowed_cpus()? } else { args.cpus.clone() };
     let duration = match args.duration {
