@@ -115,9 +115,7 @@ impl DropReason {
             DropReason::FlowTableFull => OWN_BASE + 9,
             DropReason::NoListener => OWN_BASE + 10,
             DropReason::QueueFull => OWN_BASE + 11,
-            // The reassembler's counter order (`ReasmStats::dropped_fragments`
-            // is indexed by `reason as usize`).
-            DropReason::Reasm(r) => REASM_BASE + r as usize,
+            DropReason::Reasm(r) => REASM_BASE + r.index(),
         }
     }
 

@@ -221,7 +221,10 @@ impl DropReason {
         }
     }
 
-    fn index(self) -> usize {
+    /// This reason's counter slot in [`ReasmStats`], in `0..DropReason::COUNT`
+    /// (the order of [`DropReason::ALL`]).
+    #[inline]
+    pub const fn index(self) -> usize {
         self as usize
     }
 }
