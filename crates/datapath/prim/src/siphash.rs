@@ -113,8 +113,10 @@ fn last_block(tail: u64, len: u64) -> u64 {
 /// the caller keeps `words.len() == len / 8`). Equal to feeding those bytes
 /// to SipHash-1-3 (the tests check it against the textbook definition).
 /// The per-packet tables call it with a fixed `len`, so after inlining the
-/// word loop is unrolled and the length folds away.
-#[inline]
+/// word loop is unrolled and the length folds away (hence `always`: left
+/// to itself the compiler keeps one out-of-line copy for every caller,
+/// measured at 21 more instructions per packet through the flow table).
+#[inline(always)]
 pub fn sip13(k0: u64, k1: u64, words: &[u64], tail: u64, len: u64) -> u64 {
     let mut s = State::new(k0, k1);
     for &w in words {
