@@ -21,6 +21,7 @@
 //! reassembly the last two are zero: `received = delivered + dropped + in flight`.
 
 use crate::drops::{DropCounts, DropReason};
+use crate::ingress::Ingress;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ops::AddAssign;
@@ -208,8 +209,31 @@ pub struct Snapshot {
     pub workers: Vec<WorkerRow>,
     pub totals: Totals,
     /// `received == delivered + dropped + in_flight` and, per worker,
-    /// `handled == dispatched + hdispatched + (queued - len)`.
+    /// `handled == dispatched + hdispatched + (queued - len)`; for a live
+    /// source also the sum from the interface in (see [`Ingress`]).
     pub conservation_ok: bool,
+    /// The sum that `conservation_ok` checks, in words with its numbers.
+    pub conservation: String,
+    /// A live source's counts from before the engine (final snapshot only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<Ingress>,
+}
+
+impl Snapshot {
+    /// Adds a live source's counts from before the engine: the sum is
+    /// stated and checked with the engine's.
+    pub fn with_ingress(mut self, ingress: Ingress) -> Snapshot {
+        self.conservation_ok &= ingress.adds_up(self.totals.received);
+        self.conservation = format!(
+            "{}; received {} = delivered by the source {}; {}",
+            self.conservation,
+            self.totals.received,
+            ingress.delivered,
+            ingress.statement()
+        );
+        self.ingress = Some(ingress);
+        self
+    }
 }
 
 /// Schema name of [`Snapshot`] (bump on incompatible change; new fields are
@@ -296,5 +320,22 @@ pub fn snapshot(
     {
         ok = false;
     }
-    Snapshot { schema: SNAPSHOT_SCHEMA, elapsed_s, workers: rows, totals, conservation_ok: ok }
+    let conservation = format!(
+        "received {} + reassembled {} = delivered {} + dropped {} + in flight {} + absorbed {}",
+        totals.received,
+        totals.reassembled,
+        totals.delivered,
+        totals.dropped,
+        totals.in_flight,
+        totals.reasm_absorbed
+    );
+    Snapshot {
+        schema: SNAPSHOT_SCHEMA,
+        elapsed_s,
+        workers: rows,
+        totals,
+        conservation_ok: ok,
+        conservation,
+        ingress: None,
+    }
 }

@@ -249,6 +249,27 @@ impl Lcore {
         self.rxqs.iter().all(|&q| self.source.exhausted(q))
     }
 
+    /// Sleep in the source until a frame may be ready (at most `timeout`);
+    /// false when the source cannot wait. See [`RxSource::wait`].
+    pub fn wait_rx(&mut self, timeout: std::time::Duration) -> bool {
+        self.source.wait(timeout)
+    }
+
+    /// Why this core's source cannot go on. See [`RxSource::failure`].
+    pub fn source_failure(&self) -> Option<String> {
+        self.source.failure()
+    }
+
+    /// Stop the source taking frames in. See [`RxSource::close`].
+    pub fn close_source(&mut self) -> std::time::Duration {
+        self.source.close()
+    }
+
+    /// What the source counted before the engine. See [`RxSource::ingress`].
+    pub fn source_ingress(&mut self) -> Option<crate::ingress::Ingress> {
+        self.source.ingress()
+    }
+
     /// Poll each receive queue once for up to `max` frames (at most one
     /// burst); returns frames received.
     pub fn poll_rx(&mut self, max: usize, now: u64) -> usize {

@@ -9,9 +9,19 @@
 //! its own input queues are empty, so every packet that was queued is
 //! processed before the final counters are read: in flight is zero at the
 //! end and conservation is exact.
+//!
+//! A source that fails (its interface is gone) raises the stop for every
+//! core; the report carries its one-line reason in `source_error`. After
+//! the cores stopped, live sources are closed (no frame taken in any more)
+//! and their counts from before the engine are added to the final snapshot.
+//!
+//! Idle: a core that found nothing to do 64 times in a row yields, then
+//! (unless `busy_poll`) sleeps in its source's `wait` for at most
+//! [`IDLE_WAIT`], so an idle live source does not spin a CPU.
 
 use crate::counters::{LcoreCounters, Snapshot};
 use crate::engine::Engine;
+use crate::ingress::Ingress;
 use flowsteer_steer::rebalance::{plan_moves, Move, RebalanceConfig};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -34,7 +44,17 @@ pub struct RunOptions {
     pub pin: bool,
     /// Stop when this flag is set (SIGINT/SIGTERM handlers set it).
     pub stop: Option<Arc<AtomicBool>>,
+    /// Spin on an idle source instead of sleeping in its `wait`.
+    pub busy_poll: bool,
 }
+
+/// Longest sleep of an idle core in its source's `wait`: the most a
+/// packet handed to an idle core by another core waits for it, and the
+/// stop latency of an idle core.
+pub const IDLE_WAIT: Duration = Duration::from_millis(1);
+
+/// Idle loop iterations before a core yields (and then waits).
+const SPIN_BEFORE_YIELD: u32 = 64;
 
 /// One bucket move, as logged.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -56,6 +76,9 @@ pub struct RunReport {
     /// Per-flow order was checked (generator stamps); false for captures.
     pub order_checked: bool,
     pub warnings: Vec<String>,
+    /// Why a source stopped the run (its interface lost), one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_error: Option<String>,
 }
 
 /// Run until the duration passes, the packet budget is spent, or every
@@ -67,18 +90,31 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
     let rx_done = Arc::new(AtomicUsize::new(0));
     let budget = Arc::new(AtomicU64::new(opts.packets.unwrap_or(u64::MAX)));
     let pin_failed = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let burst = cfg.burst.max(1);
     let mut handles = Vec::with_capacity(n);
     for (i, mut lc) in lcores.into_iter().enumerate() {
         let (t_stop, t_done, t_budget, t_pin) = (stop_rx.clone(), rx_done.clone(), budget.clone(), pin_failed.clone());
+        let t_failed = failed.clone();
         let cpu = cfg.cpus[i];
         let pin = opts.pin;
+        let busy_poll = opts.busy_poll;
         let h = std::thread::Builder::new().name(format!("fs-worker-{i}")).spawn(move || {
             if pin && !core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
                 t_pin.fetch_add(1, Ordering::Relaxed);
             }
-            worker_loop(&mut lc, n, burst, start, &t_stop, &t_done, &t_budget);
+            let shared = WorkerShared {
+                workers: n,
+                burst,
+                start,
+                busy_poll,
+                stop_rx: &t_stop,
+                rx_done: &t_done,
+                budget: &t_budget,
+                failed: &t_failed,
+            };
+            worker_loop(&mut lc, &shared);
             lc
         });
         match h {
@@ -102,7 +138,8 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
         std::thread::sleep(Duration::from_millis(2));
         let now = Instant::now();
         let finished = rx_done.load(Ordering::Acquire) >= n || handles.iter().all(|h| h.is_finished());
-        let stopped = opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
+        let stopped =
+            opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) || failed.load(Ordering::Relaxed);
         if opts.duration.is_some_and(|d| now >= start + d) || finished || stopped {
             break;
         }
@@ -131,18 +168,49 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
     }
     stop_rx.store(true, Ordering::Relaxed);
     let mut warnings = Vec::new();
+    let mut lcores = Vec::with_capacity(n);
     for h in handles {
-        if h.join().is_err() {
-            warnings.push("a worker thread panicked".to_string());
+        match h.join() {
+            Ok(lc) => lcores.push(lc),
+            Err(_) => warnings.push("a worker thread panicked".to_string()),
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
+    let source_error = lcores.iter().find_map(|lc| lc.source_failure());
+    // Close every live source, let frames already on their way land, then
+    // read what each counted before the engine.
+    let settle = lcores.iter_mut().map(|lc| lc.close_source()).max().unwrap_or_default();
+    if !settle.is_zero() {
+        std::thread::sleep(settle);
+    }
+    let mut ingress: Option<Ingress> = None;
+    for lc in &mut lcores {
+        if let Some(i) = lc.source_ingress() {
+            *ingress.get_or_insert_with(Ingress::default) += &i;
+        }
+    }
     if pin_failed.load(Ordering::Relaxed) > 0 {
         warnings
             .push(format!("{} worker thread(s) could not be pinned to their CPU", pin_failed.load(Ordering::Relaxed)));
     }
-    let snapshot = Engine::snapshot(&ring_stats, &published, &cfg.cpus, elapsed, log.len() as u64);
-    RunReport { snapshot, rebalance_log: log, migrations, order_checked: cfg.order_stamps, warnings }
+    let mut snapshot = Engine::snapshot(&ring_stats, &published, &cfg.cpus, elapsed, log.len() as u64);
+    if let Some(i) = ingress {
+        snapshot = snapshot.with_ingress(i);
+    }
+    RunReport { snapshot, rebalance_log: log, migrations, order_checked: cfg.order_stamps, warnings, source_error }
+}
+
+/// What every worker thread shares with the others and the control thread.
+struct WorkerShared<'a> {
+    workers: usize,
+    burst: usize,
+    start: Instant,
+    busy_poll: bool,
+    stop_rx: &'a AtomicBool,
+    rx_done: &'a AtomicUsize,
+    budget: &'a AtomicU64,
+    /// Raised by a core whose source failed: the control thread stops the run.
+    failed: &'a AtomicBool,
 }
 
 fn bucket_totals(published: &[Arc<std::sync::Mutex<LcoreCounters>>], buckets: usize) -> Vec<u64> {
@@ -176,15 +244,8 @@ fn claim(budget: &AtomicU64, want: u64) -> u64 {
     }
 }
 
-fn worker_loop(
-    lc: &mut crate::lcore::Lcore,
-    workers: usize,
-    burst: usize,
-    start: Instant,
-    stop_rx: &AtomicBool,
-    rx_done: &AtomicUsize,
-    budget: &AtomicU64,
-) {
+fn worker_loop(lc: &mut crate::lcore::Lcore, sh: &WorkerShared<'_>) {
+    let WorkerShared { workers, burst, start, busy_poll, stop_rx, rx_done, budget, failed } = *sh;
     let mut rx_active = true;
     // Packets claimed from the shared budget but not yet received. With no
     // budget (u64::MAX) the shared counter is never touched.
@@ -224,6 +285,9 @@ fn worker_loop(
                     credit -= got;
                 }
                 did += got as usize;
+                if got == 0 && lc.source_failure().is_some() {
+                    failed.store(true, Ordering::Relaxed);
+                }
             }
         }
         did += lc.poll_rings(burst, now);
@@ -236,10 +300,10 @@ fn worker_loop(
         }
         if did == 0 {
             idle += 1;
-            if idle > 64 {
-                std::thread::yield_now();
-            } else {
+            if idle <= SPIN_BEFORE_YIELD {
                 std::hint::spin_loop();
+            } else if busy_poll || !rx_active || !lc.wait_rx(IDLE_WAIT) {
+                std::thread::yield_now();
             }
         } else {
             idle = 0;

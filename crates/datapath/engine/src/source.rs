@@ -1,18 +1,54 @@
 //! Packet sources for the receive queues: the built-in generator and a
 //! capture replayed from memory. Sources are sans-IO (the capture is read
 //! into memory before the run) so the simulation can use them too.
+//!
+//! Live sources (in the io crates) implement the same trait; its optional
+//! methods let them wait instead of spinning when idle, report a failure
+//! that ends the run (the interface is gone), and give the counts from
+//! before the engine ([`Ingress`]) once the run is over.
 
+use crate::ingress::Ingress;
 use flowsteer_gen::{Frame, GenConfig, GenError, Generator, Spread};
 use flowsteer_rss::QueueId;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A source of frames for some receive queues. Each core owns one and
-/// polls only its own queues.
+/// polls only its own queues, from that core's thread.
+///
+/// The runtime's calls, in order: `poll` (and `wait` when the core is idle,
+/// `failure` after a poll that found nothing) while the run lasts; at the
+/// end, after every core stopped, `close` on every source, a pause as long
+/// as the longest duration they returned, then `ingress` on every source.
 pub trait RxSource: Send {
     /// Hand up to `max` frames of queue `q` to `sink`; returns how many.
     fn poll(&mut self, q: QueueId, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize;
     /// True when queue `q` will never produce again (a replay that ended).
     fn exhausted(&self, q: QueueId) -> bool;
+    /// Sleep until a frame may be ready on one of this source's queues, at
+    /// most `timeout`; called when the core found nothing to do. False when
+    /// the source cannot wait (the default: the generator and a replay are
+    /// never idle), and the core spins on.
+    fn wait(&mut self, _timeout: Duration) -> bool {
+        false
+    }
+    /// Why this source cannot go on, in one line naming what was lost
+    /// (its interface deleted or set down); the run then stops. Checked
+    /// after polls that found nothing, so it must be cheap.
+    fn failure(&self) -> Option<String> {
+        None
+    }
+    /// Stop taking frames in (the run is over) and return how long frames
+    /// already on their way need to land where [`RxSource::ingress`] counts
+    /// them.
+    fn close(&mut self) -> Duration {
+        Duration::ZERO
+    }
+    /// What this source counted before the engine (see [`Ingress`]); `None`
+    /// when nothing comes before the engine (the default).
+    fn ingress(&mut self) -> Option<Ingress> {
+        None
+    }
 }
 
 /// The built-in generator.
