@@ -278,6 +278,9 @@ pub struct RunArgs {
     /// Do not pin worker threads.
     #[arg(long)]
     pub no_pin: bool,
+    /// Live sources: spin on an idle queue instead of sleeping in poll(2) (at most 1 ms at a time) until a frame comes.
+    #[arg(long)]
+    pub busy_poll: bool,
     #[arg(long)]
     pub json: bool,
 }

@@ -3,7 +3,10 @@
 //!
 //! Exit codes: 0 success; 1 error (bad input file, bad value, I/O); 2 usage
 //! error (unknown flag, missing argument: clap's code); 3 `plan` could not
-//! serve every bucket (the plan printed says which and why).
+//! serve every bucket (the plan printed says which and why); 4 `run` stopped
+//! because its live source lost its interface (deleted or set down: the
+//! final counters are printed, then the error). SIGINT and SIGTERM stop a
+//! running command cleanly, with its final counters, and exit 0.
 
 mod cli;
 mod cmd;

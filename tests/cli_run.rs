@@ -135,3 +135,82 @@ fn run_bad_flags_give_one_line_errors() {
         assert!(errs[0].starts_with("error: "), "{e}");
     }
 }
+
+/// True once the process catches SIGINT and SIGTERM (`SigCgt` in
+/// /proc/PID/status): a signal sent earlier would kill it.
+fn catches_stop_signals(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap_or(0);
+    let bit = |sig: u32| 1u64 << (sig - 1);
+    mask & bit(2) != 0 && mask & bit(15) != 0
+}
+
+/// Starts `flowsteer ARGS`, sends `signal` once it runs, returns its exit
+/// code and output.
+fn interrupt(args: &[&str], signal: &str) -> (Option<i32>, String, String) {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn flowsteer");
+    let t = Instant::now();
+    while !catches_stop_signals(child.id()) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Let it run a little, so there are counters to print.
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn sigint_and_sigterm_stop_a_generator_or_capture_run_with_its_final_counters() {
+    let dir = std::env::temp_dir().join(format!("fs-run-sig-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("t.pcap");
+    let mut w = flowsteer_capture::CaptureWriter::create(&pcap, 1).unwrap();
+    for i in 0..50u16 {
+        let f = flowsteer_wire::build::udp_frame(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            1000 + i,
+            53,
+            &[0u8; 20],
+        );
+        w.write_packet(u64::from(i) * 1000, &f, f.len() as u32).unwrap();
+    }
+    w.finish().unwrap();
+    let capture = format!("pcap:{}", pcap.display());
+    let common = ["run", "--cores", "0", "--no-pin", "--duration", "600"];
+    for (source, signal) in [("gen", "-INT"), ("gen", "-TERM"), (capture.as_str(), "-INT")] {
+        let source_args = ["--source", source, "--loops", "1000000000"];
+        // The text report: header, final table and summary.
+        let args: Vec<&str> = common.iter().chain(&source_args).copied().collect();
+        let (code, out, err) = interrupt(&args, signal);
+        assert_eq!(code, Some(0), "{source} {signal}: {err}\n{out}");
+        assert!(out.contains("conservation: received + reassembled"), "{source} {signal}: {out}");
+        assert!(out.contains("OK"), "{out}");
+        // The JSON document.
+        let args: Vec<&str> = common.iter().chain(&source_args).chain(&["--json"]).copied().collect();
+        let (code, out, err) = interrupt(&args, signal);
+        assert_eq!(code, Some(0), "{source} {signal} --json: {err}\n{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        check_totals(&v);
+        assert!(v["totals"]["received"].as_u64().unwrap() > 0, "{v}");
+        assert!(v["elapsed_s"].as_f64().unwrap() < 600.0);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -22,13 +22,16 @@ use flowsteer_xsk::XdpMode;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Exit code of a run whose live source lost its interface (deleted or set
+/// down): the final counters are printed, then the one-line error.
+pub const EXIT_SOURCE_LOST: i32 = 4;
+
 pub fn run(args: &RunArgs) -> Result<i32> {
     let (engine, mut opts, warnings, guard) = build(args)?;
-    if !matches!(guard, Guard::None) || args.source.starts_with("af") {
-        // Live traffic never ends by itself: stop cleanly on SIGINT/SIGTERM
-        // (the XDP program is detached when `guard` drops).
-        opts.stop = Some(flowsteer_live::stop_on_signals()?);
-    }
+    // Every source stops cleanly on SIGINT/SIGTERM with its final counters
+    // (the XDP program is detached when `guard` drops); a second signal
+    // exits at once.
+    opts.stop = Some(flowsteer_live::stop_on_signals()?);
     crate::cmd::warn_all(&warnings);
     let header = describe(&engine.cfg, args);
     if !args.json {
@@ -50,8 +53,15 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     }
     drop(guard);
     if !report.snapshot.conservation_ok {
-        eprintln!("error: counters do not add up (received != delivered + dropped + in flight): this is a bug");
+        eprintln!(
+            "error: counters do not add up ({}): this is a bug",
+            report.snapshot.conservation
+        );
         return Ok(1);
+    }
+    if let Some(e) = &report.source_error {
+        eprintln!("error: {e}");
+        return Ok(EXIT_SOURCE_LOST);
     }
     Ok(0)
 }
@@ -261,6 +271,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         migrate_every: args.migrate.filter(|m| *m > 0.0).map(Duration::from_secs_f64),
         pin: !args.no_pin,
         stop: None,
+        busy_poll: args.busy_poll,
     };
     Ok((engine, opts, warnings, guard))
 }
@@ -354,10 +365,40 @@ fn print_summary(r: &RunReport) {
             m.at_s, m.bucket, m.from, m.to, m.load
         );
     }
+    if let Some(i) = &r.snapshot.ingress {
+        print_ingress(i);
+    }
     println!(
         "conservation: received + reassembled = delivered + dropped + in flight + absorbed fragments: {}",
         if r.snapshot.conservation_ok { "OK" } else { "FAILED" }
     );
+}
+
+/// A live source's sum from the interface in, and the interface's own
+/// counters beside it.
+fn print_ingress(i: &flowsteer_engine::Ingress) {
+    let d = &i.socket_drops;
+    println!(
+        "source: seen {} = passed to the kernel {} + dropped by the hook {} + redirected {}",
+        i.seen, i.passed, i.hook_dropped, i.redirected
+    );
+    println!(
+        "source: redirected {} = delivered to the engine {} + socket drops {} (rx_dropped {}, ring_full {}, bad_descriptor {}) + unread at stop {}",
+        i.redirected,
+        i.delivered,
+        d.total(),
+        d.rx_dropped,
+        d.ring_full,
+        d.bad_descriptor,
+        i.unread
+    );
+    if let Some(f) = &i.interface {
+        let peer = f.peer_tx_dropped.map(|p| format!(", veth peer tx_dropped {p}")).unwrap_or_default();
+        println!(
+            "interface (beside the sum, over the run): rx_packets {}, rx_dropped {}{peer}; fill ring found empty {} time(s)",
+            f.rx_packets, f.rx_dropped, i.fill_ring_empty
+        );
+    }
 }
 
 fn print_json(r: &RunReport, args: &RunArgs) -> Result<()> {
