@@ -35,6 +35,8 @@ const BLOCK_HEADER: usize = 48;
 /// follows the frame header.
 const HDR3_ALIGNED: usize = 48;
 const ETH_P_ALL: u16 = 0x0003;
+/// Classic BPF `ret #k`.
+const BPF_RET_K: u16 = 0x06;
 
 /// A ring's shape and options. `Default` gives the documented defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -318,6 +320,7 @@ pub struct RxRing {
     ifindex: u32,
     block_size: usize,
     block_count: usize,
+    retire_blk_tov_ms: u32,
     block: usize,
     cursor: Option<Cursor>,
     stats: RxStats,
@@ -369,6 +372,7 @@ impl RxRing {
             ifindex,
             block_size: config.block_size,
             block_count: config.block_count,
+            retire_blk_tov_ms: config.retire_blk_tov_ms,
             block: 0,
             cursor: None,
             stats: RxStats::default(),
@@ -409,7 +413,51 @@ impl RxRing {
     }
 
     fn block_ready(&self) -> bool {
-        self.map.load_acquire(self.block_base() + BLOCK_STATUS).is_some_and(|s| s & libc::TP_STATUS_USER != 0)
+        self.block_ready_at(self.block)
+    }
+
+    fn block_ready_at(&self, block: usize) -> bool {
+        self.map.load_acquire(block * self.block_size + BLOCK_STATUS).is_some_and(|s| s & libc::TP_STATUS_USER != 0)
+    }
+
+    /// Frames the kernel handed to user space (counted in its
+    /// `kernel_packets`) that [`Self::poll_burst`] has not read yet. A
+    /// block the kernel is still filling is not counted: see
+    /// [`Self::stop_receiving`].
+    pub fn unread(&self) -> u64 {
+        let mut n = 0u64;
+        for k in 0..self.block_count {
+            let b = (self.block + k) % self.block_count;
+            match self.cursor {
+                Some(c) if k == 0 => n += u64::from(c.remaining),
+                _ if self.block_ready_at(b) => {
+                    n += u64::from(self.map.read::<u32>(b * self.block_size + BLOCK_NUM_PKTS).unwrap_or(0));
+                }
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// Stops taking frames in: a socket filter that accepts none replaces
+    /// the socket's own (the kernel counts no frame a filter refuses). The
+    /// frames already in the ring stay readable; the block the kernel was
+    /// filling is handed over within [`Self::retire_timeout`], after which
+    /// [`Self::unread`] and [`Self::stats`] no longer change.
+    pub fn stop_receiving(&self) -> Result<(), Error> {
+        let none = [SockFilter::stmt(BPF_RET_K, 0)];
+        sys::set_program(&self.fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &none)
+            .map_err(|e| Error::os(format!("SO_ATTACH_FILTER (stop receiving on {})", self.ifname), e))
+    }
+
+    /// The longest a partly filled block stays with the kernel: the
+    /// configured retire timeout, or one second when the kernel derives it
+    /// from the link speed (`retire_blk_tov_ms` 0).
+    pub fn retire_timeout(&self) -> Duration {
+        match self.retire_blk_tov_ms {
+            0 => Duration::from_secs(1),
+            ms => Duration::from_millis(u64::from(ms)),
+        }
     }
 
     fn release_block(&mut self) {

@@ -183,6 +183,30 @@ fn poll_burst_resumes_a_half_read_block() {
     assert_eq!((st.frames, st.kernel_packets, st.blocks), (50, 50, 1));
 }
 
+/// After `stop_receiving` the ring takes no frame in and the kernel counts
+/// none; what it had taken is either read or `unread`, so
+/// `kernel_packets = frames + unread` once the last block is handed over.
+#[test]
+fn stop_receiving_freezes_the_count_and_unread_places_the_rest() {
+    need_root!();
+    let lab = Lab::new("afst", &LabConfig::default()).unwrap();
+    let _sinks = sinks(&lab, 9007);
+    let cfg = RxConfig { retire_blk_tov_ms: 20, filter: udp_dst_port_filter(9007), ..RxConfig::default() };
+    let mut ring = open_ring(&lab, Side::B, cfg);
+    let (a, b) = (IpAddr::V4(lab.v4(Side::A)), IpAddr::V4(lab.v4(Side::B)));
+    assert_eq!(send_udp(&lab, &[(a, 25001)], &[b], 9007, 30, 8), 30);
+    assert!(ring.wait(Duration::from_secs(3)).unwrap(), "no block within 3 s");
+    assert_eq!(ring.poll_burst(10, &mut |_: &[u8], _: &RxMeta| {}), 10);
+    assert_eq!(send_udp(&lab, &[(a, 25002)], &[b], 9007, 7, 8), 7);
+    ring.stop_receiving().unwrap();
+    assert_eq!(send_udp(&lab, &[(a, 25003)], &[b], 9007, 11, 8), 11);
+    std::thread::sleep(ring.retire_timeout() * 3);
+    let st = ring.stats().unwrap();
+    assert_eq!(st.kernel_packets, 37, "frames after stop_receiving were counted: {st:?}");
+    assert_eq!((st.frames, ring.unread()), (10, 27));
+    assert_eq!(st.kernel_packets, st.frames + st.bad_frames + st.kernel_drops + ring.unread());
+}
+
 #[test]
 fn fanout_hash_never_splits_a_flow() {
     need_root!();
