@@ -56,8 +56,13 @@ fn packet_sockets(lab: &Lab) -> usize {
 /// Waits (bounded) until the receiver is ready: the XDP program is attached
 /// (its sockets are registered right after), or the AF_PACKET rings are open.
 fn wait_ready(lab: &Lab, xdp: bool) {
+    wait_ready_rings(lab, xdp, 2);
+}
+
+/// [`wait_ready`] for a run of `rings` AF_PACKET rings.
+fn wait_ready_rings(lab: &Lab, xdp: bool, rings: usize) {
     let t = Instant::now();
-    let ready = || if xdp { xdp_attached(lab) } else { packet_sockets(lab) >= 2 };
+    let ready = || if xdp { xdp_attached(lab) } else { packet_sockets(lab) >= rings };
     while !ready() && t.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -250,4 +255,115 @@ fn sigterm_stops_an_afxdp_run_prints_counters_and_detaches() {
     assert!(out.contains("conservation: received + reassembled = delivered + dropped"), "{out}");
     assert!(out.contains("OK"), "{out}");
     assert!(!xdp_attached(&lab), "XDP program left attached after SIGTERM");
+}
+
+/// The run's process id as seen from here (`ip netns exec` execs it).
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is 3rd,
+    // utime the 14th and stime the 15th field of the whole line.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn ticks_per_second() -> f64 {
+    let out = Command::new("getconf").arg("CLK_TCK").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(100.0)
+}
+
+/// CPU share of the run over `span` of idle traffic.
+fn idle_cpu_share(source: &str, extra: &[&str]) -> f64 {
+    let lab = Lab::new("lidl", &LabConfig::default()).unwrap();
+    let src = format!("{source}:{}", lab.dev(Side::B));
+    let mut args = vec!["run", "--source", &src, "--cores", "0", "--duration", "30"];
+    args.extend_from_slice(extra);
+    let child = spawn_run(&lab, &args);
+    wait_ready_rings(&lab, source == "afxdp", 1);
+    let pid = child.id();
+    let span = Duration::from_secs(2);
+    let (c0, t0) = (cpu_ticks(pid).unwrap(), Instant::now());
+    std::thread::sleep(span);
+    let (c1, wall) = (cpu_ticks(pid).unwrap(), t0.elapsed().as_secs_f64());
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let (code, out, err) = finish(child, Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    (c1 - c0) as f64 / ticks_per_second() / wall
+}
+
+/// An idle live source sleeps in poll(2): its run uses a small part of
+/// one CPU (wide margin: below half), where `--busy-poll` spins.
+#[test]
+fn an_idle_live_source_does_not_spin_unless_asked() {
+    if skip() {
+        return;
+    }
+    for source in ["afpacket", "afxdp"] {
+        let idle = idle_cpu_share(source, &[]);
+        assert!(idle < 0.5, "{source}: an idle run used {:.0} % of a CPU", idle * 100.0);
+        let busy = idle_cpu_share(source, &["--busy-poll"]);
+        println!("{source}: idle run {:.1} % of a CPU, --busy-poll {:.1} %", idle * 100.0, busy * 100.0);
+        assert!(busy > idle, "{source}: --busy-poll used {:.0} % against {:.0} % idle", busy * 100.0, idle * 100.0);
+    }
+}
+
+/// Deleting (or setting down) the interface under a live run stops it:
+/// final counters, a one-line error naming the interface, exit code 4.
+fn run_loses_its_interface(source: &str, how: &str) {
+    let lab = Lab::new("llost", &LabConfig::default()).unwrap();
+    let dev = lab.dev(Side::B).to_string();
+    let src = format!("{source}:{dev}");
+    let listen = format!("udp:{PORT}");
+    let child =
+        spawn_run(&lab, &["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "60", "--json"]);
+    wait_ready_rings(&lab, source == "afxdp", 1);
+    send(&lab, vec![40_100], 50);
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    match how {
+        "deleted" => lab.ip_in(Side::B, &["link", "del", &dev]).unwrap(),
+        _ => lab.ip_in(Side::B, &["link", "set", &dev, "down"]).unwrap(),
+    }
+    let (code, out, err) = finish(child, Duration::from_secs(20));
+    assert!(t.elapsed() < Duration::from_secs(15), "{source}: the run went on after its interface was {how}");
+    assert_eq!(code, Some(4), "{source} {how}: {err}\n{out}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(errors[0].contains(&dev) && errors[0].contains(if how == "deleted" { "deleted" } else { "down" }), "{err}");
+    let v = json(&out);
+    assert_eq!(v["conservation_ok"], true, "{}", v["conservation"]);
+    assert!(v["totals"]["received"].as_u64().unwrap() >= 50, "{}", v["totals"]);
+    assert_eq!(v["source_error"].as_str(), Some(&errors[0]["error: ".len()..]));
+}
+
+#[test]
+fn afpacket_run_stops_when_its_interface_is_deleted() {
+    if skip() {
+        return;
+    }
+    run_loses_its_interface("afpacket", "deleted");
+}
+
+#[test]
+fn afpacket_run_stops_when_its_interface_is_set_down() {
+    if skip() {
+        return;
+    }
+    run_loses_its_interface("afpacket", "down");
+}
+
+#[test]
+fn afxdp_run_stops_when_its_interface_is_deleted() {
+    if skip() {
+        return;
+    }
+    run_loses_its_interface("afxdp", "deleted");
+}
+
+#[test]
+fn afxdp_run_stops_when_its_interface_is_set_down() {
+    if skip() {
+        return;
+    }
+    run_loses_its_interface("afxdp", "down");
 }

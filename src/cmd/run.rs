@@ -53,10 +53,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     }
     drop(guard);
     if !report.snapshot.conservation_ok {
-        eprintln!(
-            "error: counters do not add up ({}): this is a bug",
-            report.snapshot.conservation
-        );
+        eprintln!("error: counters do not add up ({}): this is a bug", report.snapshot.conservation);
         return Ok(1);
     }
     if let Some(e) = &report.source_error {

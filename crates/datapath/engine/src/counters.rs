@@ -322,12 +322,7 @@ pub fn snapshot(
     }
     let conservation = format!(
         "received {} + reassembled {} = delivered {} + dropped {} + in flight {} + absorbed {}",
-        totals.received,
-        totals.reassembled,
-        totals.delivered,
-        totals.dropped,
-        totals.in_flight,
-        totals.reasm_absorbed
+        totals.received, totals.reassembled, totals.delivered, totals.dropped, totals.in_flight, totals.reasm_absorbed
     );
     Snapshot {
         schema: SNAPSHOT_SCHEMA,

@@ -138,8 +138,7 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
         std::thread::sleep(Duration::from_millis(2));
         let now = Instant::now();
         let finished = rx_done.load(Ordering::Acquire) >= n || handles.iter().all(|h| h.is_finished());
-        let stopped =
-            opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) || failed.load(Ordering::Relaxed);
+        let stopped = opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) || failed.load(Ordering::Relaxed);
         if opts.duration.is_some_and(|d| now >= start + d) || finished || stopped {
             break;
         }

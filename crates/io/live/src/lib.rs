@@ -8,6 +8,8 @@
 //!   masks and interrupts, from sysfs and procfs.
 //! * [`cpus`]: the CPUs this process may run on, and CPU list text.
 //! * [`signals`]: a stop flag set by SIGINT/SIGTERM.
+//! * [`link`]: an interface's state and counters (and a veth peer's) over
+//!   rtnetlink, by index.
 //!
 //! The library prints nothing: errors are typed ([`LiveError`]), warnings
 //! are returned for the caller to show.
@@ -15,6 +17,7 @@
 
 pub mod cpus;
 mod error;
+pub mod link;
 pub mod queues;
 pub mod replay;
 pub mod signals;

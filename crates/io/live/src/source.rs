@@ -11,19 +11,47 @@
 //!   Toeplitz RSS compiled to a classic BPF fanout program, so ring `i`
 //!   receives exactly what the RETA sends to queue `i`); one ring per
 //!   engine receive queue (`--rx-queues`, default one per worker).
+//!
+//! Every live source, besides handing frames to the engine:
+//! * watches its interface ([`LINK_CHECK_EVERY`], and at once on a socket
+//!   error): deleted or set down, it reports a failure that stops the run;
+//! * sleeps in poll(2) on its sockets when the engine finds it idle (the
+//!   engine's `--busy-poll` spins instead);
+//! * at the end stops taking frames in (AF_XDP: its sockets leave the
+//!   XSKMAP, so the program passes their frames to the kernel; AF_PACKET:
+//!   a filter that accepts nothing) and gives its counts from before the
+//!   engine: the kernel's per-socket statistics, the frames left unread in
+//!   its rings, and, from the source of engine queue 0 only, the counts
+//!   kept per interface (the XDP program's, the interface's own over the
+//!   run, a veth peer's transmit drops).
 
 use crate::error::LiveError;
+use crate::link::{LinkInfo, LinkReader};
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing};
 use flowsteer_engine::source::RxSource;
+use flowsteer_engine::{Ingress, InterfaceCounts};
 use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a source asks the kernel whether its interface still exists
+/// and is up (one netlink request and one `SO_ERROR` per socket). A
+/// socket error is looked into at once.
+pub const LINK_CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// How long frames an XDP program already redirected may take to land in a
+/// socket's ring after the socket left the XSKMAP.
+const XDP_SETTLE: Duration = Duration::from_millis(20);
 
 /// What must stay alive for the run (the XDP program attachment).
 pub enum Guard {
     None,
-    /// Dropping it detaches the program.
+    /// Dropping it (after the sources) detaches the program.
     Xdp {
-        _program: XdpProgram,
+        _program: Arc<XdpProgram>,
     },
 }
 
@@ -79,39 +107,266 @@ impl LiveSpec {
     }
 }
 
+/// Watches one source's interface by index: deleted, set down, or an
+/// error on one of the source's sockets (the kernel sets ENETDOWN on them
+/// when the interface goes away) ends the source.
+struct Watch {
+    /// `afxdp:IFACE` / `afpacket:IFACE`, the start of every message.
+    what: String,
+    iface: String,
+    ifindex: u32,
+    links: LinkReader,
+    next: Instant,
+    lost: Option<String>,
+}
+
+impl Watch {
+    fn new(what: String, iface: &str, ifindex: u32) -> Result<Watch, LiveError> {
+        let links = LinkReader::new().map_err(|e| LiveError::Open(format!("{what}: netlink socket: {e}")))?;
+        Ok(Watch { what, iface: iface.to_string(), ifindex, links, next: Instant::now(), lost: None })
+    }
+
+    fn due(&self) -> bool {
+        self.lost.is_none() && Instant::now() >= self.next
+    }
+
+    /// Asks the kernel now about the interface and about `fds`.
+    fn check<'a>(&mut self, fds: impl Iterator<Item = std::os::fd::BorrowedFd<'a>>) {
+        if self.lost.is_some() {
+            return;
+        }
+        self.next = Instant::now() + LINK_CHECK_EVERY;
+        let (what, iface, index) = (&self.what, &self.iface, self.ifindex);
+        self.lost = match self.links.read(index, None) {
+            Ok(None) => Some(format!("{what}: interface {iface} (index {index}) was deleted")),
+            Ok(Some(l)) if !l.up => Some(format!("{what}: interface {iface} is down")),
+            Ok(Some(_)) => None,
+            Err(e) => Some(format!("{what}: cannot read the state of interface {iface}: {e}")),
+        };
+        if self.lost.is_none() {
+            for fd in fds {
+                if let Ok(Err(e)) = rustix::net::sockopt::socket_error(fd) {
+                    self.lost = Some(format!("{what}: interface {iface} went away under its socket ({e})"));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps in poll(2) until one of `fds` is readable (or in error) or
+/// `timeout` passes; true when one is in error.
+fn wait_readable<F: AsFd>(fds: &[&F], timeout: Duration) -> bool {
+    let mut pfds: Vec<PollFd<'_>> = fds.iter().map(|f| PollFd::new(*f, PollFlags::IN)).collect();
+    let ts = Timespec::try_from(timeout).unwrap_or(Timespec { tv_sec: 0, tv_nsec: 1_000_000 });
+    // EINTR (a stop signal) and other errors: the caller polls again.
+    if poll(&mut pfds, Some(&ts)).is_err() {
+        return false;
+    }
+    pfds.iter().any(|p| p.revents().intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL))
+}
+
+/// The interface's own counters at the source's open, to report them over
+/// the run; and a veth's peer, which may be in another namespace.
+struct PortCounts {
+    ifindex: u32,
+    links: LinkReader,
+    at_open: LinkInfo,
+    /// (peer index, its namespace id, its tx_dropped at open).
+    peer: Option<(u32, Option<i32>, u64)>,
+}
+
+impl PortCounts {
+    fn open(ifindex: u32) -> Option<PortCounts> {
+        let mut links = LinkReader::new().ok()?;
+        let at_open = links.read(ifindex, None).ok()??;
+        let peer = match (at_open.kind.as_str(), at_open.link) {
+            ("veth", Some(p)) => {
+                let ns = at_open.link_netnsid;
+                links.read(p, ns).ok().flatten().map(|l| (p, ns, l.tx_dropped))
+            }
+            _ => None,
+        };
+        Some(PortCounts { ifindex, links, at_open, peer })
+    }
+
+    /// The counters since open; `None` when the interface cannot be read
+    /// (deleted).
+    fn since_open(&mut self) -> Option<InterfaceCounts> {
+        let now = self.links.read(self.ifindex, None).ok()??;
+        let peer_tx_dropped = self
+            .peer
+            .and_then(|(p, ns, base)| self.links.read(p, ns).ok().flatten().map(|l| l.tx_dropped.saturating_sub(base)));
+        Some(InterfaceCounts {
+            rx_packets: now.rx_packets.saturating_sub(self.at_open.rx_packets),
+            rx_dropped: now.rx_dropped.saturating_sub(self.at_open.rx_dropped),
+            peer_tx_dropped,
+        })
+    }
+}
+
+/// The XDP program's own counters, summed over CPUs.
+struct ProgramCounts {
+    passed: u64,
+    dropped: u64,
+    redirected: u64,
+}
+
+/// TEMPORARY: the XDP program keeps no per-verdict counters on this
+/// branch yet; until it does, an AF_XDP source's sum starts at its sockets
+/// (seen = redirected to them).
+fn program_counts(_program: &XdpProgram) -> Option<ProgramCounts> {
+    None
+}
+
 /// One worker's queues: each engine receive queue with its socket.
 struct XskSource {
     socks: Vec<(QueueId, XskSocket)>,
+    program: Arc<XdpProgram>,
+    watch: Watch,
+    /// The source of engine queue 0 reports the per-interface counts.
+    port: Option<PortCounts>,
+}
+
+impl XskSource {
+    fn look(&mut self) {
+        self.watch.check(self.socks.iter().map(|(_, s)| s.as_fd()));
+    }
 }
 
 impl RxSource for XskSource {
     fn poll(&mut self, q: QueueId, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
-        match self.socks.iter_mut().find(|(i, _)| *i == q) {
+        let n = match self.socks.iter_mut().find(|(i, _)| *i == q) {
             Some((_, s)) => s.rx_burst(max, sink),
             None => 0,
+        };
+        if n == 0 && self.watch.due() {
+            self.look();
         }
+        n
     }
 
     fn exhausted(&self, _q: QueueId) -> bool {
         false
+    }
+
+    fn wait(&mut self, timeout: Duration) -> bool {
+        let fds: Vec<&XskSocket> = self.socks.iter().map(|(_, s)| s).collect();
+        if wait_readable(&fds, timeout) || self.watch.due() {
+            self.look();
+        }
+        true
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.watch.lost.clone()
+    }
+
+    fn close(&mut self) -> Duration {
+        // The program passes the frames of a queue without a socket.
+        for (_, s) in &self.socks {
+            let _ = self.program.unregister(s.queue());
+        }
+        XDP_SETTLE
+    }
+
+    fn ingress(&mut self) -> Option<Ingress> {
+        let mut i = Ingress::default();
+        let mut sockets = 0u64;
+        for (_, s) in &self.socks {
+            let st = s.stats().unwrap_or_default();
+            let unread = u64::from(s.frame_account().rx_ring);
+            i.delivered += st.rx_packets;
+            i.socket_drops.rx_dropped += st.kernel.rx_dropped;
+            i.socket_drops.ring_full += st.kernel.rx_ring_full;
+            i.socket_drops.bad_descriptor += st.rx_bad_descs;
+            i.fill_ring_empty += st.kernel.rx_fill_ring_empty_descs;
+            i.unread += unread;
+            sockets += st.rx_packets + st.kernel.rx_dropped + st.kernel.rx_ring_full + st.rx_bad_descs + unread;
+        }
+        match (&mut self.port, program_counts(&self.program)) {
+            // The program's counts, once, from the source of queue 0.
+            (Some(port), Some(c)) => {
+                i.seen = c.passed + c.dropped + c.redirected;
+                i.passed = c.passed;
+                i.hook_dropped = c.dropped;
+                i.redirected = c.redirected;
+                i.interface = port.since_open();
+            }
+            (port, _) => {
+                i.seen = sockets;
+                i.redirected = sockets;
+                i.interface = port.as_mut().and_then(PortCounts::since_open);
+            }
+        }
+        Some(i)
     }
 }
 
 /// One worker's fanout members: each engine receive queue with its ring.
 struct PacketSource {
     rings: Vec<(QueueId, RxRing)>,
+    watch: Watch,
+    /// The source of engine queue 0 reports the per-interface counts.
+    port: Option<PortCounts>,
+}
+
+impl PacketSource {
+    fn look(&mut self) {
+        self.watch.check(self.rings.iter().map(|(_, r)| r.as_fd()));
+    }
 }
 
 impl RxSource for PacketSource {
     fn poll(&mut self, q: QueueId, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
-        match self.rings.iter_mut().find(|(i, _)| *i == q) {
+        let n = match self.rings.iter_mut().find(|(i, _)| *i == q) {
             Some((_, r)) => r.poll_burst(max, &mut |bytes, _meta| sink(bytes)),
             None => 0,
+        };
+        if n == 0 && self.watch.due() {
+            self.look();
         }
+        n
     }
 
     fn exhausted(&self, _q: QueueId) -> bool {
         false
+    }
+
+    fn wait(&mut self, timeout: Duration) -> bool {
+        let fds: Vec<&RxRing> = self.rings.iter().map(|(_, r)| r).collect();
+        if wait_readable(&fds, timeout) || self.watch.due() {
+            self.look();
+        }
+        true
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.watch.lost.clone()
+    }
+
+    fn close(&mut self) -> Duration {
+        let mut settle = Duration::ZERO;
+        for (_, r) in &self.rings {
+            let _ = r.stop_receiving();
+            settle = settle.max(r.retire_timeout() * 2 + Duration::from_millis(5));
+        }
+        settle
+    }
+
+    fn ingress(&mut self) -> Option<Ingress> {
+        let mut i = Ingress::default();
+        for (_, r) in &mut self.rings {
+            let st = r.stats().unwrap_or_else(|_| r.counters());
+            i.seen += st.kernel_packets;
+            i.redirected += st.kernel_packets;
+            i.delivered += st.frames;
+            i.socket_drops.ring_full += st.kernel_drops;
+            i.socket_drops.bad_descriptor += st.bad_frames;
+            i.unread += r.unread();
+        }
+        i.interface = self.port.as_mut().and_then(PortCounts::since_open);
+        Some(i)
     }
 }
 
@@ -148,9 +403,24 @@ pub fn open(
             let port = XdpPort::open(iface, queues, &PortConfig::with_mode(opts.xdp_mode))
                 .map_err(|e| LiveError::Open(format!("afxdp:{iface}: {e}")))?;
             let (program, sockets) = port.into_parts();
-            let mut per: Vec<XskSource> = (0..workers).map(|_| XskSource { socks: Vec::new() }).collect();
+            let program = Arc::new(program);
+            let ifindex = program.ifindex();
+            let what = format!("afxdp:{iface}");
+            let mut per = (0..workers)
+                .map(|_| {
+                    Ok(XskSource {
+                        socks: Vec::new(),
+                        program: program.clone(),
+                        watch: Watch::new(what.clone(), iface, ifindex)?,
+                        port: None,
+                    })
+                })
+                .collect::<Result<Vec<_>, LiveError>>()?;
             for (i, s) in sockets.into_iter().enumerate() {
                 let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
+                if i == 0 {
+                    per[w].port = PortCounts::open(ifindex);
+                }
                 per[w].socks.push((QueueId(i as u16), s));
             }
             Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::Xdp { _program: program }))
@@ -164,12 +434,24 @@ pub fn open(
                 FanoutChoice::QueueMapping => Fanout::new(group, FanoutMode::QueueMapping),
                 FanoutChoice::LoadBalance => Fanout::new(group, FanoutMode::LoadBalance),
             };
-            let mut per: Vec<PacketSource> = (0..workers).map(|_| PacketSource { rings: Vec::new() }).collect();
+            let mut rings = Vec::with_capacity(queues.len());
             // Join in queue order: the kernel picks member `ret % n` in join order.
-            for i in 0..queues.len() {
+            for _ in 0..queues.len() {
                 let cfg = RxConfig { fanout: Some(fanout.clone()), ..RxConfig::default() };
-                let ring = RxRing::open(iface, &cfg).map_err(|e| LiveError::Open(format!("afpacket:{iface}: {e}")))?;
+                rings.push(RxRing::open(iface, &cfg).map_err(|e| LiveError::Open(format!("afpacket:{iface}: {e}")))?);
+            }
+            let ifindex = rings.first().map_or(0, RxRing::ifindex);
+            let what = format!("afpacket:{iface}");
+            let mut per = (0..workers)
+                .map(|_| {
+                    Ok(PacketSource { rings: Vec::new(), watch: Watch::new(what.clone(), iface, ifindex)?, port: None })
+                })
+                .collect::<Result<Vec<_>, LiveError>>()?;
+            for (i, ring) in rings.into_iter().enumerate() {
                 let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
+                if i == 0 {
+                    per[w].port = PortCounts::open(ifindex);
+                }
                 per[w].rings.push((QueueId(i as u16), ring));
             }
             Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::None))

@@ -1,0 +1,221 @@
+//! An interface's state and counters, asked of the kernel by index over
+//! rtnetlink (`RTM_GETLINK`): whether it still exists and is up, its
+//! `rx_packets` / `rx_dropped` / `tx_dropped` (the kernel's
+//! `rtnl_link_stats64`, core drops included), and for a veth its peer, which
+//! may live in another network namespace (asked with
+//! `IFLA_TARGET_NETNSID`).
+//!
+//! By index, not by name: a new interface of the same name is not ours.
+//! Netlink answers for the namespace the socket was created in, so a
+//! [`LinkReader`] made in one thread may be used from any other.
+
+use rustix::net::{recv, send, socket_with, sockopt, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+
+const RTM_NEWLINK: u16 = 16;
+const RTM_GETLINK: u16 = 18;
+const NLMSG_ERROR: u16 = 2;
+const NLM_F_REQUEST: u16 = 1;
+const NLMSG_HDRLEN: usize = 16;
+const IFINFOMSG_LEN: usize = 16;
+const IFLA_LINK: u16 = 5;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_STATS64: u16 = 23;
+const IFLA_LINK_NETNSID: u16 = 37;
+const IFLA_TARGET_NETNSID: u16 = 46;
+const IFLA_INFO_KIND: u16 = 1;
+const NLA_TYPE_MASK: u16 = 0x3fff;
+const IFF_UP: u32 = 1;
+/// Longest answer read: one link's attributes are a few KiB.
+const RECV_BUF: usize = 32 * 1024;
+/// The kernel answers at once; this only bounds a broken socket.
+const RECV_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the kernel says about one interface.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// Administratively up (`IFF_UP`).
+    pub up: bool,
+    pub rx_packets: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    /// `IFLA_INFO_KIND` ("veth", "vlan", ...); empty for a physical device.
+    pub kind: String,
+    /// `IFLA_LINK`: for a veth, its peer's index.
+    pub link: Option<u32>,
+    /// `IFLA_LINK_NETNSID`: the namespace of `link`, when not this one.
+    pub link_netnsid: Option<i32>,
+}
+
+/// A netlink socket that reads interfaces by index.
+#[derive(Debug)]
+pub struct LinkReader {
+    fd: OwnedFd,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl LinkReader {
+    /// A route netlink socket in the calling thread's network namespace.
+    pub fn new() -> io::Result<LinkReader> {
+        let fd = socket_with(AddressFamily::NETLINK, SocketType::RAW, SocketFlags::CLOEXEC, None)?;
+        sockopt::set_socket_timeout(&fd, sockopt::Timeout::Recv, Some(RECV_TIMEOUT))?;
+        Ok(LinkReader { fd, seq: 0, buf: vec![0; RECV_BUF] })
+    }
+
+    /// The interface of index `ifindex` (in namespace `netnsid` as this
+    /// one numbers it, or this one); `None` when there is none.
+    pub fn read(&mut self, ifindex: u32, netnsid: Option<i32>) -> io::Result<Option<LinkInfo>> {
+        self.seq = self.seq.wrapping_add(1);
+        let req = request(ifindex, netnsid, self.seq);
+        send(&self.fd, &req, SendFlags::empty())?;
+        loop {
+            let (n, _) = recv(&self.fd, &mut self.buf[..], RecvFlags::empty())?;
+            match parse_answer(&self.buf[..n.min(self.buf.len())], self.seq) {
+                Answer::Link(info) => return Ok(Some(info)),
+                Answer::Error(e) if e == libc_enodev() => return Ok(None),
+                Answer::Error(e) => return Err(io::Error::from_raw_os_error(e)),
+                Answer::Other => continue,
+            }
+        }
+    }
+}
+
+fn libc_enodev() -> i32 {
+    rustix::io::Errno::NODEV.raw_os_error()
+}
+
+/// `RTM_GETLINK` for one index, with the target namespace when given.
+fn request(ifindex: u32, netnsid: Option<i32>, seq: u32) -> Vec<u8> {
+    let attr_len = if netnsid.is_some() { 8 } else { 0 };
+    let len = NLMSG_HDRLEN + IFINFOMSG_LEN + attr_len;
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&RTM_GETLINK.to_ne_bytes());
+    m.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    m.extend_from_slice(&seq.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    // struct ifinfomsg: family, pad, type, index, flags, change.
+    m.extend_from_slice(&[0, 0, 0, 0]);
+    m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    if let Some(ns) = netnsid {
+        m.extend_from_slice(&8u16.to_ne_bytes());
+        m.extend_from_slice(&IFLA_TARGET_NETNSID.to_ne_bytes());
+        m.extend_from_slice(&ns.to_ne_bytes());
+    }
+    m
+}
+
+enum Answer {
+    Link(LinkInfo),
+    /// A positive errno.
+    Error(i32),
+    /// Not the answer to our request.
+    Other,
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The attributes in `b`: (type, payload), stopping at the first bad one.
+fn attrs(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let len = usize::from(u16_at(b, at)?);
+        let typ = u16_at(b, at + 2)? & NLA_TYPE_MASK;
+        let payload = b.get(at + 4..at + len)?;
+        if len < 4 {
+            return None;
+        }
+        at += (len + 3) & !3;
+        Some((typ, payload))
+    })
+}
+
+fn parse_answer(b: &[u8], seq: u32) -> Answer {
+    let mut at = 0usize;
+    while let (Some(len), Some(typ), Some(s)) = (u32_at(b, at), u16_at(b, at + 4), u32_at(b, at + 8)) {
+        let len = len as usize;
+        let Some(msg) = b.get(at..at + len).filter(|_| len >= NLMSG_HDRLEN) else { break };
+        if s == seq {
+            match typ {
+                NLMSG_ERROR => {
+                    let e = u32_at(msg, NLMSG_HDRLEN).map_or(0, |e| e as i32);
+                    return Answer::Error(-e);
+                }
+                RTM_NEWLINK => return parse_link(msg),
+                _ => {}
+            }
+        }
+        at += (len + 3) & !3;
+    }
+    Answer::Other
+}
+
+fn parse_link(msg: &[u8]) -> Answer {
+    let Some(flags) = u32_at(msg, NLMSG_HDRLEN + 8) else { return Answer::Other };
+    let mut info = LinkInfo { up: flags & IFF_UP != 0, ..LinkInfo::default() };
+    for (typ, p) in attrs(msg.get(NLMSG_HDRLEN + IFINFOMSG_LEN..).unwrap_or(&[])) {
+        match typ {
+            IFLA_STATS64 => {
+                info.rx_packets = u64_at(p, 0).unwrap_or(0);
+                info.rx_dropped = u64_at(p, 6 * 8).unwrap_or(0);
+                info.tx_dropped = u64_at(p, 7 * 8).unwrap_or(0);
+            }
+            IFLA_LINK => info.link = u32_at(p, 0),
+            IFLA_LINK_NETNSID => info.link_netnsid = u32_at(p, 0).map(|v| v as i32),
+            IFLA_LINKINFO => {
+                if let Some((_, kind)) = attrs(p).find(|(t, _)| *t == IFLA_INFO_KIND) {
+                    info.kind = String::from_utf8_lossy(kind).trim_end_matches('\0').to_string();
+                }
+            }
+            _ => {}
+        }
+    }
+    Answer::Link(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_layout() {
+        let r = request(7, Some(3), 9);
+        assert_eq!(r.len(), 40);
+        assert_eq!(u32_at(&r, 0), Some(40));
+        assert_eq!(u16_at(&r, 4), Some(RTM_GETLINK));
+        assert_eq!(u32_at(&r, 8), Some(9));
+        assert_eq!(u32_at(&r, 20), Some(7));
+        assert_eq!((u16_at(&r, 32), u16_at(&r, 34), u32_at(&r, 36)), (Some(8), Some(IFLA_TARGET_NETNSID), Some(3)));
+        assert_eq!(request(7, None, 9).len(), 32);
+    }
+
+    #[test]
+    fn truncated_answers_are_not_links() {
+        assert!(matches!(parse_answer(&[], 1), Answer::Other));
+        assert!(matches!(parse_answer(&[40, 0, 0, 0, 16, 0], 1), Answer::Other));
+    }
+
+    #[test]
+    fn loopback_is_read_and_a_missing_index_is_none() {
+        let mut r = LinkReader::new().unwrap();
+        // Index 1 is the loopback of every namespace.
+        let lo = r.read(1, None).unwrap().expect("lo");
+        assert!(lo.up);
+        assert_eq!(r.read(0x7fff_fff0, None).unwrap(), None);
+    }
+}
