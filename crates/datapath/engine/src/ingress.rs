@@ -54,11 +54,14 @@ pub struct InterfaceCounts {
     /// `rx_packets` of the interface.
     pub rx_packets: u64,
     /// `rx_dropped` of the interface: frames the driver or the kernel
-    /// dropped (before the hook for a driver drop).
+    /// dropped before the hook (a frame too long for the MTU, a full
+    /// backlog), and also frames passed to the kernel that no protocol
+    /// took (after the hook).
     pub rx_dropped: u64,
-    /// A veth's peer: frames it could not hand to this interface (too long
-    /// for its MTU, backlog full), `tx_dropped` of the peer. `None` when the
-    /// interface is not a veth or its peer cannot be read.
+    /// A veth's peer: frames it could not hand to this interface, its
+    /// `tx_dropped`. The same frames are in this interface's `rx_dropped`
+    /// (the kernel counts them on both ends): do not add the two. `None`
+    /// when the interface is not a veth or its peer cannot be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer_tx_dropped: Option<u64>,
 }

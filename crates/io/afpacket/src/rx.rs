@@ -35,6 +35,8 @@ const BLOCK_HEADER: usize = 48;
 /// follows the frame header.
 const HDR3_ALIGNED: usize = 48;
 const ETH_P_ALL: u16 = 0x0003;
+/// The fanout group skips frames the host sends (Linux 6.9; not in libc).
+const PACKET_FANOUT_FLAG_IGNORE_OUTGOING: u32 = 0x4000;
 /// Classic BPF `ret #k`.
 const BPF_RET_K: u16 = 0x06;
 
@@ -61,7 +63,10 @@ pub struct RxConfig {
     pub fill_rxhash: bool,
     /// Skip frames this host sends on the interface
     /// (`PACKET_IGNORE_OUTGOING`). Default true: a receive path wants
-    /// received frames only.
+    /// received frames only. A fanout member receives through its group,
+    /// so the group is asked too (`PACKET_FANOUT_FLAG_IGNORE_OUTGOING`); a
+    /// kernel without that flag (before Linux 6.9) delivers the host's own
+    /// frames to the group anyway.
     pub ignore_outgoing: bool,
     /// Lock the ring in memory (`MAP_LOCKED`; counts against
     /// RLIMIT_MEMLOCK without CAP_IPC_LOCK). Default false.
@@ -378,16 +383,25 @@ impl RxRing {
             stats: RxStats::default(),
         };
         if let Some(f) = &config.fanout {
-            ring.join(f)?;
+            ring.join(f, config.ignore_outgoing)?;
         }
         Ok(ring)
     }
 
-    fn join(&self, f: &Fanout) -> Result<(), Error> {
-        sys::setsockopt_int(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, f.arg()).map_err(|e| {
-            let hint = if e == libc::EINVAL { " (a group with this id but another mode or flags exists?)" } else { "" };
-            Error::os(format!("PACKET_FANOUT group {} on {}{hint}", f.group, self.ifname), e)
-        })?;
+    fn join(&self, f: &Fanout, ignore_outgoing: bool) -> Result<(), Error> {
+        let flag = (PACKET_FANOUT_FLAG_IGNORE_OUTGOING << 16) as i32;
+        let tried = match ignore_outgoing {
+            true => sys::setsockopt_int(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, f.arg() | flag),
+            false => Err(libc::EINVAL),
+        };
+        // EINVAL: a kernel without the flag (or a group joined without it).
+        tried.or_else(|_| sys::setsockopt_int(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, f.arg())).map_err(
+            |e| {
+                let hint =
+                    if e == libc::EINVAL { " (a group with this id but another mode or flags exists?)" } else { "" };
+                Error::os(format!("PACKET_FANOUT group {} on {}{hint}", f.group, self.ifname), e)
+            },
+        )?;
         if let FanoutMode::Cbpf(prog) = &f.mode {
             sys::set_program(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, prog)
                 .map_err(|e| Error::os("PACKET_FANOUT_DATA (the kernel rejected the cBPF program)", e))?;

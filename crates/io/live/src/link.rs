@@ -1,6 +1,6 @@
 //! An interface's state and counters, asked of the kernel by index over
 //! rtnetlink (`RTM_GETLINK`): whether it still exists and is up, its
-//! `rx_packets` / `rx_dropped` / `tx_dropped` (the kernel's
+//! `rx_packets` / `tx_packets` / `rx_dropped` / `tx_dropped` (the kernel's
 //! `rtnl_link_stats64`, core drops included), and for a veth its peer, which
 //! may live in another network namespace (asked with
 //! `IFLA_TARGET_NETNSID`).
@@ -39,6 +39,7 @@ pub struct LinkInfo {
     /// Administratively up (`IFF_UP`).
     pub up: bool,
     pub rx_packets: u64,
+    pub tx_packets: u64,
     pub rx_dropped: u64,
     pub tx_dropped: u64,
     /// `IFLA_INFO_KIND` ("veth", "vlan", ...); empty for a physical device.
@@ -172,6 +173,7 @@ fn parse_link(msg: &[u8]) -> Answer {
         match typ {
             IFLA_STATS64 => {
                 info.rx_packets = u64_at(p, 0).unwrap_or(0);
+                info.tx_packets = u64_at(p, 8).unwrap_or(0);
                 info.rx_dropped = u64_at(p, 6 * 8).unwrap_or(0);
                 info.tx_dropped = u64_at(p, 7 * 8).unwrap_or(0);
             }
