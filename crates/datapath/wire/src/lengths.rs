@@ -62,39 +62,52 @@ impl std::fmt::Display for Malformed {
 /// against the frame, see the module docs. For a fragment only the IP layer
 /// is checked: its UDP length belongs to the whole datagram, which is
 /// checked again once reassembled.
+#[inline]
 pub fn check_lengths(frame: &[u8], l3: &L3Info) -> Result<(), Malformed> {
     check_lengths_in(frame, frame.len(), l3)
 }
 
 /// [`check_lengths`] for a packet of `len` bytes of which `head` holds at
 /// least the headers (a reassembled datagram handed on by its first bytes).
+#[inline]
 pub fn check_lengths_in(head: &[u8], len: usize, l3: &L3Info) -> Result<(), Malformed> {
-    let ip_end = l3.l3_offset.saturating_add(l3.ip_total_len);
+    // Offsets and lengths here are below 2^17 (a frame, an IP length), so
+    // wrapping additions cannot wrap; they are cheaper than saturating ones
+    // on a path every packet takes.
+    let ip_end = l3.l3_offset.wrapping_add(l3.ip_total_len);
     if ip_end > len {
         return Err(Malformed::IpBeyondFrame);
     }
-    if l3.tuple.src.is_ipv4() && l3.ip_header_len > 20 {
-        let options = head.get(l3.l3_offset.saturating_add(20)..l3.l3_offset.saturating_add(l3.ip_header_len));
-        check_ipv4_options(options.ok_or(Malformed::IpBeyondFrame)?)?;
+    if l3.ip_header_len > 20 && l3.tuple.src.is_ipv4() {
+        check_ipv4_options(head, l3)?;
     }
-    if l3.frag.is_some() || l3.tuple.proto != proto::UDP {
+    if l3.tuple.proto != proto::UDP || l3.frag.is_some() {
         return Ok(());
     }
     let Some(l4) = l3.l4_offset else { return Ok(()) };
-    let udp_len = match head.get(l4.saturating_add(4)..l4.saturating_add(6)) {
+    let udp_len = match head.get(l4.wrapping_add(4)..l4.wrapping_add(6)) {
         Some(&[hi, lo]) => usize::from(u16::from_be_bytes([hi, lo])),
         _ => return Err(Malformed::UdpLength),
     };
-    if udp_len < 8 || udp_len > ip_end.saturating_sub(l4) {
+    if udp_len < 8 || udp_len > ip_end.wrapping_sub(l4) {
         return Err(Malformed::UdpLength);
     }
     Ok(())
 }
 
+/// The options of the IPv4 header of `l3`, checked by
+/// [`check_option_list`] (out of line: few packets carry options).
+#[cold]
+#[inline(never)]
+fn check_ipv4_options(head: &[u8], l3: &L3Info) -> Result<(), Malformed> {
+    let options = head.get(l3.l3_offset.saturating_add(20)..l3.l3_offset.saturating_add(l3.ip_header_len));
+    check_option_list(options.ok_or(Malformed::IpBeyondFrame)?)
+}
+
 /// RFC 791 option list: End of Option List (0) ends it, No Operation (1) is
 /// one byte, every other option carries a length of at least 2 that stays
 /// inside the header.
-fn check_ipv4_options(mut opts: &[u8]) -> Result<(), Malformed> {
+fn check_option_list(mut opts: &[u8]) -> Result<(), Malformed> {
     loop {
         match opts {
             [] | [0, ..] => return Ok(()),
