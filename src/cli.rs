@@ -36,9 +36,14 @@ pub enum Command {
 /// RSS configuration flags shared by `hash`, `plan` and `analyze`.
 #[derive(Args, Debug, Clone)]
 pub struct RssArgs {
-    /// Key: default (Microsoft), symmetric, random, or hex (with or without ':').
+    /// Key: default (Microsoft), symmetric, random, or hex (with or without ':'). A random key is printed
+    /// (header and --json) in the form --key takes back.
     #[arg(long, default_value = "default")]
     pub key: String,
+    /// Seed for --key random: the key is drawn from SplitMix64(SEED) instead of OS randomness, so a run
+    /// repeats (`run` also seeds its traffic generator with it [default: 1]).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Key length for --key symmetric|random (bytes, >= 40).
     #[arg(long, default_value_t = 52)]
     pub key_len: usize,
@@ -244,9 +249,6 @@ pub struct RunArgs {
     /// Generator: fragmenting flows send one datagram in N as fragments and the others whole (mixed-size flows; needs one receive queue).
     #[arg(long, default_value_t = 1)]
     pub frag_every: u32,
-    /// Generator: seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// Fragments: owner (the first fragment's ports pick the flow's worker, which reassembles), rehash (FreeBSD: reassemble where the 2-tuple hash sends them, re-inject to the owner), local (reassemble on the receiving core) or off.
     #[arg(long, default_value = "owner")]
     pub frag_steer: String,

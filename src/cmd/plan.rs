@@ -1,7 +1,7 @@
 //! `flowsteer plan`: tuples for every bucket, from the GF(2) solver.
 
 use crate::cli::PlanArgs;
-use crate::rssopts::{resolve, Resolved};
+use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_plan::plan::{plan, AddrRange, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
 use flowsteer_rss::QueueId;
@@ -68,7 +68,7 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             .collect();
         let unreachable: Vec<_> =
             p.unreachable.iter().map(|(b, why)| serde_json::json!({"bucket": b.0, "reason": why})).collect();
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "schema": "flowsteer.plan.v1",
             "hash_input": p.fields.name(),
             "hash_types": config.types.to_string(),
@@ -81,6 +81,7 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             "unreachable": unreachable,
             "complete": p.unreachable.is_empty(),
         });
+        add_drawn_key(&mut doc, config.key());
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         println!(
@@ -93,6 +94,9 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             config.reta.len(),
             config.queue_count()
         );
+        if let Some(line) = drawn_key_line(config.key()) {
+            println!("{line}");
+        }
         println!(
             "free input bits: {}; hash bits that pick the queue: {}; rank {} (2^{} of 2^{} entries reachable)",
             p.free_bits, p.bucket_bits, p.rank, p.rank, p.bucket_bits
