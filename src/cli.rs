@@ -19,6 +19,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Predict per-queue load and ordering hazards of a capture under an RSS configuration.
     Analyze(AnalyzeArgs),
+    /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
+    Export(ExportArgs),
     /// Run the steering pipeline on the built-in workload.
     Run(RunArgs),
     /// Reassemble IP fragments of a capture into whole packets.
@@ -137,6 +139,30 @@ pub struct PlanArgs {
     /// Tuples per bucket.
     #[arg(long, default_value_t = 1)]
     pub per_bucket: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The RSS flags of hash, plan, analyze or run (--key, --seed, --queues, --hash-types, --ethtool-x, ...).
+    #[command(flatten)]
+    pub rss: RssArgs,
+    /// Interface the commands configure.
+    pub iface: String,
+    /// Software steering to add beside RSS, as `run --steer`: rss (none), rps or rfs.
+    #[arg(long, default_value = "rss")]
+    pub steer: String,
+    /// RPS CPU mask in the sysfs format (e.g. 3 or ff,ffffffff); once for all queues or once per queue.
+    #[arg(long)]
+    pub rps_cpus: Vec<String>,
+    /// RFS: /proc/sys/net/core/rps_sock_flow_entries (rounded up to a power of two).
+    #[arg(long, default_value_t = 32768)]
+    pub rfs_entries: usize,
+    /// RFS: rps_flow_cnt of every receive queue (rounded up to a power of two).
+    #[arg(long, default_value_t = 4096)]
+    pub rfs_flow_cnt: usize,
+    /// Print JSON (schema flowsteer.export.v1).
     #[arg(long)]
     pub json: bool,
 }
