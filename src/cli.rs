@@ -35,7 +35,7 @@ pub enum Command {
     UdpGen(UdpGenArgs),
 }
 
-/// RSS configuration flags shared by `hash`, `plan` and `analyze`.
+/// RSS configuration flags shared by `hash`, `plan`, `analyze`, `run`, `export` and `udp-gen`.
 #[derive(Args, Debug, Clone)]
 pub struct RssArgs {
     /// Key: default (Microsoft), symmetric, random, or hex (with or without ':'). A random key is printed

@@ -242,7 +242,7 @@ mod tests {
         let mut rng = SplitMix64(7);
         let first: Vec<u8> = (0..2).flat_map(|_| rng.next_u64().to_be_bytes()).collect();
         assert_eq!(&a.as_bytes()[..16], &first[..]);
-        assert_eq!(&RssKey::from_seed(40, 7).unwrap().as_bytes()[..], &a.as_bytes()[..40]);
+        assert_eq!(RssKey::from_seed(40, 7).unwrap().as_bytes(), &a.as_bytes()[..40]);
         // Read back as hex it is the same key (kind aside).
         let back = RssKey::parse_hex(&a.to_hex()).unwrap();
         assert_eq!(back.as_bytes(), a.as_bytes());
