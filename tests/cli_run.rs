@@ -135,3 +135,26 @@ fn run_bad_flags_give_one_line_errors() {
         assert!(errs[0].starts_with("error: "), "{e}");
     }
 }
+
+/// `run --key random --seed N` shows the key it drew (JSON `key`), the same
+/// key every time; `--seed` alone seeds the generator, as before.
+#[test]
+fn run_shows_a_seeded_random_key() {
+    let args = ["run", "--packets", "2000", "--duration", "30", "--json", "--no-pin", "--key", "random", "--seed", "5"];
+    let a = json(&flowsteer(&args));
+    let b = json(&flowsteer(&args));
+    check_totals(&a);
+    assert!(a["key"].as_str().unwrap().len() == 52 * 3 - 1, "{}", a["key"]);
+    assert_eq!(a["key"], b["key"]);
+    assert_eq!(a["key_seed"], 5);
+    let plain =
+        json(&flowsteer(&["run", "--packets", "2000", "--duration", "30", "--json", "--no-pin", "--seed", "5"]));
+    assert!(plain.get("key").is_none());
+    let text =
+        flowsteer(&["run", "--packets", "2000", "--duration", "30", "--no-pin", "--key", "random", "--seed", "5"]);
+    assert!(text.status.success());
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(out
+        .lines()
+        .any(|l| l.starts_with("key (--key random --seed 5") && l.ends_with(a["key"].as_str().unwrap())));
+}
