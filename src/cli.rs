@@ -19,6 +19,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Predict per-queue load and ordering hazards of a capture under an RSS configuration.
     Analyze(AnalyzeArgs),
+    /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
+    Export(ExportArgs),
     /// Run the steering pipeline on the built-in workload.
     Run(RunArgs),
     /// Reassemble IP fragments of a capture into whole packets.
@@ -33,12 +35,17 @@ pub enum Command {
     UdpGen(UdpGenArgs),
 }
 
-/// RSS configuration flags shared by `hash`, `plan` and `analyze`.
+/// RSS configuration flags shared by `hash`, `plan`, `analyze`, `run`, `export` and `udp-gen`.
 #[derive(Args, Debug, Clone)]
 pub struct RssArgs {
-    /// Key: default (Microsoft), symmetric, random, or hex (with or without ':').
+    /// Key: default (Microsoft), symmetric, random, or hex (with or without ':'). A random key is printed
+    /// (header and --json) in the form --key takes back.
     #[arg(long, default_value = "default")]
     pub key: String,
+    /// Seed for --key random: the key is drawn from SplitMix64(SEED) instead of OS randomness, so a run
+    /// repeats (`run` also seeds its traffic generator with it [default: 1]).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Key length for --key symmetric|random (bytes, >= 40).
     #[arg(long, default_value_t = 52)]
     pub key_len: usize,
@@ -132,6 +139,30 @@ pub struct PlanArgs {
     /// Tuples per bucket.
     #[arg(long, default_value_t = 1)]
     pub per_bucket: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The RSS flags of hash, plan, analyze or run (--key, --seed, --queues, --hash-types, --ethtool-x, ...).
+    #[command(flatten)]
+    pub rss: RssArgs,
+    /// Interface the commands configure.
+    pub iface: String,
+    /// Software steering to add beside RSS, as `run --steer`: rss (none), rps or rfs.
+    #[arg(long, default_value = "rss")]
+    pub steer: String,
+    /// RPS CPU mask in the sysfs format (e.g. 3 or ff,ffffffff); once for all queues or once per queue.
+    #[arg(long)]
+    pub rps_cpus: Vec<String>,
+    /// RFS: /proc/sys/net/core/rps_sock_flow_entries (rounded up to a power of two).
+    #[arg(long, default_value_t = 32768)]
+    pub rfs_entries: usize,
+    /// RFS: rps_flow_cnt of every receive queue (rounded up to a power of two).
+    #[arg(long, default_value_t = 4096)]
+    pub rfs_flow_cnt: usize,
+    /// Print JSON (schema flowsteer.export.v1).
     #[arg(long)]
     pub json: bool,
 }
@@ -244,9 +275,6 @@ pub struct RunArgs {
     /// Generator: fragmenting flows send one datagram in N as fragments and the others whole (mixed-size flows; needs one receive queue).
     #[arg(long, default_value_t = 1)]
     pub frag_every: u32,
-    /// Generator: seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// Fragments: owner (the first fragment's ports pick the flow's worker, which reassembles), rehash (FreeBSD: reassemble where the 2-tuple hash sends them, re-inject to the owner), local (reassemble on the receiving core) or off.
     #[arg(long, default_value = "owner")]
     pub frag_steer: String,

@@ -23,6 +23,7 @@ fn main() {
         cli::Command::Hash(a) => cmd::hash::run(a),
         cli::Command::Plan(a) => cmd::plan::run(a),
         cli::Command::Analyze(a) => cmd::analyze::run(a),
+        cli::Command::Export(a) => cmd::export::run(a),
         cli::Command::Run(a) => cmd::run::run(a),
         cli::Command::Defrag(a) => cmd::defrag::run(a),
         cli::Command::Queues(a) => cmd::queues::run(a),

@@ -4,7 +4,7 @@
 use crate::cli::RssArgs;
 use anyhow::{bail, Context, Result};
 use flowsteer_plan::ethtool::parse_ethtool_x;
-use flowsteer_rss::{CoreId, HashTypes, Impl, Mapping, Reta, RssConfig, RssKey};
+use flowsteer_rss::{CoreId, HashTypes, Impl, KeyKind, Mapping, Reta, RssConfig, RssKey};
 
 /// Queues when neither --queues nor a command-specific count is given.
 pub const DEFAULT_QUEUES: usize = 4;
@@ -15,7 +15,23 @@ pub struct Resolved {
     pub warnings: Vec<String>,
 }
 
+/// What `--seed` seeds besides a `--key random` key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeedUse {
+    /// Only the key: `--seed` without `--key random` is an error.
+    KeyOnly,
+    /// Also the command's traffic generator (`run`): `--seed` is valid alone.
+    KeyAndGenerator,
+}
+
 pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolved> {
+    resolve_with(args, queues_override, SeedUse::KeyOnly)
+}
+
+pub fn resolve_with(args: &RssArgs, queues_override: Option<usize>, seed_use: SeedUse) -> Result<Resolved> {
+    if args.seed.is_some() && args.key != "random" && seed_use == SeedUse::KeyOnly {
+        bail!("--seed draws a --key random key; --key {} is fixed (drop --seed, or use --key random)", args.key);
+    }
     let mut warnings = Vec::new();
     let mut types = HashTypes::parse(&args.hash_types)?;
     types.fragments_on_2tuple = !args.frag_4tuple;
@@ -60,7 +76,7 @@ pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolve
         None => (key_from_flag(args)?, Reta::round_robin(args.reta_size, queues)?),
     };
 
-    if matches!(key.kind(), flowsteer_rss::KeyKind::User | flowsteer_rss::KeyKind::Symmetric) {
+    if matches!(key.kind(), KeyKind::User | KeyKind::Symmetric) {
         let report = flowsteer_rss::quality::spread_test(&key);
         if !report.passed {
             warnings.push(format!(
@@ -72,6 +88,11 @@ pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolve
                 flowsteer_rss::quality::SPREAD_ALPHA
             ));
         }
+    }
+    if let KeyKind::Seeded(seed) = key.kind() {
+        warnings.push(format!(
+            "the key drawn from --seed {seed} is only as secret as the seed: use it to reproduce results, not in production"
+        ));
     }
     if key.is_public() {
         warnings.push("the Microsoft default key is public: anyone can aim traffic at one queue with it (use --key random in production)".into());
@@ -106,7 +127,34 @@ fn key_from_flag(args: &RssArgs) -> Result<RssKey> {
     Ok(match args.key.as_str() {
         "default" | "microsoft" => RssKey::microsoft(),
         "symmetric" => RssKey::symmetric(args.key_len)?,
-        "random" => RssKey::random(args.key_len)?,
+        "random" => match args.seed {
+            Some(seed) => RssKey::from_seed(args.key_len, seed)?,
+            None => RssKey::random(args.key_len)?,
+        },
         hex => RssKey::parse_hex(hex).context("--key")?,
     })
+}
+
+/// The header line that shows a key drawn by `--key random`, in the form
+/// `--key` takes back; `None` for keys the user gave or named.
+pub fn drawn_key_line(key: &RssKey) -> Option<String> {
+    match key.kind() {
+        KeyKind::Random => Some(format!("key (--key random, from OS randomness): {}", key.to_hex())),
+        KeyKind::Seeded(seed) => Some(format!("key (--key random --seed {seed}, SplitMix64): {}", key.to_hex())),
+        _ => None,
+    }
+}
+
+/// Add `"key"` (the hex form `--key` takes) and `"key_seed"` (the seed, or
+/// null for OS randomness) to a JSON object when `--key random` drew the key.
+pub fn add_drawn_key(doc: &mut serde_json::Value, key: &RssKey) {
+    let seed = match key.kind() {
+        KeyKind::Random => None,
+        KeyKind::Seeded(seed) => Some(seed),
+        _ => return,
+    };
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("key".into(), key.to_hex().into());
+        obj.insert("key_seed".into(), seed.into());
+    }
 }

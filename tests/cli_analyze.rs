@@ -282,3 +282,26 @@ fn bench_analyze_runs_and_keeps_the_capture_on_request() {
     assert!(r["mpps"].as_f64().unwrap() > 0.0);
     assert!(std::fs::metadata(&keep).unwrap().len() > 20000 * 60);
 }
+
+/// `--key random --seed N` draws the same key every run and shows it (text
+/// header and `--json`); that key given back with `--key` gives the same
+/// report.
+#[test]
+fn a_random_key_is_shown_and_reproduces_the_report() {
+    let dir = TempDir::new("cli-analyze", "random-key");
+    let cap = dir.path("mixed.pcap");
+    write_capture(&cap, &mixed_frames(40));
+    let a = json(&analyze(&cap, &["--json", "--queues", "8", "--key", "random", "--seed", "5"]));
+    let b = json(&analyze(&cap, &["--json", "--queues", "8", "--key", "random", "--seed", "5"]));
+    let key = a["key"].as_str().expect("the drawn key is in the report").to_string();
+    assert_eq!(a["key_seed"], 5);
+    assert_eq!(a["queues"], b["queues"]);
+    assert_eq!(b["key"], a["key"]);
+    let back = json(&analyze(&cap, &["--json", "--queues", "8", "--key", &key]));
+    assert_eq!(back["queues"], a["queues"]);
+    assert_eq!(back["split_flows"], a["split_flows"]);
+    assert!(back.get("key").is_none());
+    let out = analyze(&cap, &["--queues", "8", "--key", "random", "--seed", "5"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).lines().any(|l| l.starts_with("key (--key random --seed 5") && l.ends_with(&key)));
+}

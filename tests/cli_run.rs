@@ -214,3 +214,26 @@ fn sigint_and_sigterm_stop_a_generator_or_capture_run_with_its_final_counters() 
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `run --key random --seed N` shows the key it drew (JSON `key`), the same
+/// key every time; `--seed` alone seeds the generator, as before.
+#[test]
+fn run_shows_a_seeded_random_key() {
+    let args = ["run", "--packets", "2000", "--duration", "30", "--json", "--no-pin", "--key", "random", "--seed", "5"];
+    let a = json(&flowsteer(&args));
+    let b = json(&flowsteer(&args));
+    check_totals(&a);
+    assert!(a["key"].as_str().unwrap().len() == 52 * 3 - 1, "{}", a["key"]);
+    assert_eq!(a["key"], b["key"]);
+    assert_eq!(a["key_seed"], 5);
+    let plain =
+        json(&flowsteer(&["run", "--packets", "2000", "--duration", "30", "--json", "--no-pin", "--seed", "5"]));
+    assert!(plain.get("key").is_none());
+    let text =
+        flowsteer(&["run", "--packets", "2000", "--duration", "30", "--no-pin", "--key", "random", "--seed", "5"]);
+    assert!(text.status.success());
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(out
+        .lines()
+        .any(|l| l.starts_with("key (--key random --seed 5") && l.ends_with(a["key"].as_str().unwrap())));
+}

@@ -23,7 +23,7 @@
 
 use crate::cli::AnalyzeArgs;
 use crate::plot::{self, ChartFormat, Series};
-use crate::rssopts::{resolve, Resolved};
+use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_analyze::{report, AnalyzeOptions, Analyzer, Report};
 use flowsteer_capture::{CaptureError, CaptureReader, Format};
@@ -59,10 +59,12 @@ pub fn run(args: &AnalyzeArgs) -> Result<i32> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {
         let doc = JsonReport { report: &analysis.report, capture: &analysis.capture, warnings: &warnings };
+        let mut doc = serde_json::to_value(doc)?;
+        add_drawn_key(&mut doc, config.key());
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
-        write_text(&mut out, &analysis.report, &analysis.capture)?;
+        write_text(&mut out, &analysis.report, &analysis.capture, drawn_key_line(config.key()).as_deref())?;
     }
     out.flush()?;
 
@@ -196,7 +198,12 @@ fn progress_bar(len: u64) -> ProgressBar {
 
 // ---------------------------------------------------------------- text output
 
-fn write_text(out: &mut impl Write, r: &Report, capture: &CaptureSummary) -> std::io::Result<()> {
+fn write_text(
+    out: &mut impl Write,
+    r: &Report,
+    capture: &CaptureSummary,
+    key_line: Option<&str>,
+) -> std::io::Result<()> {
     let rss = &r.rss;
     writeln!(
         out,
@@ -217,6 +224,9 @@ fn write_text(out: &mut impl Write, r: &Report, capture: &CaptureSummary) -> std
         rss.queues,
         rss.mapping
     )?;
+    if let Some(line) = key_line {
+        writeln!(out, "{line}")?;
+    }
     writeln!(out, "packets: {} read, {} analysed, {} dropped\n", r.packets_read, r.analysed_packets, r.drops.total)?;
 
     let rows: Vec<QueueRow> = r

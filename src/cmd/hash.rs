@@ -6,9 +6,11 @@
 //! blank lines and lines starting with `#` are skipped. A bad line gives an
 //! error record in place (text: `line N: error: ...`; JSON: `{"line": N,
 //! "error": "..."}`), the others are still hashed, and the exit code is 1.
+//! A key drawn by `--key random` is shown above the table and in every JSON
+//! record (`key`, `key_seed`).
 
 use crate::cli::HashArgs;
-use crate::rssopts::{resolve, Resolved};
+use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_rss::{Fields, HashInput, RssConfig};
 use std::io::{BufRead, BufReader, Write};
@@ -27,6 +29,9 @@ pub fn run(args: &HashArgs) -> Result<i32> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if !args.json {
+        if let Some(line) = drawn_key_line(config.key()) {
+            writeln!(out, "{line}")?;
+        }
         writeln!(
             out,
             "{:<40} {:<40} {:>5} {:>5} {:<7} {:<10} {:>6} {:>5} {:>4}",
@@ -113,7 +118,7 @@ fn emit(
     let p = config.place_input(&input);
     let (sp, dp) = ports.map_or((None, None), |(s, d)| (Some(s), Some(d)));
     if json {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "src": src.to_string(),
             "dst": dst.to_string(),
             "sport": sp,
@@ -124,6 +129,7 @@ fn emit(
             "queue": p.queue.0,
             "cpu": p.cpu.0,
         });
+        add_drawn_key(&mut v, config.key());
         writeln!(out, "{v}")?;
     } else {
         let opt = |v: Option<u16>| v.map_or("-".to_string(), |v| v.to_string());

@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod bench;
 pub mod defrag;
+pub mod export;
 pub mod hash;
 pub mod plan;
 pub mod queues;

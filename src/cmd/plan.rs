@@ -1,10 +1,10 @@
 //! `flowsteer plan`: tuples for every bucket, from the GF(2) solver.
 
 use crate::cli::PlanArgs;
-use crate::rssopts::{resolve, Resolved};
+use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_plan::plan::{plan, AddrRange, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
-use flowsteer_rss::QueueId;
+use flowsteer_rss::{HashTypes, QueueId, RssConfig};
 use flowsteer_wire::proto;
 
 /// Exit code when some bucket could not be served.
@@ -49,6 +49,7 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
         max_candidates: DEFAULT_MAX_CANDIDATES,
     };
     let p = plan(&config, &req)?;
+    let note = p.ports_ignored.then(|| ports_ignored_note(&args.proto, &config, req.src.base.is_ipv6()));
     if args.json {
         let assignments: Vec<_> = p
             .assignments
@@ -68,7 +69,7 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             .collect();
         let unreachable: Vec<_> =
             p.unreachable.iter().map(|(b, why)| serde_json::json!({"bucket": b.0, "reason": why})).collect();
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "schema": "flowsteer.plan.v1",
             "hash_input": p.fields.name(),
             "hash_types": config.types.to_string(),
@@ -80,9 +81,15 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             "assignments": assignments,
             "unreachable": unreachable,
             "complete": p.unreachable.is_empty(),
+            "ports_ignored": p.ports_ignored,
+            "note": note,
         });
+        add_drawn_key(&mut doc, config.key());
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
+        if let Some(note) = &note {
+            println!("{note}");
+        }
         println!(
             "plan: {} bucket(s) x {} tuple(s); {} hashed on the {} ({}); RETA {} entries over {} queues",
             req.buckets.len(),
@@ -93,6 +100,9 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             config.reta.len(),
             config.queue_count()
         );
+        if let Some(line) = drawn_key_line(config.key()) {
+            println!("{line}");
+        }
         println!(
             "free input bits: {}; hash bits that pick the queue: {}; rank {} (2^{} of 2^{} entries reachable)",
             p.free_bits, p.bucket_bits, p.rank, p.rank, p.bucket_bits
@@ -118,11 +128,61 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
         }
     }
     if !p.unreachable.is_empty() {
+        // Buckets that share a reason share a line.
+        let mut reasons: Vec<(&str, Vec<u16>)> = Vec::new();
         for (b, why) in &p.unreachable {
-            eprintln!("bucket {}: {why}", b.0);
+            match reasons.iter_mut().find(|(w, _)| *w == why.as_str()) {
+                Some((_, bs)) => bs.push(b.0),
+                None => reasons.push((why, vec![b.0])),
+            }
         }
-        eprintln!("error: {} of {} buckets could not be served", p.unreachable.len(), req.buckets.len());
+        for (why, bs) in &reasons {
+            let noun = if bs.len() == 1 { "bucket" } else { "buckets" };
+            eprintln!("{noun} {}: {why}", id_ranges(bs));
+        }
+        let why = if p.ports_ignored && p.free_bits == 0 {
+            ": the hash ignores ports and the addresses are fixed, so every tuple lands in one bucket"
+        } else {
+            ""
+        };
+        eprintln!("error: {} of {} buckets could not be served{why}", p.unreachable.len(), req.buckets.len());
         return Ok(EXIT_INCOMPLETE);
     }
     Ok(0)
+}
+
+/// The line above a plan whose ports the hash ignores: what that means and
+/// the two ways to make ports count (a protocol hashed on the 4-tuple, or
+/// the protocol's 4-tuple hash type).
+fn ports_ignored_note(proto: &str, config: &RssConfig, v6: bool) -> String {
+    let proto = proto.to_ascii_lowercase();
+    let family = if v6 { "6" } else { "4" };
+    let four_tuple_type = format!("{proto}{family}");
+    let types = if config.types.bits() == HashTypes::default().bits() {
+        format!("default,{four_tuple_type}")
+    } else {
+        format!("{},{four_tuple_type}", config.types)
+    };
+    let tcp_bit = if v6 { HashTypes::TCP_IPV6 } else { HashTypes::TCP_IPV4 };
+    let other_proto = if proto == "udp" && config.types.contains(tcp_bit) { "--proto tcp, or " } else { "" };
+    format!(
+        "note: the hash types in use ({}) hash {} over IPv{family} on the 2-tuple: ports do not pick the bucket, so each tuple shows the first port of each range (any port of the range lands alike); to hash ports use {other_proto}--hash-types {types}",
+        config.types,
+        proto.to_ascii_uppercase()
+    )
+}
+
+/// `0-5,7,9-63`: sorted ids as ranges.
+fn id_ranges(ids: &[u16]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { ids[i].to_string() } else { format!("{}-{}", ids[i], ids[j]) });
+        i = j + 1;
+    }
+    out.join(",")
 }

@@ -2,7 +2,7 @@
 //! replayed capture, with the `netstat -Q`-style table.
 
 use crate::cli::RunArgs;
-use crate::rssopts::{resolve, Resolved};
+use crate::rssopts::{add_drawn_key, drawn_key_line, resolve_with, Resolved, SeedUse};
 use anyhow::{bail, Context, Result};
 use flowsteer_engine::counters::Snapshot;
 use flowsteer_engine::engine::{Engine, EngineConfig};
@@ -26,6 +26,9 @@ use std::time::Duration;
 /// down): the final counters are printed, then the one-line error.
 pub const EXIT_SOURCE_LOST: i32 = 4;
 
+/// The generator's seed when `--seed` is not given.
+const DEFAULT_GEN_SEED: u64 = 1;
+
 pub fn run(args: &RunArgs) -> Result<i32> {
     let (engine, mut opts, warnings, guard) = build(args)?;
     // Every source stops cleanly on SIGINT/SIGTERM with its final counters
@@ -34,8 +37,12 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     opts.stop = Some(flowsteer_live::stop_on_signals()?);
     crate::cmd::warn_all(&warnings);
     let header = describe(&engine.cfg, args);
+    let key = engine.cfg.rss.key().clone();
     if !args.json {
         println!("{header}");
+        if let Some(line) = drawn_key_line(&key) {
+            println!("{line}");
+        }
     }
     let json = args.json;
     let report = run_engine(engine, &opts, |snap| {
@@ -46,7 +53,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     });
     crate::cmd::warn_all(&report.warnings);
     if args.json {
-        print_json(&report, args)?;
+        print_json(&report, args, &key)?;
     } else {
         print_table(&report.snapshot);
         print_summary(&report);
@@ -113,7 +120,8 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     if args.rss.queues.is_some() {
         bail!("`run` takes the receive queue count from --rx-queues, not --queues");
     }
-    let Resolved { config: rss, mut warnings } = resolve(&args.rss, Some(usize::from(rx_queues)))?;
+    let Resolved { config: rss, mut warnings } =
+        resolve_with(&args.rss, Some(usize::from(rx_queues)), SeedUse::KeyAndGenerator)?;
     let policy = Policy::parse(&args.steer).context("--steer")?;
     let dispatch = Dispatch::parse(&args.dispatch).context("--dispatch")?;
     let rps_cpus = args
@@ -171,7 +179,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
             zipf: args.zipf,
             frag_share: args.frag_share,
             frag_every: args.frag_every,
-            seed: args.seed,
+            seed: args.rss.seed.unwrap_or(DEFAULT_GEN_SEED),
         };
         gen_cfg.validate().map_err(|e| anyhow::anyhow!("generator: {e}"))?;
         let spread = |rss: &RssConfig| {
@@ -398,7 +406,7 @@ fn print_ingress(i: &flowsteer_engine::Ingress) {
     }
 }
 
-fn print_json(r: &RunReport, args: &RunArgs) -> Result<()> {
+fn print_json(r: &RunReport, args: &RunArgs, key: &flowsteer_rss::RssKey) -> Result<()> {
     let mut v = serde_json::to_value(r)?;
     v["config"] = serde_json::json!({
         "steer": args.steer,
@@ -407,6 +415,7 @@ fn print_json(r: &RunReport, args: &RunArgs) -> Result<()> {
         "duration_s": args.duration,
         "flows": args.flows,
     });
+    add_drawn_key(&mut v, key);
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }

@@ -155,17 +155,25 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
-            "Queue", "CPU", "Received", "Delivered", "Sent", "TxFull", "NotForUs", "KernDrops"
+            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+            "Queue", "CPU", "Received", "Delivered", "Sent", "TxFull", "NotForUs", "Malformed", "KernDrops"
         );
         for r in &rows {
             println!(
-                "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
-                r.queue, r.cpu, r.received, r.delivered, r.sent, r.dropped_tx_full, r.not_for_us, r.kernel_drops
+                "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+                r.queue,
+                r.cpu,
+                r.received,
+                r.delivered,
+                r.sent,
+                r.dropped_tx_full,
+                r.not_for_us,
+                r.malformed,
+                r.kernel_drops
             );
         }
         println!(
-            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
+            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
             "total",
             "",
             total.received,
@@ -173,10 +181,11 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
             total.sent,
             total.dropped_tx_full,
             total.not_for_us,
+            total.malformed,
             total.kernel_drops
         );
         println!(
-            "conservation: received = delivered + not for us, delivered = sent + tx full: {}",
+            "conservation: received = delivered + not for us + malformed, delivered = sent + tx full: {}",
             if ok { "OK" } else { "FAILED" }
         );
     }

@@ -39,10 +39,15 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         bail!("--drain must be a non-negative number of seconds");
     }
 
+    let mut key = None;
     let flows = match args.spread {
         Some(n) => {
             let Resolved { config, warnings } = resolve(&args.rss, Some(usize::from(n)))?;
             crate::cmd::warn_all(&warnings);
+            if let Some(line) = crate::rssopts::drawn_key_line(config.key()) {
+                eprintln!("{line}");
+            }
+            key = Some(config.key().clone());
             let sports: PortRange = args.sport_range.parse().context("--sport-range")?;
             if locals.is_empty() {
                 locals.push(route_source(remote)?);
@@ -65,7 +70,11 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
     let stop = stop_on_signals()?;
     let report = client::run(&cfg, &stop)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut doc = serde_json::to_value(&report)?;
+        if let Some(key) = &key {
+            crate::rssopts::add_drawn_key(&mut doc, key);
+        }
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", format_report(&report));
     }

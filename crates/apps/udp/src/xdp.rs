@@ -17,7 +17,7 @@
 //! counted as `not_for_us` and dropped: with the queue owned by the XDP
 //! socket, the kernel never sees them.
 
-use flowsteer_wire::{parse_frame, proto, LinkType, ParseOptions};
+use flowsteer_wire::{check_lengths, parse_frame, proto, LinkType, Malformed, ParseOptions};
 use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -39,6 +39,9 @@ pub struct XdpCoreCounters {
     pub dropped_tx_full: u64,
     /// IP frames that were not UDP to us (dropped).
     pub not_for_us: u64,
+    /// UDP to us with lengths a host refuses (IP length past the frame, a
+    /// bad IPv4 option, a UDP length below 8 or past the datagram): dropped.
+    pub malformed: u64,
     /// Frames the kernel dropped for this socket (ring full, fill ring empty).
     pub kernel_drops: u64,
     /// Sanity: a reply sent from a CPU other than the socket's (always 0 when pinned).
@@ -53,16 +56,18 @@ impl std::ops::AddAssign<&XdpCoreCounters> for XdpCoreCounters {
         self.sent += o.sent;
         self.dropped_tx_full += o.dropped_tx_full;
         self.not_for_us += o.not_for_us;
+        self.malformed += o.malformed;
         self.kernel_drops += o.kernel_drops;
         self.cpu_mismatch += o.cpu_mismatch;
     }
 }
 
 impl XdpCoreCounters {
-    /// Every frame accounted for: received = delivered + not for us, and
-    /// (when echoing) delivered = sent + dropped because transmit was full.
+    /// Every frame accounted for: received = delivered + not for us +
+    /// malformed, and (when echoing) delivered = sent + dropped because
+    /// transmit was full.
     pub fn adds_up(&self, echo: bool) -> bool {
-        self.received == self.delivered + self.not_for_us
+        self.received == self.delivered + self.not_for_us + self.malformed
             && (!echo || self.delivered == self.sent + self.dropped_tx_full)
     }
 }
@@ -175,9 +180,16 @@ fn serve(
         let (got, reflected) = sock.reflect_burst(64, &mut |buf, len| {
             c.received += 1;
             let frame = buf.get_mut(..len)?;
-            if !echo_reply_in_place(frame, &opts, addr) {
-                c.not_for_us += 1;
-                return None;
+            match echo_reply_in_place(frame, &opts, addr) {
+                Echo::Reply => {}
+                Echo::NotForUs => {
+                    c.not_for_us += 1;
+                    return None;
+                }
+                Echo::Malformed(_) => {
+                    c.malformed += 1;
+                    return None;
+                }
             }
             c.delivered += 1;
             if echo {
@@ -214,22 +226,39 @@ fn serve(
     c
 }
 
-/// Turns a UDP request to `addr` into its reply, in place. False (frame
-/// unchanged in meaning) when it is not a whole UDP datagram to `addr`.
-pub fn echo_reply_in_place(frame: &mut [u8], opts: &ParseOptions, addr: SocketAddr) -> bool {
-    let Ok(parsed) = parse_frame(frame, LinkType::Ethernet, opts) else { return false };
-    let Some(l3) = parsed.outer else { return false };
-    if parsed.encap.is_some() || l3.frag.is_some() || l3.truncated || l3.tuple.proto != proto::UDP {
-        return false;
+/// What [`echo_reply_in_place`] made of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Echo {
+    /// The frame is now the reply.
+    Reply,
+    /// Not a whole UDP datagram to our address and port (left unchanged).
+    NotForUs,
+    /// UDP to us, but with lengths a host refuses (left unchanged).
+    Malformed(Malformed),
+}
+
+/// Turns a UDP request to `addr` into its reply, in place. The frame is
+/// changed only when the answer is [`Echo::Reply`].
+pub fn echo_reply_in_place(frame: &mut [u8], opts: &ParseOptions, addr: SocketAddr) -> Echo {
+    let Ok(parsed) = parse_frame(frame, LinkType::Ethernet, opts) else { return Echo::NotForUs };
+    let Some(l3) = parsed.outer else { return Echo::NotForUs };
+    if parsed.encap.is_some() || l3.frag.is_some() || l3.tuple.proto != proto::UDP {
+        return Echo::NotForUs;
     }
-    let Some((_, dport)) = l3.tuple.ports else { return false };
+    let Some((_, dport)) = l3.tuple.ports else { return Echo::NotForUs };
     if l3.tuple.dst != addr.ip() || dport != addr.port() {
-        return false;
+        return Echo::NotForUs;
     }
-    let Some(l4) = l3.l4_offset else { return false };
+    if let Err(m) = check_lengths(frame, &l3) {
+        return Echo::Malformed(m);
+    }
+    let Some(l4) = l3.l4_offset else { return Echo::NotForUs };
     let (ip, alen) = if l3.tuple.src.is_ipv4() { (l3.l3_offset + 12, 4) } else { (l3.l3_offset + 8, 16) };
-    if frame.len() < 12 || frame.len() < ip + 2 * alen || frame.len() < l4 + 4 {
-        return false;
+    // The checks above place the IP addresses and the whole UDP datagram
+    // inside the frame; stay defensive anyway.
+    let ip_end = l3.l3_offset + l3.ip_total_len;
+    if frame.len() < 12 || frame.len() < ip + 2 * alen || ip_end > frame.len() || l4 + 8 > ip_end {
+        return Echo::NotForUs;
     }
     // Ethernet: destination <-> source.
     let (d, s) = frame.split_at_mut(6);
@@ -237,18 +266,16 @@ pub fn echo_reply_in_place(frame: &mut [u8], opts: &ParseOptions, addr: SocketAd
     // IP: source <-> destination (adjacent fields).
     let (a, b) = frame[ip..ip + 2 * alen].split_at_mut(alen);
     a.swap_with_slice(b);
-    // UDP: source port <-> destination port, then the checksum afresh.
+    // UDP: source port <-> destination port, then the checksum afresh over
+    // the datagram as its length field gives it.
     let (p, q) = frame[l4..l4 + 4].split_at_mut(2);
     p.swap_with_slice(q);
-    let ip_end = l3.l3_offset + l3.ip_total_len;
-    if ip_end > frame.len() || l4 + 8 > ip_end {
-        return false;
-    }
+    let udp_end = l4 + usize::from(u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]));
     frame[l4 + 6] = 0;
     frame[l4 + 7] = 0;
-    let c = flowsteer_wire::checksum::udp_checksum(l3.tuple.dst, l3.tuple.src, &frame[l4..ip_end]);
+    let c = flowsteer_wire::checksum::udp_checksum(l3.tuple.dst, l3.tuple.src, &frame[l4..udp_end]);
     frame[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
-    true
+    Echo::Reply
 }
 
 #[cfg(test)]
@@ -268,7 +295,7 @@ mod tests {
             let l4 = if src.is_ipv4() { 34 } else { 54 };
             req[l4 + 6] ^= 0x5a;
             let mut f = req.clone();
-            assert!(echo_reply_in_place(&mut f, &ParseOptions::default(), SocketAddr::new(dst, 9000)));
+            assert_eq!(echo_reply_in_place(&mut f, &ParseOptions::default(), SocketAddr::new(dst, 9000)), Echo::Reply);
             let want = udp_frame(dst, src, 9000, 4000, b"hello, echo");
             // Same bytes as a reply built from scratch, MACs aside (swapped).
             assert_eq!(&f[12..], &want[12..], "{src}");
@@ -276,9 +303,47 @@ mod tests {
             assert_eq!(&f[6..12], &req[..6]);
             // Not for us: other port, other address.
             let mut g = req.clone();
-            assert!(!echo_reply_in_place(&mut g, &ParseOptions::default(), SocketAddr::new(dst, 9001)));
-            assert!(!echo_reply_in_place(&mut g, &ParseOptions::default(), SocketAddr::new(src, 9000)));
-            assert!(!echo_reply_in_place(&mut [0u8; 10], &ParseOptions::default(), SocketAddr::new(dst, 9000)));
+            let o = ParseOptions::default();
+            assert_eq!(echo_reply_in_place(&mut g, &o, SocketAddr::new(dst, 9001)), Echo::NotForUs);
+            assert_eq!(echo_reply_in_place(&mut g, &o, SocketAddr::new(src, 9000)), Echo::NotForUs);
+            assert_eq!(echo_reply_in_place(&mut [0u8; 10], &o, SocketAddr::new(dst, 9000)), Echo::NotForUs);
+            assert_eq!(g, req, "a frame not for us is left as it was");
         }
+    }
+
+    /// UDP to us with a length of 0, a length past the datagram, or a
+    /// zero-length IPv4 option is not echoed and is left unchanged.
+    #[test]
+    fn impossible_lengths_are_not_echoed() {
+        let (src, dst): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let to = SocketAddr::new(dst, 9000);
+        let req = udp_frame(src, dst, 4000, 9000, b"hello, echo");
+        let mut cases = Vec::new();
+        for len in [0u16, 7, 100] {
+            let mut f = req.clone();
+            f[38..40].copy_from_slice(&len.to_be_bytes());
+            cases.push((f, Malformed::UdpLength));
+        }
+        let mut opt = req.clone();
+        opt.splice(34..34, [0x44u8, 0, 0, 0]); // timestamp option with length 0
+        opt[14] = 0x46;
+        let total = u16::from_be_bytes([opt[16], opt[17]]) + 4;
+        opt[16..18].copy_from_slice(&total.to_be_bytes());
+        cases.push((opt, Malformed::Ipv4Option));
+        let mut long = req.clone();
+        long[16..18].copy_from_slice(&1400u16.to_be_bytes());
+        cases.push((long, Malformed::IpBeyondFrame));
+        for (f, why) in cases {
+            let mut g = f.clone();
+            assert_eq!(echo_reply_in_place(&mut g, &ParseOptions::default(), to), Echo::Malformed(why));
+            assert_eq!(g, f);
+        }
+        // A UDP length shorter than the IP payload (Ethernet padding kept by
+        // the IP length) is a datagram the kernel trims and accepts.
+        let mut padded = req.clone();
+        padded.extend_from_slice(&[0; 4]);
+        let total = u16::from_be_bytes([padded[16], padded[17]]) + 4;
+        padded[16..18].copy_from_slice(&total.to_be_bytes());
+        assert_eq!(echo_reply_in_place(&mut padded, &ParseOptions::default(), to), Echo::Reply);
     }
 }

@@ -5,7 +5,7 @@
 //! is built ([`DropCounts::named`]).
 
 use flowsteer_reasm::DropReason as ReasmDrop;
-use flowsteer_wire::ParseError;
+use flowsteer_wire::{Malformed, ParseError};
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::AddAssign;
@@ -15,6 +15,10 @@ use std::ops::AddAssign;
 pub enum DropReason {
     /// The frame did not parse; named by [`ParseError::reason`].
     Parse(ParseError),
+    /// Parsed, but lengths a receiving host refuses (an IP length past the
+    /// frame, a bad IPv4 option, a bad UDP length); named by
+    /// [`Malformed::reason`].
+    Malformed(Malformed),
     /// Parsed, but no IP header (`not_ip`).
     NotIp,
     /// A carried fragment's descriptor came without its bytes
@@ -68,8 +72,10 @@ const OWN: [DropReason; 12] = [
     DropReason::QueueFull,
 ];
 
-/// First slot of the value-less reasons, and of the reassembler's.
-const OWN_BASE: usize = ParseError::COUNT;
+/// First slot of the length checks, of the value-less reasons, and of the
+/// reassembler's.
+const MALFORMED_BASE: usize = ParseError::COUNT;
+const OWN_BASE: usize = MALFORMED_BASE + Malformed::COUNT;
 const REASM_BASE: usize = OWN_BASE + OWN.len();
 
 impl DropReason {
@@ -77,13 +83,18 @@ impl DropReason {
     pub const COUNT: usize = REASM_BASE + ReasmDrop::COUNT;
 
     /// Every reason, in slot order ([`DropReason::index`]): parse errors,
-    /// the engine's own reasons, the reassembler's.
+    /// length checks, the engine's own reasons, the reassembler's.
     pub const ALL: [DropReason; DropReason::COUNT] = {
         let mut all = [DropReason::NotIp; DropReason::COUNT];
         let mut i = 0;
         while i < ParseError::COUNT {
             all[i] = DropReason::Parse(ParseError::ALL[i]);
             i += 1;
+        }
+        let mut m = 0;
+        while m < Malformed::COUNT {
+            all[MALFORMED_BASE + m] = DropReason::Malformed(Malformed::ALL[m]);
+            m += 1;
         }
         let mut j = 0;
         while j < OWN.len() {
@@ -103,6 +114,7 @@ impl DropReason {
     pub const fn index(self) -> usize {
         match self {
             DropReason::Parse(e) => e.index(),
+            DropReason::Malformed(m) => MALFORMED_BASE + m.index(),
             DropReason::NotIp => OWN_BASE,
             DropReason::FragBytesMissing => OWN_BASE + 1,
             DropReason::FragUnparsable => OWN_BASE + 2,
@@ -124,6 +136,7 @@ impl DropReason {
     pub fn name(self) -> Cow<'static, str> {
         Cow::Borrowed(match self {
             DropReason::Parse(e) => e.reason(),
+            DropReason::Malformed(m) => m.reason(),
             DropReason::NotIp => "not_ip",
             DropReason::FragBytesMissing => "frag_bytes_missing",
             DropReason::FragUnparsable => "frag_unparsable",

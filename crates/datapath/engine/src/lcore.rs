@@ -19,7 +19,9 @@ use flowsteer_rss::{QueueId, RssConfig};
 use flowsteer_steer::dispatch::{decide, Action, Dispatch};
 use flowsteer_steer::steer::{QueueView, SharedTables, SockFlowTable, Steerer};
 use flowsteer_steer::WorkerId;
-use flowsteer_wire::{parse_frame_into, proto, L3Info, LinkType, ParseOptions, Parsed};
+use flowsteer_wire::{
+    check_lengths, check_lengths_in, parse_frame_into, proto, L3Info, LinkType, ParseOptions, Parsed,
+};
 use std::sync::{Arc, Mutex};
 
 /// Per-flow state the built-in application keeps in the flow table.
@@ -419,6 +421,10 @@ impl RxSide {
             c.drops.count(DropReason::NotIp);
             return;
         };
+        if let Err(m) = check_lengths(bytes, &l3) {
+            c.drops.count(DropReason::Malformed(m));
+            return;
+        }
         if let Some(fi) = l3.frag {
             match self.frag_steer {
                 FragSteer::Off => {}
@@ -589,6 +595,10 @@ impl RxSide {
         let parsed = parse_frame_into(head, LinkType::RawIp, &self.opts, &mut work.reasm_parsed);
         match work.reasm_parsed.outer.filter(|_| parsed.is_ok()) {
             Some(dl3) => {
+                if let Err(m) = check_lengths_in(head, len, &dl3) {
+                    c.drops.count(DropReason::Malformed(m));
+                    return;
+                }
                 let (hash, _) = self.rss.hash_frame(head, &dl3);
                 let owner = self.shared.buckets.worker(self.shared.buckets.bucket_for(hash));
                 let worker_side = self.frag_steer.carries_bytes();

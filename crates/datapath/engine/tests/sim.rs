@@ -461,3 +461,55 @@ fn owner_holds_fragments_that_overtake_their_first() {
     assert_eq!(t.delivered, 400, "{t:?}");
     assert_eq!((t.dropped, t.in_flight, t.frag_held), (0, 0, 0), "{t:?}");
 }
+
+/// Packets whose lengths a receiving host refuses are dropped by reason,
+/// whole packets and reassembled datagrams alike; the rest is delivered.
+#[test]
+fn packets_with_impossible_lengths_are_dropped_by_reason() {
+    use flowsteer_engine::engine::{EngineConfig, FragSteer};
+    use flowsteer_engine::source::{Replay, ReplaySource};
+    use flowsteer_wire::build::{ipv4_fragments, udp_frame};
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+    let (src, dst) = (Ipv4Addr::new(10, 1, 0, 1), Ipv4Addr::new(10, 1, 0, 2));
+    let good = udp_frame(src.into(), dst.into(), 4000, 53, b"hello");
+    let with = |at: usize, bytes: &[u8]| {
+        let mut f = good.clone();
+        f[at..at + bytes.len()].copy_from_slice(bytes);
+        f
+    };
+    // IPv4 with a 4-byte option whose length byte is 0.
+    let mut bad_option = good.clone();
+    bad_option.splice(34..34, [7u8, 0, 0, 0]);
+    bad_option[14] = 0x46;
+    bad_option[16..18].copy_from_slice(&(u16::from_be_bytes([good[16], good[17]]) + 4).to_be_bytes());
+    // A fragmented datagram whose UDP length says more than it carries.
+    let mut liar = ipv4_fragments(src, dst, 4001, 53, 77, &[9u8; 3000], 1500);
+    liar[0][38..40].copy_from_slice(&4000u16.to_be_bytes());
+    let mut frames = vec![
+        good.clone(),
+        with(16, &[0x05, 0xdc]), // IP total length 1500 in a 47-byte frame
+        with(38, &[0, 0]),       // UDP length 0
+        with(38, &[0, 200]),     // UDP length past the datagram
+        with(38, &[0, 7]),       // UDP length below its own header
+        bad_option,
+    ];
+    frames.extend(liar);
+    let n = frames.len() as u64;
+    let replay = Arc::new(Replay { queues: vec![frames] });
+    let sources: Vec<Box<dyn RxSource>> = vec![Box::new(ReplaySource::new(replay, 1))];
+    let mut cfg = EngineConfig::new(vec![0], RssConfig::default_for_queues(1).unwrap());
+    cfg.rx_queues = 1;
+    cfg.frag_steer = FragSteer::Local;
+    let mut sim = Sim::new(Engine::build(cfg, sources).unwrap(), 5);
+    sim.run_packets(n);
+    sim.drain();
+    let snap = sim.snapshot();
+    assert_conserved(&snap);
+    let t = &snap.totals;
+    assert_eq!((t.received, t.reassembled, t.delivered), (n, 1, 1), "{t:?}");
+    let drop = |name: &str| t.drops.get(name).copied().unwrap_or(0);
+    assert_eq!(drop("ip_len_beyond_frame"), 1, "{:?}", t.drops);
+    assert_eq!(drop("udp_bad_length"), 4, "{:?}", t.drops);
+    assert_eq!(drop("ipv4_bad_option"), 1, "{:?}", t.drops);
+}

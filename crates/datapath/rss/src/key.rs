@@ -31,6 +31,9 @@ pub enum KeyKind {
     Symmetric,
     /// Generated from OS randomness and checked for spread.
     Random,
+    /// Drawn from SplitMix64 with this seed ([`RssKey::from_seed`]) and
+    /// checked for spread: reproducible, and only as secret as the seed.
+    Seeded(u64),
     /// Given by the user (hex, or read from `ethtool -x`).
     User,
 }
@@ -133,10 +136,11 @@ impl RssKey {
         RssKey::from_bytes(&bytes)
     }
 
-    /// A key drawn at random (see [`RssKey::random`], in `quality.rs`
-    /// beside the spread test that vets it).
-    pub(crate) fn drawn(bytes: Vec<u8>) -> RssKey {
-        RssKey { bytes, kind: KeyKind::Random }
+    /// A key drawn at random or from a seed (see [`RssKey::random`] and
+    /// [`RssKey::from_seed`], in `quality.rs` beside the spread test that
+    /// vets them).
+    pub(crate) fn drawn(bytes: Vec<u8>, kind: KeyKind) -> RssKey {
+        RssKey { bytes, kind }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -168,7 +172,8 @@ impl RssKey {
         is_period_16(&self.bytes)
     }
 
-    /// Lowercase hex, bytes joined by `:` (the `ethtool -x` form).
+    /// Lowercase hex, bytes joined by `:`: the form `ethtool -x` prints and
+    /// `ethtool -X hkey` and [`RssKey::parse_hex`] (`--key`) accept.
     pub fn to_hex(&self) -> String {
         let mut s = String::with_capacity(self.bytes.len() * 3);
         for (i, b) in self.bytes.iter().enumerate() {

@@ -8,7 +8,7 @@
 //! sample is deterministic, so a key's verdict is reproducible.
 
 use crate::hashtype::HashInput;
-use crate::key::{check_len, KeyError, RssKey};
+use crate::key::{check_len, KeyError, KeyKind, RssKey};
 use crate::toeplitz::Toeplitz;
 use flowsteer_prim::SplitMix64;
 
@@ -21,18 +21,45 @@ impl RssKey {
     /// broken).
     pub fn random(len: usize) -> Result<RssKey, KeyError> {
         check_len(len)?;
-        const ATTEMPTS: u32 = 16;
-        for _ in 0..ATTEMPTS {
+        for _ in 0..DRAW_ATTEMPTS {
             let mut bytes = vec![0u8; len];
             getrandom::getrandom(&mut bytes).map_err(|e| KeyError::Randomness(e.to_string()))?;
-            let key = RssKey::drawn(bytes);
+            let key = RssKey::drawn(bytes, KeyKind::Random);
             if spread_test(&key).passed {
                 return Ok(key);
             }
         }
-        Err(KeyError::SpreadRejected { attempts: ATTEMPTS })
+        Err(KeyError::SpreadRejected { attempts: DRAW_ATTEMPTS })
+    }
+
+    /// A key of `len` bytes drawn from SplitMix64 seeded with `seed`
+    /// (`flowsteer_prim::SplitMix64(seed)`): the bytes are its successive
+    /// 64-bit outputs, each written big-endian, the last one cut to fit.
+    /// A key that fails the spread test of [`spread_test`] is replaced by the
+    /// next `len` bytes of the same stream (at most 16 times). The same seed
+    /// and length give the same key on every platform; the key is only as
+    /// secret as the seed ([`KeyKind::Seeded`]).
+    pub fn from_seed(len: usize, seed: u64) -> Result<RssKey, KeyError> {
+        check_len(len)?;
+        let mut rng = SplitMix64(seed);
+        for _ in 0..DRAW_ATTEMPTS {
+            let mut bytes = Vec::with_capacity(len + 8);
+            while bytes.len() < len {
+                bytes.extend_from_slice(&rng.next_u64().to_be_bytes());
+            }
+            bytes.truncate(len);
+            let key = RssKey::drawn(bytes, KeyKind::Seeded(seed));
+            if spread_test(&key).passed {
+                return Ok(key);
+            }
+        }
+        Err(KeyError::SpreadRejected { attempts: DRAW_ATTEMPTS })
     }
 }
+
+/// Keys drawn before a run of spread-test failures is called a broken
+/// generator.
+const DRAW_ATTEMPTS: u32 = 16;
 
 /// Buckets in the test (a 128-entry RETA).
 pub const SPREAD_BUCKETS: usize = 128;
@@ -200,6 +227,26 @@ mod tests {
         let mut sparse = [0u8; 40];
         sparse[39] = 1;
         assert!(!spread_test(&RssKey::from_bytes(&sparse).unwrap()).passed);
+    }
+
+    #[test]
+    fn seeded_keys_repeat_and_follow_splitmix64() {
+        let a = RssKey::from_seed(52, 7).unwrap();
+        let b = RssKey::from_seed(52, 7).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 52);
+        assert_eq!(a.kind(), KeyKind::Seeded(7));
+        assert_ne!(a.as_bytes(), RssKey::from_seed(52, 8).unwrap().as_bytes());
+        // The bytes are SplitMix64(seed)'s outputs, big-endian, in order;
+        // a shorter key is a prefix of a longer one from the same seed.
+        let mut rng = SplitMix64(7);
+        let first: Vec<u8> = (0..2).flat_map(|_| rng.next_u64().to_be_bytes()).collect();
+        assert_eq!(&a.as_bytes()[..16], &first[..]);
+        assert_eq!(RssKey::from_seed(40, 7).unwrap().as_bytes(), &a.as_bytes()[..40]);
+        // Read back as hex it is the same key (kind aside).
+        let back = RssKey::parse_hex(&a.to_hex()).unwrap();
+        assert_eq!(back.as_bytes(), a.as_bytes());
+        assert!(matches!(RssKey::from_seed(20, 7), Err(KeyError::TooShort { len: 20 })));
     }
 
     #[test]

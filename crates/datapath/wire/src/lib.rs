@@ -75,6 +75,7 @@ pub mod ethernet;
 pub mod gre;
 pub mod ipv4;
 pub mod ipv6;
+mod lengths;
 mod limits;
 pub mod parse;
 pub mod pppoe;
@@ -86,6 +87,7 @@ pub mod udp;
 pub mod vxlan;
 
 pub use error::{Layer, ParseError};
+pub use lengths::{check_lengths, check_lengths_in, Malformed};
 pub use limits::{MAX_IPV6_EXT_HEADERS, MAX_VLAN_DEPTH, VXLAN_PORT};
 pub use parse::{parse_frame, parse_frame_into};
 pub use types::{Encap, FlowTuple, FragInfo, L3Info, LinkType, ParseOptions, Parsed};

@@ -461,7 +461,7 @@ fn rss_summary(config: &RssConfig) -> RssSummary {
         key: match config.key().kind() {
             KeyKind::MicrosoftDefault => "microsoft",
             KeyKind::Symmetric => "symmetric",
-            KeyKind::Random => "random",
+            KeyKind::Random | KeyKind::Seeded(_) => "random",
             KeyKind::User => "user",
         },
         key_len: config.key().len(),

@@ -174,6 +174,11 @@ pub struct Plan {
     pub assignments: Vec<Assignment>,
     /// Buckets with fewer than `per_bucket` tuples, with the reason.
     pub unreachable: Vec<(QueueId, String)>,
+    /// Ports were given but the hash types hash this protocol on the
+    /// 2-tuple: ports do not pick the bucket, each tuple carries the first
+    /// port of each range (any port of the range lands alike), and only the
+    /// address bits are free.
+    pub ports_ignored: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -286,6 +291,7 @@ pub fn plan(config: &RssConfig, req: &PlanRequest) -> Result<Plan, PlanError> {
         _ => {}
     }
     let four = fields == Fields::FourTuple;
+    let ports_ignored = !four && (req.sport.is_some() || req.dport.is_some());
 
     // Free variables, low-order bits first.
     let alen = if v6 { 16 } else { 4 };
@@ -333,11 +339,17 @@ pub fn plan(config: &RssConfig, req: &PlanRequest) -> Result<Plan, PlanError> {
         }
     };
 
-    // Base input (variables zero) and its hash.
+    // Base input (variables zero) and its hash. Ports the hash covers
+    // start with their free bits cleared; ports it ignores are the first of
+    // their range.
     let base_src = req.src.network();
     let base_dst = req.dst.network();
-    let base_sport = req.sport.map_or(0, |r| r.lo & !low_mask16(port_free(req.sport)));
-    let base_dport = req.dport.map_or(0, |r| r.lo & !low_mask16(port_free(req.dport)));
+    let base_port = |r: Option<PortRange>| match r {
+        Some(r) if four => r.lo & !low_mask16(port_free(Some(r))),
+        Some(r) => r.lo,
+        None => 0,
+    };
+    let (base_sport, base_dport) = (base_port(req.sport), base_port(req.dport));
     let base_input = HashInput::build(
         to_addr(base_src, v6),
         to_addr(base_dst, v6),
@@ -432,7 +444,19 @@ pub fn plan(config: &RssConfig, req: &PlanRequest) -> Result<Plan, PlanError> {
         let found = found_here.len();
         assignments.extend(found_here);
         if found < req.per_bucket {
-            let why = if entries > 0 && unreachable_entries == entries {
+            let why = if entries > 0 && unreachable_entries == entries && ports_ignored && vars.is_empty() {
+                let only = config.place_hash(base_hash, fields).queue;
+                format!(
+                    "not reachable: the hash ignores ports here (2-tuple) and the source and destination addresses are fixed, so every tuple hashes to 0x{base_hash:08x} (bucket {only})"
+                )
+            } else if entries > 0 && unreachable_entries == entries && ports_ignored {
+                format!(
+                    "not reachable: the hash ignores ports here (2-tuple) and the {} free address bits reach only {} of {} hash values, none of this bucket's {entries} table entries",
+                    vars.len(),
+                    1u64 << rank,
+                    1u64 << bucket_bits
+                )
+            } else if entries > 0 && unreachable_entries == entries {
                 format!(
                     "no solution: the {} free bits span only {rank} of the {bucket_bits} bucket bits, so {} of {} hash values are reachable and none of this bucket's {entries} table entries is among them",
                     vars.len(),
@@ -450,7 +474,7 @@ pub fn plan(config: &RssConfig, req: &PlanRequest) -> Result<Plan, PlanError> {
             unreachable.push((bucket, why));
         }
     }
-    Ok(Plan { fields, free_bits: vars.len(), bucket_bits, rank, assignments, unreachable })
+    Ok(Plan { fields, free_bits: vars.len(), bucket_bits, rank, assignments, unreachable, ports_ignored })
 }
 
 /// Turn a variable assignment into (sport, dport, src, dst), or `None` when

@@ -133,3 +133,44 @@ fn random_key_plans_too() {
     assert_eq!(p.assignments.len(), 48, "{:?}", p.unreachable);
     verify(&cfg, &p);
 }
+
+/// UDP under the default hash types is hashed on the 2-tuple: ports given as
+/// ranges do not pick the bucket, and each tuple carries the first port of
+/// each range instead of failing the range check.
+#[test]
+fn ports_the_hash_ignores_take_the_range_start() {
+    let cfg = config(64, HashTypes::default());
+    let p = plan(&cfg, &req("198.51.100.0/24", "192.0.2.1", Some("1024-65535"), Some("443"), proto::UDP, 64)).unwrap();
+    assert_eq!(p.fields, Fields::TwoTuple);
+    assert!(p.ports_ignored);
+    assert!(p.unreachable.is_empty(), "{:?}", p.unreachable);
+    assert_eq!(p.assignments.len(), 64);
+    for a in &p.assignments {
+        assert_eq!((a.sport, a.dport), (1024, 443), "{a:?}");
+    }
+    verify(&cfg, &p);
+    // Ports the hash covers are not "ignored".
+    let tcp = plan(&cfg, &req("198.51.100.10", "192.0.2.1", Some("1024-65535"), Some("443"), proto::TCP, 64)).unwrap();
+    assert!(!tcp.ports_ignored);
+    assert_eq!(tcp.fields, Fields::FourTuple);
+}
+
+/// One source and one destination under a 2-tuple hash: one hash value, so
+/// one bucket is served and every other one is unreachable for that reason.
+#[test]
+fn fixed_addresses_under_a_two_tuple_hash_reach_one_bucket() {
+    let cfg = config(64, HashTypes::default());
+    let p = plan(&cfg, &req("198.51.100.10/32", "192.0.2.1", Some("1024-65535"), Some("443"), proto::UDP, 64)).unwrap();
+    assert!(p.ports_ignored);
+    assert_eq!(p.free_bits, 0);
+    assert_eq!(p.assignments.len(), 1);
+    let a = p.assignments[0];
+    assert_eq!((a.sport, a.dport), (1024, 443));
+    verify(&cfg, &p);
+    assert_eq!(p.unreachable.len(), 63);
+    for (b, why) in &p.unreachable {
+        assert_ne!(*b, a.bucket);
+        assert!(why.contains("ignores ports") && why.contains("addresses are fixed"), "{why}");
+        assert!(why.contains(&format!("(bucket {})", a.bucket.0)), "{why}");
+    }
+}
