@@ -17,9 +17,15 @@
 //!   ([`SocketDrops`]), and descriptors the source could not read.
 //! * `unread`: in a socket's ring when the run stopped, never read.
 //!
-//! The interface's own counters ([`InterfaceCounts`]: frames dropped
-//! before the hook, and a veth peer's transmit drops) are reported beside
-//! the sum: they count frames the hook never saw.
+//! AF_XDP's `rx_fill_ring_empty_descs` is not in the sum: in copy mode each
+//! such frame is already in `rx_dropped` (measured: 552 frames dropped on
+//! an empty fill ring raise both by 552).
+//!
+//! The interface's own counters over the run ([`InterfaceCounts`]) are
+//! reported beside the sum: a veth peer's `tx_dropped` counts the frames
+//! refused before the hook (too long for the MTU), so that for a veth
+//! `frames sent by the peer = seen + peer tx_dropped`; the interface's
+//! `rx_dropped` mixes drops before and after the hook.
 //!
 //! The numbers are plain: the io crate reads them from the kernel; this
 //! module only sums and checks them.
@@ -55,13 +61,15 @@ pub struct InterfaceCounts {
     pub rx_packets: u64,
     /// `rx_dropped` of the interface: frames the driver or the kernel
     /// dropped before the hook (a frame too long for the MTU, a full
-    /// backlog), and also frames passed to the kernel that no protocol
-    /// took (after the hook).
+    /// backlog), but also after it: generic (skb) XDP counts here the
+    /// frames a socket could not take (already in the socket drops), and
+    /// the stack the passed frames no protocol took. Beside the sum only.
     pub rx_dropped: u64,
-    /// A veth's peer: frames it could not hand to this interface, its
-    /// `tx_dropped`. The same frames are in this interface's `rx_dropped`
-    /// (the kernel counts them on both ends): do not add the two. `None`
-    /// when the interface is not a veth or its peer cannot be read.
+    /// A veth's peer: frames it could not hand to this interface (too
+    /// long for this MTU, this end down, a full backlog), its
+    /// `tx_dropped`: dropped before the hook. This interface counts them
+    /// again in `rx_dropped`. `None` when the interface is not a veth or
+    /// its peer cannot be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer_tx_dropped: Option<u64>,
 }
