@@ -30,6 +30,7 @@
 //! # Ok::<(), flowsteer_xsk::Error>(())
 //! ```
 
+mod asm;
 mod error;
 mod port;
 mod prog;
@@ -37,6 +38,6 @@ mod socket;
 mod sys;
 
 pub use error::{Error, ErrorKind, NEED_ROOT};
-pub use port::{PortConfig, XdpPort};
-pub use prog::{AttachConfig, XdpMode, XdpProgram};
+pub use port::{frame_room, interface_mtu, mtu_mismatch, PortConfig, XdpPort, LINK_OVERHEAD};
+pub use prog::{AttachConfig, Claim, Fragments, XdpCounters, XdpMode, XdpProgram, XdpReasons, MAX_IPV6_EXT_HEADERS};
 pub use socket::{BindMode, FrameAccount, KernelStats, XskConfig, XskSocket, XskStats, XDP_PACKET_HEADROOM};
