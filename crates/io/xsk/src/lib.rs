@@ -3,9 +3,12 @@
 //!
 //! * [`XdpProgram`]: a hand-assembled XDP program (loaded with the raw
 //!   bpf(2) syscall, attached through a bpf_link so it detaches when dropped
-//!   or when the process dies) that sends IP frames to the XSK of their rx
-//!   queue through an XSKMAP and lets ARP and other non-IP frames pass to
-//!   the kernel, so neighbour resolution keeps working.
+//!   or when the process dies) that sends the frames it claims ([`Claim`]:
+//!   UDP/TCP destination ports, or every IP packet) to the XSK of their rx
+//!   queue through an XSKMAP and passes everything else to the kernel, so
+//!   ping, ARP and SSH keep working; it counts every frame by outcome
+//!   ([`XdpCounters`]). The claim policy is described on [`Claim`] (and in
+//!   the README).
 //! * [`XskSocket`]: one AF_XDP socket per (interface, queue) with its UMEM
 //!   and its fill / completion / rx / tx rings; [`XskSocket::rx_burst`],
 //!   [`XskSocket::tx_burst`], completion recycling, counters plus the

@@ -1,47 +1,7 @@
 //! The XDP program that feeds the XSKs, assembled by hand (no clang, no
 //! libbpf), and its attachment to an interface.
 //!
-//! # The claim policy: what the program takes, what the kernel keeps
-//!
-//! The program hands the sockets only the traffic it was asked to claim
-//! ([`Claim`]) and passes everything else to the kernel (`XDP_PASS`), so
-//! ping, neighbour resolution and TCP sessions such as SSH keep working on
-//! an interface whose queues are served by AF_XDP sockets.
-//!
-//! * Non-IP frames (ARP, LLDP, ...) and frames under more than two VLAN
-//!   tags always pass.
-//! * [`Claim::All`]: every IPv4 and IPv6 packet (bare or under one or two
-//!   VLAN tags, 802.1Q or 802.1ad outside) is claimed. The kernel then sees
-//!   no IP on that interface at all: no ping, no TCP (SSH), no ICMPv6
-//!   neighbour discovery.
-//! * [`Claim::Ports`]: a UDP or TCP packet is claimed when its destination
-//!   port is in its protocol's set (a bit set in a BPF array map). All
-//!   else passes: ICMP and ICMPv6, UDP and TCP to other ports, every other
-//!   protocol, IPsec (AH, ESP).
-//! * Fragments: a non-first fragment carries no ports, so a fragment is
-//!   judged only on what every fragment of its datagram carries: its
-//!   protocol (IPv4) or its Fragment header's next header (IPv6). With
-//!   [`Fragments::Claim`] every fragment of a protocol that has a claimed
-//!   port is claimed, whatever the datagram's ports; with
-//!   [`Fragments::Pass`] every fragment passes. Either way one datagram is
-//!   never split between the kernel and the sockets. The price of
-//!   `Fragments::Claim`: fragmented datagrams of that protocol to other
-//!   ports reach the sockets too (the engine reassembles and drops them as
-//!   `no_listener`). IPv6 atomic fragments (offset 0, M clear) are whole
-//!   datagrams and go by their ports.
-//! * IPv4 options: the header length comes from IHL; IHL < 5 passes.
-//! * IPv6 extension headers: Hop-by-Hop (0), Routing (43) and Destination
-//!   Options (60) are walked, the Fragment header (44) follows the fragment
-//!   rule, at most [`MAX_IPV6_EXT_HEADERS`] of them (the wire parser's
-//!   bound); a longer chain passes, and so does any other next header.
-//! * A frame too short for the headers the program must read passes.
-//! * A claimed frame longer than [`AttachConfig::max_frame_len`] (the room
-//!   of an AF_XDP frame) is dropped, `XDP_DROP`, and counted: the socket
-//!   could not take it, and passing it would split a flow between two
-//!   stacks.
-//! * A claimed frame goes to `bpf_redirect_map(xskmap, rx_queue_index,
-//!   XDP_PASS)`: to the socket registered for its rx queue, or to the
-//!   kernel when that queue has none.
+//! What is claimed, and why so: see [`Claim`].
 //!
 //! # Counters
 //!
@@ -72,8 +32,47 @@ pub enum XdpMode {
     Skb,
 }
 
-/// Which IP packets the program sends to the sockets; the rest goes to the
-/// kernel (see the module docs for the whole rule).
+/// The claim policy: what the program takes, what the kernel keeps.
+///
+/// The program hands the sockets only the traffic a `Claim` names and
+/// passes everything else to the kernel (`XDP_PASS`), so
+/// ping, neighbour resolution and TCP sessions such as SSH keep working on
+/// an interface whose queues are served by AF_XDP sockets.
+///
+/// * Non-IP frames (ARP, LLDP, ...) and frames under more than two VLAN
+///   tags always pass.
+/// * [`Claim::All`]: every IPv4 and IPv6 packet (bare or under one or two
+///   VLAN tags, 802.1Q or 802.1ad outside) is claimed. The kernel then sees
+///   no IP on that interface at all: no ping, no TCP (SSH), no ICMPv6
+///   neighbour discovery.
+/// * [`Claim::Ports`]: a UDP or TCP packet is claimed when its destination
+///   port is in its protocol's set (a bit set in a BPF array map). All
+///   else passes: ICMP and ICMPv6, UDP and TCP to other ports, every other
+///   protocol, IPsec (AH, ESP).
+/// * Fragments: a non-first fragment carries no ports, so a fragment is
+///   judged only on what every fragment of its datagram carries: its
+///   protocol (IPv4) or its Fragment header's next header (IPv6). With
+///   [`Fragments::Claim`] every fragment of a protocol that has a claimed
+///   port is claimed, whatever the datagram's ports; with
+///   [`Fragments::Pass`] every fragment passes. Either way one datagram is
+///   never split between the kernel and the sockets. The price of
+///   `Fragments::Claim`: fragmented datagrams of that protocol to other
+///   ports reach the sockets too (the engine reassembles and drops them as
+///   `no_listener`). IPv6 atomic fragments (offset 0, M clear) are whole
+///   datagrams and go by their ports.
+/// * IPv4 options: the header length comes from IHL; IHL < 5 passes.
+/// * IPv6 extension headers: Hop-by-Hop (0), Routing (43) and Destination
+///   Options (60) are walked, the Fragment header (44) follows the fragment
+///   rule, at most [`MAX_IPV6_EXT_HEADERS`] of them (the wire parser's
+///   bound); a longer chain passes, and so does any other next header.
+/// * A frame too short for the headers the program must read passes.
+/// * A claimed frame longer than [`AttachConfig::max_frame_len`] (the room
+///   of an AF_XDP frame) is dropped, `XDP_DROP`, and counted: the socket
+///   could not take it, and passing it would split a flow between two
+///   stacks.
+/// * A claimed frame goes to `bpf_redirect_map(xskmap, rx_queue_index,
+///   XDP_PASS)`: to the socket registered for its rx queue, or to the
+///   kernel when that queue has none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
     /// Every IPv4 and IPv6 packet: the kernel keeps only non-IP frames (ARP).
@@ -616,7 +615,8 @@ impl XdpProgram {
                     .map_err(|e| Error::os(&e, format!("writing the claimed ports of {ifname}")))?;
             }
         }
-        let possible_cpus = sys::possible_cpus().map_err(|e| Error::os(&e, "reading the possible CPUs".into()))?;
+        // Unreadable (no sysfs): the lookup buffer's floor covers every kernel.
+        let possible_cpus = sys::possible_cpus().unwrap_or(0);
         let maps = Maps { xsks: map.as_raw_fd(), counters: counters.as_raw_fd(), claims: claims.as_raw_fd() };
         let prog = load(&program(maps, &cfg.claim, cfg.max_frame_len), ifname)?;
         let attach = |flags: u32| sys::link_create_xdp(&prog, ifindex, flags);

@@ -156,9 +156,10 @@ pub(crate) fn percpu_array_u64_create(max_entries: u32, name: &str) -> io::Resul
 }
 
 /// Room for the per-CPU values of one entry: the kernel writes one u64 per
-/// possible CPU. The count is read from sysfs, and never taken below
-/// `MAX_CPUS_ASSUMED` (Linux's largest NR_CPUS), so a misread count cannot
-/// make the kernel write past the buffer.
+/// possible CPU. The count is read from sysfs (where readable), and never
+/// taken below `MAX_CPUS_ASSUMED` (Linux's largest NR_CPUS), so a misread
+/// or missing count cannot make the kernel write past the buffer (64 KiB,
+/// zeroed per lookup: about a microsecond).
 const MAX_CPUS_ASSUMED: usize = 8192;
 
 /// The per-CPU u64 values of `key` of a BPF_MAP_TYPE_PERCPU_ARRAY with
@@ -273,24 +274,25 @@ pub(crate) fn if_mtu(name: &str) -> io::Result<u32> {
     u32::try_from(mtu).map_err(|_| io::Error::other("negative MTU"))
 }
 
-/// How many CPUs the kernel sizes per-CPU maps for
-/// (`/sys/devices/system/cpu/possible`, e.g. `0-3` or `0,2-5`).
+/// The highest possible CPU + 1 (`/sys/devices/system/cpu/possible`): at
+/// least the number of CPUs the kernel sizes per-CPU map values for.
 pub(crate) fn possible_cpus() -> io::Result<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
-    let bad = || io::Error::other(format!("cannot read the CPU list {:?}", text.trim()));
+    cpu_list_end(&text).ok_or_else(|| io::Error::other(format!("cannot read the CPU list {:?}", text.trim())))
+}
+
+/// The highest CPU of a kernel CPU list (`0-3`, `0,2-5`) + 1.
+fn cpu_list_end(text: &str) -> Option<usize> {
     let mut n = 0usize;
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let (lo, hi) = part.split_once('-').unwrap_or((part, part));
-        let (lo, hi): (usize, usize) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
-        n = n.max(hi.checked_add(1).ok_or_else(bad)?);
+        let (lo, hi): (usize, usize) = (lo.parse().ok()?, hi.parse().ok()?);
         if lo > hi {
-            return Err(bad());
+            return None;
         }
+        n = n.max(hi.checked_add(1)?);
     }
-    if n == 0 {
-        return Err(bad());
-    }
-    Ok(n)
+    (n > 0).then_some(n)
 }
 
 // ---------------------------------------------------------------- mappings
@@ -692,4 +694,20 @@ pub(crate) fn poll_in(fd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
         return Err(e);
     }
     Ok(r > 0 && p.revents & libc::POLLIN != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(cpu_list_end("0-3\n"), Some(4));
+        assert_eq!(cpu_list_end("0"), Some(1));
+        assert_eq!(cpu_list_end("0,2-5,7"), Some(8));
+        assert_eq!(cpu_list_end(""), None);
+        assert_eq!(cpu_list_end("3-1"), None);
+        assert_eq!(cpu_list_end("x"), None);
+        assert!(possible_cpus().unwrap() >= 1);
+    }
 }
