@@ -230,7 +230,8 @@ fn sigterm_stops_an_afxdp_run_prints_counters_and_detaches() {
     }
     let lab = Lab::new("lsig", &LabConfig::default()).unwrap();
     let src = format!("afxdp:{}", lab.dev(Side::B));
-    let child = spawn_run(&lab, &["run", "--source", &src, "--cores", "0,1", "--duration", "60"]);
+    let listen = format!("udp:{PORT}");
+    let child = spawn_run(&lab, &["run", "--source", &src, "--cores", "0,1", "--listen", &listen, "--duration", "60"]);
     wait_ready(&lab, true);
     let (a, b) = (lab.v4(Side::A), lab.v4(Side::B));
     let sender = lab.spawn_in(Side::A, move || {

@@ -6,7 +6,9 @@
 //!
 //! Specs:
 //! * `afxdp:IFACE` (every receive queue of IFACE) or `afxdp:IFACE:0,1`;
-//!   `--xdp-mode auto|native|skb` (auto: native, then generic).
+//!   `--xdp-mode auto|native|skb` (auto: native, then generic). The XDP
+//!   program claims what [`LiveOptions::xdp_claim`] says and hands the
+//!   kernel everything else (see `flowsteer_xsk::Claim`).
 //! * `afpacket:IFACE` with `--fanout rss|hash|cpu|qm|lb` (default rss: our
 //!   Toeplitz RSS compiled to a classic BPF fanout program, so ring `i`
 //!   receives exactly what the RETA sends to queue `i`); one ring per
@@ -16,7 +18,7 @@ use crate::error::LiveError;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing};
 use flowsteer_engine::source::RxSource;
 use flowsteer_rss::{QueueId, RssConfig};
-use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
+use flowsteer_xsk::{AttachConfig, Claim, ErrorKind, PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
 
 /// What must stay alive for the run (the XDP program attachment).
 pub enum Guard {
@@ -24,7 +26,20 @@ pub enum Guard {
     /// Dropping it detaches the program.
     Xdp {
         _program: XdpProgram,
+        /// What the caller should tell its user (see [`Guard::warnings`]).
+        warnings: Vec<String>,
     },
+}
+
+impl Guard {
+    /// Warnings from opening the backend (an MTU that allows frames longer
+    /// than an AF_XDP frame, when the drops were allowed).
+    pub fn warnings(&self) -> &[String] {
+        match self {
+            Guard::Xdp { warnings, .. } => warnings,
+            Guard::None => &[],
+        }
+    }
 }
 
 /// A parsed `--source` naming a live backend.
@@ -130,6 +145,13 @@ pub enum FanoutChoice {
 /// Options of the live backends.
 pub struct LiveOptions<'a> {
     pub xdp_mode: XdpMode,
+    /// AF_XDP: what the XDP program takes from the kernel (the CLI passes
+    /// its `--listen` ports, or [`Claim::All`] for `--xdp-claim all`).
+    pub xdp_claim: Claim,
+    /// AF_XDP: open even when the interface's MTU allows frames longer than
+    /// an AF_XDP frame (they are dropped and counted); otherwise refuse
+    /// with [`LiveError::Mtu`].
+    pub allow_mtu_drops: bool,
     pub fanout: FanoutChoice,
     pub rss: &'a RssConfig,
 }
@@ -145,15 +167,26 @@ pub fn open(
 ) -> Result<(Vec<Box<dyn RxSource>>, Guard), LiveError> {
     match spec {
         LiveSpec::Xdp { iface, .. } => {
-            let port = XdpPort::open(iface, queues, &PortConfig::with_mode(opts.xdp_mode))
-                .map_err(|e| LiveError::Open(format!("afxdp:{iface}: {e}")))?;
+            let cfg = PortConfig {
+                attach: AttachConfig { mode: opts.xdp_mode, claim: opts.xdp_claim.clone(), ..AttachConfig::default() },
+                allow_mtu_drops: opts.allow_mtu_drops,
+                ..PortConfig::default()
+            };
+            let port = XdpPort::open(iface, queues, &cfg).map_err(|e| match e.kind() {
+                ErrorKind::MtuTooLarge => LiveError::Mtu(format!("afxdp:{iface}: {e}")),
+                _ => LiveError::Open(format!("afxdp:{iface}: {e}")),
+            })?;
+            let warnings = port.warnings().to_vec();
             let (program, sockets) = port.into_parts();
             let mut per: Vec<XskSource> = (0..workers).map(|_| XskSource { socks: Vec::new() }).collect();
             for (i, s) in sockets.into_iter().enumerate() {
                 let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
                 per[w].socks.push((QueueId(i as u16), s));
             }
-            Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::Xdp { _program: program }))
+            Ok((
+                per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(),
+                Guard::Xdp { _program: program, warnings },
+            ))
         }
         LiveSpec::Packet { iface } => {
             let group = (std::process::id() & 0xffff) as u16;
