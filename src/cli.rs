@@ -245,6 +245,15 @@ pub struct RunArgs {
     /// afxdp: XDP attach mode: auto (native, then generic), native or skb.
     #[arg(long, default_value = "auto")]
     pub xdp_mode: String,
+    /// afxdp: what the XDP program takes from the kernel: listeners (UDP/TCP to the --listen ports and
+    /// those protocols' fragments; the kernel keeps ping, SSH, ARP and the rest) or all (every IP packet:
+    /// cuts the kernel off on that interface).
+    #[arg(long, default_value = "listeners")]
+    pub xdp_claim: String,
+    /// afxdp: run even when the interface's MTU allows frames longer than an AF_XDP frame (1792 bytes):
+    /// such frames to claimed ports are dropped and counted.
+    #[arg(long)]
+    pub allow_mtu_drops: bool,
     /// afpacket: fanout mode: rss (our Toeplitz RSS as a classic BPF program: ring i gets the RETA's queue i), hash, cpu, qm or lb.
     #[arg(long, default_value = "rss")]
     pub fanout: String,
@@ -301,6 +310,7 @@ pub struct RunArgs {
     pub migrate: Option<f64>,
     /// Application listeners as proto:port list (e.g. udp:53,tcp:80): one per bucket on its core plus a
     /// wildcard per core; packets to other ports are dropped as no_listener [default: accept everything].
+    /// With --source afxdp: also the ports the XDP program claims (needed, unless --xdp-claim all).
     #[arg(long, value_delimiter = ',')]
     pub listen: Vec<String>,
     /// Do not pin worker threads.
@@ -484,6 +494,14 @@ pub struct UdpEchoArgs {
     /// --mode xdp: XDP attach mode: auto (native, then generic), native or skb.
     #[arg(long, default_value = "auto")]
     pub xdp_mode: String,
+    /// --mode xdp: what the XDP program takes from the kernel: listeners (UDP to the served port; the
+    /// kernel keeps ping, SSH, ARP, fragments and the rest) or all (every IP packet of --iface).
+    #[arg(long, default_value = "listeners")]
+    pub xdp_claim: String,
+    /// --mode xdp: serve even when the interface's MTU allows frames longer than an AF_XDP frame (1792
+    /// bytes): such datagrams to the served port are dropped and counted.
+    #[arg(long)]
+    pub allow_mtu_drops: bool,
     /// CPUs to serve on, one socket and pinned thread each [default: every CPU this process may use].
     #[arg(long, value_delimiter = ',')]
     pub cpus: Vec<u32>,

@@ -235,7 +235,8 @@ fn sigterm_stops_an_afxdp_run_prints_counters_and_detaches() {
     }
     let lab = Lab::new("lsig", &LabConfig::default()).unwrap();
     let src = format!("afxdp:{}", lab.dev(Side::B));
-    let child = spawn_run(&lab, &["run", "--source", &src, "--cores", "0,1", "--duration", "60"]);
+    let listen = format!("udp:{PORT}");
+    let child = spawn_run(&lab, &["run", "--source", &src, "--cores", "0,1", "--listen", &listen, "--duration", "60"]);
     wait_ready(&lab, true);
     let (a, b) = (lab.v4(Side::A), lab.v4(Side::B));
     let sender = lab.spawn_in(Side::A, move || {
@@ -553,4 +554,19 @@ fn afxdp_frames_dropped_on_an_empty_fill_ring_are_in_the_stated_sum() {
     // sum) and, in generic XDP, in the interface's rx_dropped.
     assert_eq!(n(&i["fill_ring_empty"]), no_frame, "{i}");
     assert_eq!(n(&i["delivered"]), 2700 - no_frame, "{i}");
+}
+
+#[test]
+fn afxdp_every_frame_sent_is_in_the_stated_sum() {
+    if skip() {
+        return;
+    }
+    let v = every_frame_sent_is_placed("afxdp");
+    let (t, i) = (&v["totals"], &v["ingress"]);
+    // The program redirects the listener's port only: the other frames
+    // (another port, malformed ones) go to the kernel, counted as passed.
+    let listened = t["listener_bucket"].as_u64().unwrap() + t["listener_wildcard"].as_u64().unwrap();
+    assert!(listened >= 100, "{t}");
+    assert!(i["passed"].as_u64().unwrap() >= 20, "{i}");
+    assert_eq!(i["redirected"].as_u64(), t["received"].as_u64(), "{i}");
 }

@@ -18,7 +18,7 @@ use flowsteer_steer::dispatch::Dispatch;
 use flowsteer_steer::rebalance::RebalanceConfig;
 use flowsteer_steer::steer::Policy;
 use flowsteer_steer::WorkerId;
-use flowsteer_xsk::XdpMode;
+use flowsteer_xsk::{Claim, Fragments, XdpMode};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -162,6 +162,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
                 .collect::<Result<Vec<_>>>()?,
         )
     };
+    let listen = parse_listen(&args.listen)?;
     let n = cpus.len();
     let mut guard = Guard::None;
     let (sources, tracked): (Vec<Box<dyn RxSource>>, usize) = if args.source == "gen" {
@@ -206,15 +207,20 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
             .map(|i| rxq_worker.as_ref().and_then(|m| m.get(i)).map_or(i % n, |w| w.index()))
             .collect();
         // Each backend checks only its own option.
-        let (xdp_mode, fanout) = match spec {
-            LiveSpec::Xdp { .. } => (crate::cmd::xdp_mode(&args.xdp_mode)?, FanoutChoice::Rss),
-            LiveSpec::Packet { .. } => (XdpMode::Auto, fanout_choice(&args.fanout)?),
+        let (xdp_mode, xdp_claim, fanout) = match spec {
+            LiveSpec::Xdp { iface, .. } => {
+                let claim = xdp_claim(args, &listen, iface, &mut warnings)?;
+                (crate::cmd::xdp_mode(&args.xdp_mode)?, claim, FanoutChoice::Rss)
+            }
+            LiveSpec::Packet { .. } => (XdpMode::Auto, Claim::nothing(), fanout_choice(&args.fanout)?),
         };
-        let lopts = LiveOptions { xdp_mode, fanout, rss: &rss };
+        let lopts = LiveOptions { xdp_mode, xdp_claim, allow_mtu_drops: args.allow_mtu_drops, fanout, rss: &rss };
         let (sources, g) = flowsteer_live::open(spec, queues, &worker_of, n, &lopts).map_err(|e| match e {
             LiveError::Fanout(e) => anyhow::anyhow!("--fanout rss: {e}"),
+            LiveError::Mtu(e) => anyhow::anyhow!("--source {e}; --allow-mtu-drops runs anyway"),
             e => anyhow::anyhow!("--source {e}"),
         })?;
+        warnings.extend(g.warnings().iter().cloned());
         guard = g;
         (sources, 1)
     } else {
@@ -251,21 +257,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     };
     // Captures carry no generator stamps: no per-flow order check for them.
     cfg.order_stamps = args.source == "gen";
-    cfg.listen = args
-        .listen
-        .iter()
-        .map(|l| {
-            let (proto, port) =
-                l.split_once(':').ok_or_else(|| anyhow::anyhow!("--listen '{l}': expected proto:port"))?;
-            let proto = match proto {
-                "udp" => flowsteer_wire::proto::UDP,
-                "tcp" => flowsteer_wire::proto::TCP,
-                _ => bail!("--listen '{l}': protocol must be udp or tcp"),
-            };
-            let port: u16 = port.parse().map_err(|_| anyhow::anyhow!("--listen '{l}': bad port"))?;
-            Ok((proto, port))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    cfg.listen = listen;
     let engine = Engine::build(cfg, sources)?;
     let opts = RunOptions {
         duration: Some(Duration::from_secs_f64(args.duration)),
@@ -429,5 +421,47 @@ fn fanout_choice(mode: &str) -> Result<FanoutChoice> {
         "qm" => FanoutChoice::QueueMapping,
         "lb" => FanoutChoice::LoadBalance,
         m => bail!("--fanout '{m}': expected rss, hash, cpu, qm or lb"),
+    })
+}
+
+/// `--listen` as (protocol, port) pairs.
+fn parse_listen(list: &[String]) -> Result<Vec<(u8, u16)>> {
+    list.iter()
+        .map(|l| {
+            let (proto, port) =
+                l.split_once(':').ok_or_else(|| anyhow::anyhow!("--listen '{l}': expected proto:port"))?;
+            let proto = match proto {
+                "udp" => flowsteer_wire::proto::UDP,
+                "tcp" => flowsteer_wire::proto::TCP,
+                _ => bail!("--listen '{l}': protocol must be udp or tcp"),
+            };
+            let port: u16 = port.parse().map_err(|_| anyhow::anyhow!("--listen '{l}': bad port"))?;
+            Ok((proto, port))
+        })
+        .collect()
+}
+
+/// What the XDP program of `--source afxdp:IFACE` claims: the `--listen`
+/// ports (and their protocols' fragments, which the engine reassembles),
+/// or with `--xdp-claim all` every IP packet, said in a warning. Without
+/// either there is nothing to claim: refuse rather than take the host's
+/// traffic silently.
+fn xdp_claim(args: &RunArgs, listen: &[(u8, u16)], iface: &str, warnings: &mut Vec<String>) -> Result<Claim> {
+    if crate::cmd::xdp_claim_all(&args.xdp_claim)? {
+        warnings.push(crate::cmd::claim_all_warning(iface));
+        return Ok(Claim::All);
+    }
+    if listen.is_empty() {
+        bail!(
+            "--source afxdp:{iface} takes from the kernel only the ports flowsteer listens on: give --listen \
+             PROTO:PORT[,...] (e.g. --listen udp:9000), or --xdp-claim all to take every IP packet of {iface} \
+             (cuts off ping, SSH and everything else the kernel handles there)"
+        );
+    }
+    let ports = |proto: u8| listen.iter().filter(|(p, _)| *p == proto).map(|(_, port)| *port).collect();
+    Ok(Claim::Ports {
+        udp: ports(flowsteer_wire::proto::UDP),
+        tcp: ports(flowsteer_wire::proto::TCP),
+        fragments: Fragments::Claim,
     })
 }

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use flowsteer_live::queues::rx_queues;
 use flowsteer_live::stop_on_signals;
 use flowsteer_udp::server::format_table;
-use flowsteer_udp::xdp::{XdpCoreCounters, XdpEcho, XdpEchoOptions};
+use flowsteer_udp::xdp::{XdpCoreCounters, XdpEcho, XdpEchoError, XdpEchoOptions};
 use flowsteer_udp::{allowed_cpus, BindMode, Reply, Server, ServerConfig, ServerStats};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -127,15 +127,25 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
             stop.store(true, Ordering::Relaxed);
         });
     }
-    let opts = XdpEchoOptions { iface, addr, echo: !args.sink, cpus, queues, mode };
-    let server = XdpEcho::open(&opts)?;
+    let claim_all = crate::cmd::xdp_claim_all(&args.xdp_claim)?;
+    let allow_mtu_drops = args.allow_mtu_drops;
+    let opts = XdpEchoOptions { iface, addr, echo: !args.sink, cpus, queues, mode, claim_all, allow_mtu_drops };
+    let server = XdpEcho::open(&opts).map_err(|e| match e {
+        XdpEchoError::Mtu { .. } => anyhow::anyhow!("{e}; --allow-mtu-drops serves anyway"),
+        e => e.into(),
+    })?;
+    if claim_all {
+        crate::cmd::warn_all(&[crate::cmd::claim_all_warning(&opts.iface)]);
+    }
+    crate::cmd::warn_all(server.warnings());
     eprintln!(
-        "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({:?} XDP)",
+        "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({:?} XDP); claimed: {}",
         opts.addr,
         if opts.echo { "echo" } else { "sink" },
         opts.iface,
         opts.queues,
-        server.mode()
+        server.mode(),
+        opts.claim().describe()
     );
     let rows = server.run(stop)?;
     let mut total = XdpCoreCounters { queue: u32::MAX, cpu: u32::MAX, ..Default::default() };

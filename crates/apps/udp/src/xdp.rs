@@ -3,8 +3,11 @@
 //! thread pinned to that queue's CPU (the NIC's RSS picks the queue, so a
 //! flow stays on one core); a request is answered from the same socket, by
 //! the same thread, on the same core that received it (a reply never
-//! crosses cores). The XDP program hands every IP frame of the queue to the socket
-//! and passes the rest (ARP) to the kernel.
+//! crosses cores). The XDP program claims UDP to the served port (by
+//! default; `claim_all` takes every IP packet) and hands the kernel
+//! everything else: ping, SSH, ARP and other ports keep working. UDP
+//! fragments go to the kernel too (this server does not reassemble; the
+//! program never splits one datagram between the two).
 //!
 //! Replies are built in place, in the request's own UMEM frame, which is
 //! then transmitted as is (`XskSocket::reflect_burst`: no copy in user
@@ -13,12 +16,14 @@
 //! does not change it); TTL / hop limit are kept. The UDP checksum is
 //! computed afresh: a request that crossed a veth (or came from a NIC with
 //! transmit offload on the sender) may carry only the partial,
-//! pseudo-header checksum, which the peer's kernel would reject. IP frames that are not UDP to our address and port are
-//! counted as `not_for_us` and dropped: with the queue owned by the XDP
-//! socket, the kernel never sees them.
+//! pseudo-header checksum, which the peer's kernel would reject. Claimed
+//! frames that are not whole UDP datagrams to our address and port (our
+//! port on another address of the host; under `claim_all` every other IP
+//! packet) are counted as `not_for_us` and dropped: the kernel never sees
+//! them.
 
 use flowsteer_wire::{check_lengths, parse_frame, proto, LinkType, Malformed, ParseOptions};
-use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
+use flowsteer_xsk::{AttachConfig, Claim, ErrorKind, Fragments, PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +42,7 @@ pub struct XdpCoreCounters {
     pub sent: u64,
     /// Replies not sent because the transmit ring or frames were full.
     pub dropped_tx_full: u64,
-    /// IP frames that were not UDP to us (dropped).
+    /// Claimed frames that were not whole UDP datagrams to us (dropped).
     pub not_for_us: u64,
     /// UDP to us with lengths a host refuses (IP length past the frame, a
     /// bad IPv4 option, a UDP length below 8 or past the datagram): dropped.
@@ -79,6 +84,10 @@ pub enum XdpEchoError {
     NothingToRun,
     #[error("udp-echo --mode xdp on {iface}: {error}")]
     Open { iface: String, error: String },
+    /// The interface's MTU allows frames longer than an AF_XDP frame (the
+    /// caller may allow the drops: `XdpEchoOptions::allow_mtu_drops`).
+    #[error("udp-echo --mode xdp on {iface}: {error}")]
+    Mtu { iface: String, error: String },
     #[error("{0}")]
     Spawn(std::io::Error),
     #[error("an XDP echo thread panicked")]
@@ -94,6 +103,23 @@ pub struct XdpEchoOptions {
     pub cpus: Vec<u32>,
     pub queues: Vec<u32>,
     pub mode: XdpMode,
+    /// Claim every IPv4/IPv6 packet of the interface, not only UDP to
+    /// `addr`'s port (cuts the kernel off: no ping, no SSH on it).
+    pub claim_all: bool,
+    /// Open even when the interface's MTU allows frames longer than an
+    /// AF_XDP frame (they are dropped and counted by the XDP program).
+    pub allow_mtu_drops: bool,
+}
+
+impl XdpEchoOptions {
+    /// What the XDP program takes from the kernel.
+    pub fn claim(&self) -> Claim {
+        if self.claim_all {
+            Claim::All
+        } else {
+            Claim::Ports { udp: vec![self.addr.port()], tcp: Vec::new(), fragments: Fragments::Pass }
+        }
+    }
 }
 
 /// The sockets and the attached XDP program, ready to serve.
@@ -103,6 +129,7 @@ pub struct XdpEcho {
     cpus: Vec<u32>,
     addr: SocketAddr,
     echo: bool,
+    warnings: Vec<String>,
 }
 
 impl XdpEcho {
@@ -111,10 +138,26 @@ impl XdpEcho {
         if opts.cpus.is_empty() || opts.queues.is_empty() {
             return Err(XdpEchoError::NothingToRun);
         }
-        let port = XdpPort::open(&opts.iface, &opts.queues, &PortConfig::with_mode(opts.mode))
-            .map_err(|e| XdpEchoError::Open { iface: opts.iface.clone(), error: e.to_string() })?;
+        let cfg = PortConfig {
+            attach: AttachConfig { mode: opts.mode, claim: opts.claim(), ..AttachConfig::default() },
+            allow_mtu_drops: opts.allow_mtu_drops,
+            ..PortConfig::default()
+        };
+        let port = XdpPort::open(&opts.iface, &opts.queues, &cfg).map_err(|e| {
+            let (iface, error) = (opts.iface.clone(), e.to_string());
+            match e.kind() {
+                ErrorKind::MtuTooLarge => XdpEchoError::Mtu { iface, error },
+                _ => XdpEchoError::Open { iface, error },
+            }
+        })?;
+        let warnings = port.warnings().to_vec();
         let (program, sockets) = port.into_parts();
-        Ok(XdpEcho { program, sockets, cpus: opts.cpus.clone(), addr: opts.addr, echo: opts.echo })
+        Ok(XdpEcho { program, sockets, cpus: opts.cpus.clone(), addr: opts.addr, echo: opts.echo, warnings })
+    }
+
+    /// Warnings from opening (an MTU beyond the AF_XDP frame, allowed).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The XDP mode the program was attached in (native or generic).
@@ -125,7 +168,7 @@ impl XdpEcho {
     /// Serves until `stop` is set, one pinned thread per socket; returns the
     /// per-core counters. The program is detached on return.
     pub fn run(self, stop: Arc<AtomicBool>) -> Result<Vec<XdpCoreCounters>, XdpEchoError> {
-        let XdpEcho { program, sockets, cpus, addr, echo } = self;
+        let XdpEcho { program, sockets, cpus, addr, echo, .. } = self;
         let mut handles = Vec::new();
         for (i, sock) in sockets.into_iter().enumerate() {
             let cpu = cpus[i % cpus.len()];

@@ -16,6 +16,10 @@ pub enum LiveError {
     /// The backend refused to open (permissions, a missing queue, ...).
     #[error("{0}")]
     Open(String),
+    /// The interface's MTU allows frames longer than an AF_XDP frame holds;
+    /// the text names the numbers. The caller may allow the drops.
+    #[error("{0}")]
+    Mtu(String),
     #[error("install signal handler")]
     Signal(#[source] std::io::Error),
 }

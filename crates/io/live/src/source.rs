@@ -6,7 +6,9 @@
 //!
 //! Specs:
 //! * `afxdp:IFACE` (every receive queue of IFACE) or `afxdp:IFACE:0,1`;
-//!   `--xdp-mode auto|native|skb` (auto: native, then generic).
+//!   `--xdp-mode auto|native|skb` (auto: native, then generic). The XDP
+//!   program claims what [`LiveOptions::xdp_claim`] says and hands the
+//!   kernel everything else (see `flowsteer_xsk::Claim`).
 //! * `afpacket:IFACE` with `--fanout rss|hash|cpu|qm|lb` (default rss: our
 //!   Toeplitz RSS compiled to a classic BPF fanout program, so ring `i`
 //!   receives exactly what the RETA sends to queue `i`); one ring per
@@ -31,7 +33,7 @@ use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing};
 use flowsteer_engine::source::RxSource;
 use flowsteer_engine::{Ingress, InterfaceCounts};
 use flowsteer_rss::{QueueId, RssConfig};
-use flowsteer_xsk::{PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
+use flowsteer_xsk::{AttachConfig, Claim, ErrorKind, PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -52,7 +54,20 @@ pub enum Guard {
     /// Dropping it (after the sources) detaches the program.
     Xdp {
         _program: Arc<XdpProgram>,
+        /// What the caller should tell its user (see [`Guard::warnings`]).
+        warnings: Vec<String>,
     },
+}
+
+impl Guard {
+    /// Warnings from opening the backend (an MTU that allows frames longer
+    /// than an AF_XDP frame, when the drops were allowed).
+    pub fn warnings(&self) -> &[String] {
+        match self {
+            Guard::Xdp { warnings, .. } => warnings,
+            Guard::None => &[],
+        }
+    }
 }
 
 /// A parsed `--source` naming a live backend.
@@ -205,20 +220,6 @@ impl PortCounts {
     }
 }
 
-/// The XDP program's own counters, summed over CPUs.
-struct ProgramCounts {
-    passed: u64,
-    dropped: u64,
-    redirected: u64,
-}
-
-/// TEMPORARY: the XDP program keeps no per-verdict counters on this
-/// branch yet; until it does, an AF_XDP source's sum starts at its sockets
-/// (seen = redirected to them).
-fn program_counts(_program: &XdpProgram) -> Option<ProgramCounts> {
-    None
-}
-
 /// One worker's queues: each engine receive queue with its socket.
 struct XskSource {
     socks: Vec<(QueueId, XskSocket)>,
@@ -284,19 +285,23 @@ impl RxSource for XskSource {
             i.unread += unread;
             sockets += st.rx_packets + st.kernel.rx_dropped + st.kernel.rx_ring_full + st.rx_bad_descs + unread;
         }
-        match (&mut self.port, program_counts(&self.program)) {
-            // The program's counts, once, from the source of queue 0.
-            (Some(port), Some(c)) => {
-                i.seen = c.passed + c.dropped + c.redirected;
-                i.passed = c.passed;
-                i.hook_dropped = c.dropped;
-                i.redirected = c.redirected;
-                i.interface = port.since_open();
+        match self.program.counters() {
+            // The program counts for every socket: its numbers come once,
+            // from the source of queue 0.
+            Ok(c) => {
+                if let Some(port) = &mut self.port {
+                    i.seen = c.passed + c.dropped + c.redirected;
+                    i.passed = c.passed;
+                    i.hook_dropped = c.dropped;
+                    i.redirected = c.redirected;
+                    i.interface = port.since_open();
+                }
             }
-            (port, _) => {
+            // Without them the sum starts at the sockets.
+            Err(_) => {
                 i.seen = sockets;
                 i.redirected = sockets;
-                i.interface = port.as_mut().and_then(PortCounts::since_open);
+                i.interface = self.port.as_mut().and_then(PortCounts::since_open);
             }
         }
         Some(i)
@@ -385,6 +390,13 @@ pub enum FanoutChoice {
 /// Options of the live backends.
 pub struct LiveOptions<'a> {
     pub xdp_mode: XdpMode,
+    /// AF_XDP: what the XDP program takes from the kernel (the CLI passes
+    /// its `--listen` ports, or [`Claim::All`] for `--xdp-claim all`).
+    pub xdp_claim: Claim,
+    /// AF_XDP: open even when the interface's MTU allows frames longer than
+    /// an AF_XDP frame (they are dropped and counted); otherwise refuse
+    /// with [`LiveError::Mtu`].
+    pub allow_mtu_drops: bool,
     pub fanout: FanoutChoice,
     pub rss: &'a RssConfig,
 }
@@ -400,8 +412,16 @@ pub fn open(
 ) -> Result<(Vec<Box<dyn RxSource>>, Guard), LiveError> {
     match spec {
         LiveSpec::Xdp { iface, .. } => {
-            let port = XdpPort::open(iface, queues, &PortConfig::with_mode(opts.xdp_mode))
-                .map_err(|e| LiveError::Open(format!("afxdp:{iface}: {e}")))?;
+            let cfg = PortConfig {
+                attach: AttachConfig { mode: opts.xdp_mode, claim: opts.xdp_claim.clone(), ..AttachConfig::default() },
+                allow_mtu_drops: opts.allow_mtu_drops,
+                ..PortConfig::default()
+            };
+            let port = XdpPort::open(iface, queues, &cfg).map_err(|e| match e.kind() {
+                ErrorKind::MtuTooLarge => LiveError::Mtu(format!("afxdp:{iface}: {e}")),
+                _ => LiveError::Open(format!("afxdp:{iface}: {e}")),
+            })?;
+            let warnings = port.warnings().to_vec();
             let (program, sockets) = port.into_parts();
             let program = Arc::new(program);
             let ifindex = program.ifindex();
@@ -423,7 +443,10 @@ pub fn open(
                 }
                 per[w].socks.push((QueueId(i as u16), s));
             }
-            Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::Xdp { _program: program }))
+            Ok((
+                per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(),
+                Guard::Xdp { _program: program, warnings },
+            ))
         }
         LiveSpec::Packet { iface } => {
             let group = (std::process::id() & 0xffff) as u16;

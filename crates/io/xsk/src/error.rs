@@ -22,6 +22,9 @@ pub enum ErrorKind {
     InvalidConfig,
     /// The queue already has an AF_XDP socket, or the kernel is still releasing one.
     Busy,
+    /// The interface's MTU allows frames longer than an AF_XDP frame holds
+    /// (no multi-buffer receive): they would be dropped.
+    MtuTooLarge,
     /// Any other system call failure.
     Os,
 }

@@ -3,9 +3,12 @@
 //!
 //! * [`XdpProgram`]: a hand-assembled XDP program (loaded with the raw
 //!   bpf(2) syscall, attached through a bpf_link so it detaches when dropped
-//!   or when the process dies) that sends IP frames to the XSK of their rx
-//!   queue through an XSKMAP and lets ARP and other non-IP frames pass to
-//!   the kernel, so neighbour resolution keeps working.
+//!   or when the process dies) that sends the frames it claims ([`Claim`]:
+//!   UDP/TCP destination ports, or every IP packet) to the XSK of their rx
+//!   queue through an XSKMAP and passes everything else to the kernel, so
+//!   ping, ARP and SSH keep working; it counts every frame by outcome
+//!   ([`XdpCounters`]). The claim policy is described on [`Claim`] (and in
+//!   the README).
 //! * [`XskSocket`]: one AF_XDP socket per (interface, queue) with its UMEM
 //!   and its fill / completion / rx / tx rings; [`XskSocket::rx_burst`],
 //!   [`XskSocket::tx_burst`], completion recycling, counters plus the
@@ -30,6 +33,7 @@
 //! # Ok::<(), flowsteer_xsk::Error>(())
 //! ```
 
+mod asm;
 mod error;
 mod port;
 mod prog;
@@ -37,6 +41,6 @@ mod socket;
 mod sys;
 
 pub use error::{Error, ErrorKind, NEED_ROOT};
-pub use port::{PortConfig, XdpPort};
-pub use prog::{AttachConfig, XdpMode, XdpProgram};
+pub use port::{frame_room, interface_mtu, mtu_mismatch, PortConfig, XdpPort, LINK_OVERHEAD};
+pub use prog::{AttachConfig, Claim, Fragments, XdpCounters, XdpMode, XdpProgram, XdpReasons, MAX_IPV6_EXT_HEADERS};
 pub use socket::{BindMode, FrameAccount, KernelStats, XskConfig, XskSocket, XskStats, XDP_PACKET_HEADROOM};

@@ -1,20 +1,20 @@
 //! The XDP program that feeds the XSKs, assembled by hand (no clang, no
 //! libbpf), and its attachment to an interface.
 //!
-//! What it does, per frame:
-//! * IPv4 and IPv6, bare or under one or two VLAN tags (802.1Q 0x8100 or
-//!   802.1ad 0x88a8 outside, 0x8100 inside): `bpf_redirect_map(xskmap,
-//!   rx_queue_index, XDP_PASS)`, so the frame goes to the XSK registered for
-//!   its rx queue, and to the kernel when that queue has no XSK;
-//! * anything else (ARP above all, also LLDP, tagged ARP, frames too short
-//!   for their headers): `XDP_PASS` to the kernel, so neighbour resolution
-//!   keeps working while the XSKs own the IP traffic.
+//! What is claimed, and why so: see [`Claim`].
 //!
-//! Every packet access is preceded by a `data + n > data_end` test, as the
+//! # Counters
+//!
+//! Every frame the program sees is counted once, per CPU, in a per-CPU
+//! array map, by outcome and reason ([`XdpReasons`]); summed over CPUs,
+//! seen = passed + dropped + redirected ([`XdpCounters`]).
+//!
+//! Every packet access is preceded by a `ptr + n > data_end` test, as the
 //! verifier demands.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use crate::asm::*;
 use crate::error::{Error, ErrorKind};
 use crate::sys::{self, Insn};
 
@@ -25,24 +25,163 @@ pub enum XdpMode {
     /// driver refuses. The default.
     #[default]
     Auto,
-    /// Native XDP in the driver (XDP_FLAGS_DRV_MODE): fastest; veth has it.
+    /// Native XDP in the driver (XDP_FLAGS_DRV_MODE): fastest; veth has it
+    /// (up to an MTU of about 3,500 bytes: veth refuses native XDP above).
     Native,
     /// Generic XDP on the skb (XDP_FLAGS_SKB_MODE): works on any interface.
     Skb,
 }
 
+/// The claim policy: what the program takes, what the kernel keeps.
+///
+/// The program hands the sockets only the traffic a `Claim` names and
+/// passes everything else to the kernel (`XDP_PASS`), so
+/// ping, neighbour resolution and TCP sessions such as SSH keep working on
+/// an interface whose queues are served by AF_XDP sockets.
+///
+/// * Non-IP frames (ARP, LLDP, ...) and frames under more than two VLAN
+///   tags always pass.
+/// * [`Claim::All`]: every IPv4 and IPv6 packet (bare or under one or two
+///   VLAN tags, 802.1Q or 802.1ad outside) is claimed. The kernel then sees
+///   no IP on that interface at all: no ping, no TCP (SSH), no ICMPv6
+///   neighbour discovery.
+/// * [`Claim::Ports`]: a UDP or TCP packet is claimed when its destination
+///   port is in its protocol's set (a bit set in a BPF array map). All
+///   else passes: ICMP and ICMPv6, UDP and TCP to other ports, every other
+///   protocol, IPsec (AH, ESP).
+/// * Fragments: a non-first fragment carries no ports, so a fragment is
+///   judged only on what every fragment of its datagram carries: its
+///   protocol (IPv4) or its Fragment header's next header (IPv6). With
+///   [`Fragments::Claim`] every fragment of a protocol that has a claimed
+///   port is claimed, whatever the datagram's ports; with
+///   [`Fragments::Pass`] every fragment passes. Either way one datagram is
+///   never split between the kernel and the sockets. The price of
+///   `Fragments::Claim`: fragmented datagrams of that protocol to other
+///   ports reach the sockets too (the engine reassembles and drops them as
+///   `no_listener`). IPv6 atomic fragments (offset 0, M clear) are whole
+///   datagrams and go by their ports.
+/// * IPv4 options: the header length comes from IHL; IHL < 5 passes.
+/// * IPv6 extension headers: Hop-by-Hop (0), Routing (43) and Destination
+///   Options (60) are walked, the Fragment header (44) follows the fragment
+///   rule, at most [`MAX_IPV6_EXT_HEADERS`] of them (the wire parser's
+///   bound); a longer chain passes, and so does any other next header.
+/// * A frame too short for the headers the program must read passes.
+/// * A claimed frame longer than [`AttachConfig::max_frame_len`] (the room
+///   of an AF_XDP frame) is dropped, `XDP_DROP`, and counted: the socket
+///   could not take it, and passing it would split a flow between two
+///   stacks.
+/// * A claimed frame goes to `bpf_redirect_map(xskmap, rx_queue_index,
+///   XDP_PASS)`: to the socket registered for its rx queue, or to the
+///   kernel when that queue has none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Every IPv4 and IPv6 packet: the kernel keeps only non-IP frames (ARP).
+    /// Ping, TCP sessions such as SSH, ICMPv6 neighbour discovery and every
+    /// other IP protocol the kernel would have handled on the interface are
+    /// cut off.
+    All,
+    /// UDP and TCP packets to these destination ports, and fragments as
+    /// `fragments` says.
+    Ports {
+        /// Claimed UDP destination ports.
+        udp: Vec<u16>,
+        /// Claimed TCP destination ports.
+        tcp: Vec<u16>,
+        /// What happens to fragments of a protocol with a claimed port.
+        fragments: Fragments,
+    },
+}
+
+impl Claim {
+    /// Claims nothing: every frame passes to the kernel.
+    pub fn nothing() -> Claim {
+        Claim::Ports { udp: Vec::new(), tcp: Vec::new(), fragments: Fragments::Claim }
+    }
+
+    /// UDP to `ports`, fragmented UDP datagrams included.
+    pub fn udp(ports: &[u16]) -> Claim {
+        Claim::Ports { udp: ports.to_vec(), tcp: Vec::new(), fragments: Fragments::Claim }
+    }
+
+    /// One line that says what is claimed, for logs and start-up banners.
+    pub fn describe(&self) -> String {
+        match self {
+            Claim::All => "every IPv4/IPv6 packet".to_string(),
+            Claim::Ports { udp, tcp, fragments } => {
+                let list = |name: &str, ports: &[u16]| {
+                    let p: Vec<String> = ports.iter().map(u16::to_string).collect();
+                    (!ports.is_empty()).then(|| format!("{name} {}", p.join(",")))
+                };
+                let parts: Vec<String> = [list("udp", udp), list("tcp", tcp)].into_iter().flatten().collect();
+                if parts.is_empty() {
+                    return "nothing (every frame passes to the kernel)".to_string();
+                }
+                let frags = match fragments {
+                    Fragments::Claim => "their protocols' fragments claimed",
+                    Fragments::Pass => "fragments passed to the kernel",
+                };
+                format!("{} ({frags})", parts.join("; "))
+            }
+        }
+    }
+}
+
+/// The fragment rule of [`Claim::Ports`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Fragments {
+    /// Every IPv4 or IPv6 fragment of a protocol (UDP, TCP) with at least
+    /// one claimed port is claimed, first or not, whatever its ports: for a
+    /// dataplane that reassembles. The default.
+    #[default]
+    Claim,
+    /// Every fragment passes to the kernel: for a dataplane that does not
+    /// reassemble.
+    Pass,
+}
+
+/// The IPv6 extension headers the program walks before it passes a packet
+/// as unparsed (the wire parser's bound, `flowsteer_wire` `MAX_IPV6_EXT_HEADERS`).
+pub const MAX_IPV6_EXT_HEADERS: usize = 8;
+
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 /// XDP action codes and helper ids used by the program.
+const XDP_DROP: i32 = 1;
 const XDP_PASS: i32 = 2;
+const XDP_REDIRECT: i32 = 4;
+const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
 
 /// `struct xdp_md` offsets.
 const XDP_MD_DATA: i16 = 0;
 const XDP_MD_DATA_END: i16 = 4;
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
+
+/// IP protocol numbers / IPv6 next headers.
+const IPPROTO_HOPOPTS: i32 = 0;
+const IPPROTO_TCP: i32 = 6;
+const IPPROTO_UDP: i32 = 17;
+const IPPROTO_ROUTING: i32 = 43;
+const IPPROTO_FRAGMENT: i32 = 44;
+const IPPROTO_DSTOPTS: i32 = 60;
+
+/// The claim bit set: entry `slot * 2048 + port / 32`, bit `port % 32`;
+/// slot 0 UDP, 1 TCP. 4,096 u32 entries (32 KiB of kernel memory, values
+/// rounded up to 8 bytes).
+const CLAIM_WORDS_PER_PROTO: u32 = 2048;
+const CLAIM_ENTRIES: u32 = 2 * CLAIM_WORDS_PER_PROTO;
+
+/// The counter slots of the per-CPU array map, one u64 per CPU each.
+mod slot {
+    pub const PASSED_NOT_IP: i32 = 0;
+    pub const PASSED_UNCLAIMED: i32 = 1;
+    pub const PASSED_UNPARSED: i32 = 2;
+    pub const PASSED_NO_SOCKET: i32 = 3;
+    pub const DROPPED_TOO_BIG: i32 = 4;
+    pub const REDIRECTED: i32 = 5;
+    pub const COUNT: u32 = 6;
+}
 
 /// The license string: GPL-compatible (the helpers used are not GPL-only,
 /// but a GPL-compatible license keeps every helper available).
@@ -50,147 +189,268 @@ const LICENSE: &str = "Dual MIT/GPL";
 /// Program and map names as bpftool / `ip link` show them.
 const PROG_NAME: &str = "flowsteer_xsk";
 const MAP_NAME: &str = "flowsteer_xsks";
+const CLAIM_MAP_NAME: &str = "flowsteer_claim";
+const COUNTER_MAP_NAME: &str = "flowsteer_count";
 
 /// Size of the buffer that receives the verifier log when a load fails.
 const VERIFIER_LOG_BYTES: usize = 64 * 1024;
 
-/// Registers.
-const R0: u8 = 0;
-const R1: u8 = 1;
-const R2: u8 = 2;
-const R3: u8 = 3;
-const R4: u8 = 4;
-const R5: u8 = 5;
-
-// Opcodes (class | size/op | mode/source).
-const LDX_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
-const LDX_H: u8 = 0x69; // BPF_LDX | BPF_MEM | BPF_H
-const MOV64_X: u8 = 0xbf; // BPF_ALU64 | BPF_MOV | BPF_X
-const MOV64_K: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
-const ADD64_K: u8 = 0x07; // BPF_ALU64 | BPF_ADD | BPF_K
-const JGT_X: u8 = 0x2d; // BPF_JMP | BPF_JGT | BPF_X
-const JEQ_K: u8 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const JA: u8 = 0x05; // BPF_JMP | BPF_JA
-const LD_DW_IMM: u8 = 0x18; // BPF_LD | BPF_DW | BPF_IMM (two slots)
-const CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
-const EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
-
 /// Ethertypes as the program sees them: a u16 load from the packet in host
 /// byte order.
-const fn wire16(ethertype: u16) -> i32 {
-    u16::from_ne_bytes(ethertype.to_be_bytes()) as i32
+const fn wire16(v: u16) -> i32 {
+    u16::from_ne_bytes(v.to_be_bytes()) as i32
 }
 const ET_IPV4: i32 = wire16(0x0800);
 const ET_IPV6: i32 = wire16(0x86dd);
 const ET_VLAN: i32 = wire16(0x8100);
 const ET_QINQ: i32 = wire16(0x88a8);
+/// IPv4 flags + fragment offset: MF and the offset (a fragment when non-zero).
+const IPV4_MF_OFFSET: i32 = wire16(0x3fff);
+/// IPv6 Fragment header offset + M flag (non-zero: not an atomic fragment).
+const IPV6_OFFSET_M: i32 = wire16(0xfff9);
 
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn { code, regs: (dst & 0x0f) | (src << 4), off, imm }
+/// The maps the program refers to (their fds, patched into ld_imm64).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Maps {
+    pub xsks: i32,
+    pub counters: i32,
+    /// The claim bit set (unused under [`Claim::All`]).
+    pub claims: i32,
 }
 
-/// A tiny assembler: instructions plus forward jumps to labels.
-struct Asm {
-    insns: Vec<Insn>,
-    labels: Vec<Option<usize>>,
-    fixups: Vec<(usize, usize)>,
-}
-
-#[derive(Clone, Copy)]
-struct Label(usize);
-
-impl Asm {
-    fn new() -> Asm {
-        Asm { insns: Vec::new(), labels: Vec::new(), fixups: Vec::new() }
-    }
-
-    fn label(&mut self) -> Label {
-        self.labels.push(None);
-        Label(self.labels.len() - 1)
-    }
-
-    fn bind(&mut self, l: Label) {
-        self.labels[l.0] = Some(self.insns.len());
-    }
-
-    fn emit(&mut self, i: Insn) {
-        self.insns.push(i);
-    }
-
-    fn jump(&mut self, code: u8, dst: u8, src: u8, imm: i32, to: Label) {
-        self.fixups.push((self.insns.len(), to.0));
-        self.insns.push(insn(code, dst, src, 0, imm));
-    }
-
-    /// `if data + n > data_end goto to` (r2 = data, r3 = data_end, r4 scratch).
-    fn need(&mut self, n: i32, to: Label) {
-        self.emit(insn(MOV64_X, R4, R2, 0, 0));
-        self.emit(insn(ADD64_K, R4, 0, 0, n));
-        self.jump(JGT_X, R4, R3, 0, to);
-    }
-
-    fn finish(mut self) -> Result<Vec<Insn>, AsmError> {
-        for (at, l) in std::mem::take(&mut self.fixups) {
-            let target = self.labels[l].ok_or(AsmError::UnboundLabel)?;
-            let off = target as i64 - at as i64 - 1;
-            self.insns[at].off = i16::try_from(off).map_err(|_| AsmError::JumpOutOfRange)?;
-        }
-        Ok(self.insns)
-    }
-}
-
-/// Why [`Asm::finish`] could not resolve the jumps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AsmError {
-    /// A jump to a label that was never bound.
-    UnboundLabel,
-    /// A jump farther than a 16-bit offset reaches.
-    JumpOutOfRange,
-}
-
-/// The program, with `map_fd` (the XSKMAP) patched into its ld_imm64.
-pub(crate) fn redirect_program(map_fd: i32) -> Vec<Insn> {
+/// The program for `claim`, dropping claimed frames longer than
+/// `max_frame_len` (no limit when None).
+///
+/// Registers: r6 ctx; r2 data, r3 data_end while parsing; r5 the header
+/// being read; r9 the L3 offset; r7 the L4 protocol, r8 the destination
+/// port; at the end r7 = action, r8 = counter slot.
+pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> Vec<Insn> {
     let mut a = Asm::new();
-    let (redirect, pass, vlan, vlan2) = (a.label(), a.label(), a.label(), a.label());
-    a.emit(insn(LDX_W, R2, R1, XDP_MD_DATA, 0));
-    a.emit(insn(LDX_W, R3, R1, XDP_MD_DATA_END, 0));
-    // Ethernet header: ethertype at 12.
-    a.need(14, pass);
-    a.emit(insn(LDX_H, R5, R2, 12, 0));
-    a.jump(JEQ_K, R5, 0, ET_IPV4, redirect);
-    a.jump(JEQ_K, R5, 0, ET_IPV6, redirect);
-    a.jump(JEQ_K, R5, 0, ET_VLAN, vlan);
-    a.jump(JEQ_K, R5, 0, ET_QINQ, vlan);
-    a.jump(JA, 0, 0, 0, pass);
-    // One tag: inner ethertype at 16.
-    a.bind(vlan);
-    a.need(18, pass);
-    a.emit(insn(LDX_H, R5, R2, 16, 0));
-    a.jump(JEQ_K, R5, 0, ET_IPV4, redirect);
-    a.jump(JEQ_K, R5, 0, ET_IPV6, redirect);
-    a.jump(JEQ_K, R5, 0, ET_VLAN, vlan2);
-    a.jump(JA, 0, 0, 0, pass);
-    // Two tags: inner ethertype at 20.
-    a.bind(vlan2);
-    a.need(22, pass);
-    a.emit(insn(LDX_H, R5, R2, 20, 0));
-    a.jump(JEQ_K, R5, 0, ET_IPV4, redirect);
-    a.jump(JEQ_K, R5, 0, ET_IPV6, redirect);
-    a.jump(JA, 0, 0, 0, pass);
-    // return bpf_redirect_map(&xskmap, ctx->rx_queue_index, XDP_PASS);
-    a.bind(redirect);
-    a.emit(insn(LDX_W, R2, R1, XDP_MD_RX_QUEUE_INDEX, 0));
-    a.emit(insn(LD_DW_IMM, R1, BPF_PSEUDO_MAP_FD, 0, map_fd));
-    a.emit(insn(0, 0, 0, 0, 0));
-    a.emit(insn(MOV64_K, R3, 0, 0, XDP_PASS));
-    a.emit(insn(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP));
-    a.emit(insn(EXIT, 0, 0, 0, 0));
-    a.bind(pass);
-    a.emit(insn(MOV64_K, R0, 0, 0, XDP_PASS));
-    a.emit(insn(EXIT, 0, 0, 0, 0));
-    // The program is fixed: labels are all bound and offsets tiny, so this
-    // cannot fail (the unit tests assemble it).
+    let not_ip = a.label();
+    let unclaimed = a.label();
+    let unparsed = a.label();
+    let claimed = a.label();
+    let too_big = a.label();
+    let count = a.label();
+    let ipv4 = a.label();
+    let ipv6 = a.label();
+
+    a.op(MOV64_X, R6, R1, 0, 0);
+    a.op(LDX_W, R2, R6, XDP_MD_DATA, 0);
+    a.op(LDX_W, R3, R6, XDP_MD_DATA_END, 0);
+    // Ethernet, then up to two VLAN tags: the ethertype at 12, 16 or 20.
+    for (tags, et_at) in [(0, 12i16), (1, 16), (2, 20)] {
+        let next = a.label();
+        a.need(R2, R3, i32::from(et_at) + 2, not_ip);
+        a.op(LDX_H, R1, R2, et_at, 0);
+        a.op(MOV64_K, R9, 0, 0, i32::from(et_at) + 2);
+        a.jump(JEQ_K, R1, 0, ET_IPV4, ipv4);
+        a.jump(JEQ_K, R1, 0, ET_IPV6, ipv6);
+        if tags < 2 {
+            a.jump(JEQ_K, R1, 0, ET_VLAN, next);
+            if tags == 0 {
+                a.jump(JEQ_K, R1, 0, ET_QINQ, next);
+            }
+        }
+        a.goto(not_ip);
+        a.bind(next);
+    }
+    // (Falls out of the loop only after the third ethertype was read: not
+    // reachable, every branch above jumps.)
+
+    match claim {
+        Claim::All => {
+            a.bind(ipv4);
+            a.bind(ipv6);
+            a.goto(claimed);
+        }
+        Claim::Ports { udp, tcp, fragments } => {
+            let fragment = a.label();
+            let l4 = a.label();
+            // A protocol without claimed ports never reaches the lookup.
+            let udp_l4 = if udp.is_empty() { unclaimed } else { l4 };
+            let tcp_l4 = if tcp.is_empty() { unclaimed } else { l4 };
+            // IPv4: IHL, protocol, flags + offset.
+            a.bind(ipv4);
+            a.op(MOV64_X, R5, R2, 0, 0);
+            a.op(ADD64_X, R5, R9, 0, 0);
+            a.need(R5, R3, 20, unparsed);
+            a.op(LDX_B, R1, R5, 0, 0);
+            a.op(AND64_K, R1, 0, 0, 0x0f);
+            a.jump(JLT_K, R1, 0, 5, unparsed);
+            a.op(LSH64_K, R1, 0, 0, 2);
+            a.op(LDX_B, R7, R5, 9, 0);
+            a.op(LDX_H, R0, R5, 6, 0);
+            a.op(AND64_K, R0, 0, 0, IPV4_MF_OFFSET);
+            a.jump(JNE_K, R0, 0, 0, fragment);
+            a.op(ADD64_X, R5, R1, 0, 0);
+            a.jump(JEQ_K, R7, 0, IPPROTO_UDP, udp_l4);
+            a.jump(JEQ_K, R7, 0, IPPROTO_TCP, tcp_l4);
+            a.goto(unclaimed);
+
+            // IPv6: the fixed header, then the extension headers, unrolled.
+            a.bind(ipv6);
+            a.op(MOV64_X, R5, R2, 0, 0);
+            a.op(ADD64_X, R5, R9, 0, 0);
+            a.need(R5, R3, 40, unparsed);
+            a.op(LDX_B, R7, R5, 6, 0);
+            a.op(ADD64_K, R5, 0, 0, 40);
+            for _ in 0..MAX_IPV6_EXT_HEADERS {
+                let (ext, frag, next) = (a.label(), a.label(), a.label());
+                a.jump(JEQ_K, R7, 0, IPPROTO_UDP, udp_l4);
+                a.jump(JEQ_K, R7, 0, IPPROTO_TCP, tcp_l4);
+                a.jump(JEQ_K, R7, 0, IPPROTO_FRAGMENT, frag);
+                a.jump(JEQ_K, R7, 0, IPPROTO_HOPOPTS, ext);
+                a.jump(JEQ_K, R7, 0, IPPROTO_ROUTING, ext);
+                a.jump(JEQ_K, R7, 0, IPPROTO_DSTOPTS, ext);
+                a.goto(unclaimed);
+                // Hop-by-Hop, Routing, Destination Options: next header at
+                // 0, length in 8-byte units beyond the first at 1.
+                a.bind(ext);
+                a.need(R5, R3, 8, unparsed);
+                a.op(LDX_B, R7, R5, 0, 0);
+                a.op(LDX_B, R1, R5, 1, 0);
+                a.op(ADD64_K, R1, 0, 0, 1);
+                a.op(LSH64_K, R1, 0, 0, 3);
+                a.op(ADD64_X, R5, R1, 0, 0);
+                a.goto(next);
+                // Fragment header: 8 bytes; offset + M at 2.
+                a.bind(frag);
+                a.need(R5, R3, 8, unparsed);
+                a.op(LDX_B, R7, R5, 0, 0);
+                a.op(LDX_H, R0, R5, 2, 0);
+                a.op(AND64_K, R0, 0, 0, IPV6_OFFSET_M);
+                a.jump(JNE_K, R0, 0, 0, fragment);
+                a.op(ADD64_K, R5, 0, 0, 8);
+                a.bind(next);
+            }
+            // Past the bound: an upper-layer header still counts, another
+            // extension header makes the chain too long.
+            a.jump(JEQ_K, R7, 0, IPPROTO_UDP, udp_l4);
+            a.jump(JEQ_K, R7, 0, IPPROTO_TCP, tcp_l4);
+            for nh in [IPPROTO_HOPOPTS, IPPROTO_ROUTING, IPPROTO_DSTOPTS, IPPROTO_FRAGMENT] {
+                a.jump(JEQ_K, R7, 0, nh, unparsed);
+            }
+            a.goto(unclaimed);
+
+            // A fragment of protocol r7: claimed as a whole or not at all.
+            a.bind(fragment);
+            if *fragments == Fragments::Claim {
+                if !udp.is_empty() {
+                    a.jump(JEQ_K, R7, 0, IPPROTO_UDP, claimed);
+                }
+                if !tcp.is_empty() {
+                    a.jump(JEQ_K, R7, 0, IPPROTO_TCP, claimed);
+                }
+            }
+            a.goto(unclaimed);
+
+            // UDP or TCP at r5: the destination port, then its claim bit.
+            if a.is_used(l4) {
+                a.bind(l4);
+                a.need(R5, R3, 4, unparsed);
+                a.op(LDX_B, R8, R5, 2, 0);
+                a.op(LSH64_K, R8, 0, 0, 8);
+                a.op(LDX_B, R1, R5, 3, 0);
+                a.op(OR64_X, R8, R1, 0, 0);
+                a.op(MOV64_X, R1, R8, 0, 0);
+                a.op(RSH64_K, R1, 0, 0, 5);
+                if !tcp.is_empty() {
+                    let word = a.label();
+                    if !udp.is_empty() {
+                        a.jump(JNE_K, R7, 0, IPPROTO_TCP, word);
+                    }
+                    a.op(ADD64_K, R1, 0, 0, CLAIM_WORDS_PER_PROTO as i32);
+                    a.bind(word);
+                }
+                a.op(STX_W, R10, R1, -4, 0);
+                a.op(MOV64_X, R2, R10, 0, 0);
+                a.op(ADD64_K, R2, 0, 0, -4);
+                a.map_fd(R1, maps.claims);
+                a.op(CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
+                a.jump(JEQ_K, R0, 0, 0, unclaimed);
+                a.op(LDX_W, R1, R0, 0, 0);
+                a.op(MOV64_X, R2, R8, 0, 0);
+                a.op(AND64_K, R2, 0, 0, 31);
+                a.op(RSH64_X, R1, R2, 0, 0);
+                a.op(AND64_K, R1, 0, 0, 1);
+                a.jump(JEQ_K, R1, 0, 0, unclaimed);
+                a.goto(claimed);
+            }
+        }
+    }
+
+    // Claimed: too long for a socket frame, or redirected (nothing is
+    // claimed when no port is: then the block would be unreachable).
+    if a.is_used(claimed) {
+        a.bind(claimed);
+        if let Some(max) = max_frame_len {
+            // A helper call clobbered r2/r3: read the packet bounds again.
+            a.op(LDX_W, R2, R6, XDP_MD_DATA, 0);
+            a.op(LDX_W, R3, R6, XDP_MD_DATA_END, 0);
+            a.op(MOV64_X, R4, R2, 0, 0);
+            // No frame exceeds 64 KiB; the verifier takes offsets up to that.
+            a.op(ADD64_K, R4, 0, 0, max.min(0xffff) as i32);
+            a.jump(JGT_X, R3, R4, 0, too_big);
+        }
+        // return bpf_redirect_map(&xskmap, ctx->rx_queue_index, XDP_PASS),
+        // counted as passed when the fallback (no socket on the queue) applies.
+        a.op(LDX_W, R2, R6, XDP_MD_RX_QUEUE_INDEX, 0);
+        a.map_fd(R1, maps.xsks);
+        a.op(MOV64_K, R3, 0, 0, XDP_PASS);
+        a.op(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
+        a.op(MOV64_X, R7, R0, 0, 0);
+        a.op(MOV64_K, R8, 0, 0, slot::REDIRECTED);
+        a.jump(JEQ_K, R0, 0, XDP_REDIRECT, count);
+        a.op(MOV64_K, R8, 0, 0, slot::PASSED_NO_SOCKET);
+        a.goto(count);
+    }
+
+    for (at, action, s) in [
+        (too_big, XDP_DROP, slot::DROPPED_TOO_BIG),
+        (not_ip, XDP_PASS, slot::PASSED_NOT_IP),
+        (unclaimed, XDP_PASS, slot::PASSED_UNCLAIMED),
+        (unparsed, XDP_PASS, slot::PASSED_UNPARSED),
+    ] {
+        if !a.is_used(at) {
+            continue;
+        }
+        a.bind(at);
+        a.op(MOV64_K, R7, 0, 0, action);
+        a.op(MOV64_K, R8, 0, 0, s);
+        a.goto(count);
+    }
+
+    // counters[r8] += 1 (this CPU's copy: no atomics needed), return r7.
+    let out = a.label();
+    a.bind(count);
+    a.op(STX_W, R10, R8, -8, 0);
+    a.op(MOV64_X, R2, R10, 0, 0);
+    a.op(ADD64_K, R2, 0, 0, -8);
+    a.map_fd(R1, maps.counters);
+    a.op(CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
+    a.jump(JEQ_K, R0, 0, 0, out);
+    a.op(LDX_DW, R1, R0, 0, 0);
+    a.op(ADD64_K, R1, 0, 0, 1);
+    a.op(STX_DW, R0, R1, 0, 0);
+    a.bind(out);
+    a.op(MOV64_X, R0, R7, 0, 0);
+    a.op(EXIT, 0, 0, 0, 0);
+    // The program is fixed up to its map fds and bounds: labels are all
+    // bound and offsets small, so this cannot fail (the unit tests assemble
+    // every shape).
     a.finish().unwrap_or_default()
+}
+
+/// The claim bit set's entries: (index, word) for every non-zero word.
+fn claim_words(udp: &[u16], tcp: &[u16]) -> Vec<(u32, u32)> {
+    let mut words = std::collections::BTreeMap::<u32, u32>::new();
+    for (base, ports) in [(0, udp), (CLAIM_WORDS_PER_PROTO, tcp)] {
+        for &p in ports {
+            *words.entry(base + u32::from(p >> 5)).or_default() |= 1 << (p & 31);
+        }
+    }
+    words.into_iter().collect()
 }
 
 /// Loads `insns` as an XDP program; on failure the error carries the
@@ -228,15 +488,80 @@ pub struct AttachConfig {
     /// Default 256 (a few KiB of kernel memory); a frame arriving on a queue
     /// at or above it, or on a queue without a socket, goes to the kernel.
     pub max_queues: u32,
+    /// What the program takes from the kernel. Default: nothing
+    /// ([`Claim::nothing`]): say which ports, or [`Claim::All`] explicitly.
+    pub claim: Claim,
+    /// Claimed frames longer than this are dropped and counted
+    /// (`dropped_too_big`): the room of one AF_XDP frame. Default None: no
+    /// limit; [`crate::XdpPort::open`] sets it to its sockets' frame room
+    /// (`frame_size - XDP_PACKET_HEADROOM`) when None, or to the smaller
+    /// of the two.
+    pub max_frame_len: Option<u32>,
 }
 
 impl Default for AttachConfig {
     fn default() -> Self {
-        AttachConfig { mode: XdpMode::Auto, max_queues: 256 }
+        AttachConfig { mode: XdpMode::Auto, max_queues: 256, claim: Claim::nothing(), max_frame_len: None }
     }
 }
 
-/// The XDP program attached to one interface, with its XSKMAP.
+/// What the XDP program did with the frames it saw, summed over CPUs:
+/// seen = `passed + dropped + redirected`.
+///
+/// `redirected` counts the frames `bpf_redirect_map` accepted for a
+/// socket; the kernel may still drop some of them on the way into the
+/// socket (the socket's XDP_STATISTICS: `rx_dropped`, `rx_ring_full`,
+/// `rx_fill_ring_empty_descs`). A claimed frame on a queue without a
+/// socket goes to the kernel and counts as `passed`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpCounters {
+    /// Handed to the kernel (`XDP_PASS`).
+    pub passed: u64,
+    /// Dropped by the program (`XDP_DROP`): claimed frames longer than an
+    /// AF_XDP frame.
+    pub dropped: u64,
+    /// Handed to a socket (`XDP_REDIRECT`).
+    pub redirected: u64,
+}
+
+impl XdpCounters {
+    /// Frames the program saw.
+    pub fn seen(&self) -> u64 {
+        self.passed + self.dropped + self.redirected
+    }
+}
+
+/// [`XdpCounters`] by reason, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpReasons {
+    /// Passed: not IPv4/IPv6 (ARP, LLDP, ...), or under more than two VLAN tags.
+    pub passed_not_ip: u64,
+    /// Passed: IP, but not claimed (another protocol or port, ICMP, a
+    /// fragment under [`Fragments::Pass`] or of an unclaimed protocol).
+    pub passed_unclaimed: u64,
+    /// Passed: headers the program could not read to the ports (truncated,
+    /// IHL < 5, an IPv6 extension chain longer than [`MAX_IPV6_EXT_HEADERS`]).
+    pub passed_unparsed: u64,
+    /// Passed: claimed, but its rx queue has no socket.
+    pub passed_no_socket: u64,
+    /// Dropped: claimed and longer than [`AttachConfig::max_frame_len`].
+    pub dropped_too_big: u64,
+    /// Redirected to the socket of its rx queue.
+    pub redirected: u64,
+}
+
+impl XdpReasons {
+    /// The three outcomes.
+    pub fn totals(&self) -> XdpCounters {
+        XdpCounters {
+            passed: self.passed_not_ip + self.passed_unclaimed + self.passed_unparsed + self.passed_no_socket,
+            dropped: self.dropped_too_big,
+            redirected: self.redirected,
+        }
+    }
+}
+
+/// The XDP program attached to one interface, with its maps.
 ///
 /// Attached through a bpf_link: dropping this value (or the process dying)
 /// detaches the program; nothing is left behind on the interface.
@@ -246,10 +571,15 @@ pub struct XdpProgram {
     _link: OwnedFd,
     _prog: OwnedFd,
     map: OwnedFd,
+    _claims: OwnedFd,
+    counters: OwnedFd,
+    possible_cpus: usize,
     ifname: String,
     ifindex: u32,
     mode: XdpMode,
     max_queues: u32,
+    claim: Claim,
+    max_frame_len: Option<u32>,
 }
 
 impl XdpProgram {
@@ -264,12 +594,31 @@ impl XdpProgram {
         if cfg.max_queues == 0 || cfg.max_queues > 1 << 16 {
             return Err(Error::config(format!("max_queues must be 1..=65536, not {}", cfg.max_queues)));
         }
+        if cfg.max_frame_len == Some(0) {
+            return Err(Error::config("max_frame_len must be at least 1".into()));
+        }
         let ifindex = crate::error::ifindex(ifname)?;
-        let map = sys::xskmap_create(cfg.max_queues, MAP_NAME).map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM) => Error::not_permitted("creating the XSKMAP", &e),
-            _ => Error::os(&e, format!("creating the XSKMAP for {ifname}")),
-        })?;
-        let prog = load(&redirect_program(map.as_raw_fd()), ifname)?;
+        let map_error = |what: &str| {
+            let what = what.to_string();
+            let ifname = ifname.to_string();
+            move |e: std::io::Error| match e.raw_os_error() {
+                Some(libc::EPERM) => Error::not_permitted(&format!("creating the {what}"), &e),
+                _ => Error::os(&e, format!("creating the {what} for {ifname}")),
+            }
+        };
+        let map = sys::xskmap_create(cfg.max_queues, MAP_NAME).map_err(map_error("XSKMAP"))?;
+        let counters = sys::percpu_array_u64_create(slot::COUNT, COUNTER_MAP_NAME).map_err(map_error("counter map"))?;
+        let claims = sys::array_u32_create(CLAIM_ENTRIES, CLAIM_MAP_NAME).map_err(map_error("claim map"))?;
+        if let Claim::Ports { udp, tcp, .. } = &cfg.claim {
+            for (k, word) in claim_words(udp, tcp) {
+                sys::map_update_u32(&claims, k, word)
+                    .map_err(|e| Error::os(&e, format!("writing the claimed ports of {ifname}")))?;
+            }
+        }
+        // Unreadable (no sysfs): the lookup buffer's floor covers every kernel.
+        let possible_cpus = sys::possible_cpus().unwrap_or(0);
+        let maps = Maps { xsks: map.as_raw_fd(), counters: counters.as_raw_fd(), claims: claims.as_raw_fd() };
+        let prog = load(&program(maps, &cfg.claim, cfg.max_frame_len), ifname)?;
         let attach = |flags: u32| sys::link_create_xdp(&prog, ifindex, flags);
         let (link, mode) = match cfg.mode {
             XdpMode::Native => {
@@ -290,10 +639,15 @@ impl XdpProgram {
             _link: link,
             _prog: prog,
             map,
+            _claims: claims,
+            counters,
+            possible_cpus,
             ifname: ifname.to_string(),
             ifindex,
             mode,
             max_queues: cfg.max_queues,
+            claim: cfg.claim.clone(),
+            max_frame_len: cfg.max_frame_len,
         })
     }
 
@@ -317,9 +671,43 @@ impl XdpProgram {
         self.max_queues
     }
 
-    /// Sends the IP frames of the socket's rx queue to that socket (replaces
-    /// any socket registered for the queue before). Closing the socket
-    /// removes it from the map again (the kernel does that).
+    /// What the program claims.
+    pub fn claim(&self) -> &Claim {
+        &self.claim
+    }
+
+    /// The longest claimed frame it redirects (longer ones are dropped).
+    pub fn max_frame_len(&self) -> Option<u32> {
+        self.max_frame_len
+    }
+
+    /// What the program did with the frames it saw so far, summed over CPUs
+    /// (seen = passed + dropped + redirected). Thread-safe (reads the
+    /// per-CPU map through bpf(2); each CPU's copy is read once, so a frame
+    /// counted during the read may or may not be in the result).
+    pub fn counters(&self) -> Result<XdpCounters, Error> {
+        Ok(self.counter_reasons()?.totals())
+    }
+
+    /// [`XdpProgram::counters`] by reason.
+    pub fn counter_reasons(&self) -> Result<XdpReasons, Error> {
+        let read = |s: i32| {
+            sys::percpu_u64_sum(&self.counters, s as u32, self.possible_cpus)
+                .map_err(|e| Error::os(&e, format!("reading the XDP counters of {}", self.ifname)))
+        };
+        Ok(XdpReasons {
+            passed_not_ip: read(slot::PASSED_NOT_IP)?,
+            passed_unclaimed: read(slot::PASSED_UNCLAIMED)?,
+            passed_unparsed: read(slot::PASSED_UNPARSED)?,
+            passed_no_socket: read(slot::PASSED_NO_SOCKET)?,
+            dropped_too_big: read(slot::DROPPED_TOO_BIG)?,
+            redirected: read(slot::REDIRECTED)?,
+        })
+    }
+
+    /// Sends the claimed frames of the socket's rx queue to that socket
+    /// (replaces any socket registered for the queue before). Closing the
+    /// socket removes it from the map again (the kernel does that).
     pub fn register(&self, sock: &crate::socket::XskSocket) -> Result<(), Error> {
         if sock.ifindex() != self.ifindex || sock.ifname() != self.ifname {
             return Err(Error::config(format!(
@@ -371,6 +759,13 @@ fn link_error(e: std::io::Error, ifname: &str, mode: XdpMode) -> Error {
         Some(libc::ENODEV) => {
             Error::new(ErrorKind::NoSuchInterface, Some(&e), format!("interface {ifname} does not exist (it vanished)"))
         }
+        Some(libc::ERANGE) if mode == XdpMode::Native => Error::new(
+            ErrorKind::Unsupported,
+            Some(&e),
+            format!(
+                "native XDP refused on {ifname}: its MTU is too large for an XDP program without multi-buffer support (veth takes native XDP up to an MTU of about 3,500 bytes); use XdpMode::Skb or XdpMode::Auto, or lower the MTU"
+            ),
+        ),
         Some(libc::EOPNOTSUPP) if mode == XdpMode::Native => Error::new(
             ErrorKind::Unsupported,
             Some(&e),
@@ -381,153 +776,4 @@ fn link_error(e: std::io::Error, ifname: &str, mode: XdpMode) -> Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Just enough of an eBPF interpreter to run the redirect program on a
-    /// frame: returns Some(queue) for "redirect to queue", None for XDP_PASS.
-    fn run(prog: &[Insn], frame: &[u8], queue: u32) -> Option<u32> {
-        let mut r = [0u64; 11];
-        // r1 = ctx; packet pointers are modelled as offsets from 1 << 32.
-        let base = 1u64 << 32;
-        let mut pc = 0usize;
-        let mut redirected = None;
-        let mut steps = 0;
-        loop {
-            steps += 1;
-            assert!(steps < 1000, "runaway program");
-            let i = prog[pc];
-            let (dst, src) = ((i.regs & 0x0f) as usize, (i.regs >> 4) as usize);
-            pc += 1;
-            match i.code {
-                LDX_W => {
-                    assert_eq!(src, 1, "only ctx loads are 32-bit");
-                    r[dst] = match i.off {
-                        XDP_MD_DATA => base,
-                        XDP_MD_DATA_END => base + frame.len() as u64,
-                        XDP_MD_RX_QUEUE_INDEX => u64::from(queue),
-                        o => panic!("unexpected ctx offset {o}"),
-                    };
-                }
-                LDX_H => {
-                    let at = (r[src] - base) as usize + i.off as usize;
-                    // A read past the end of the frame panics here (index out of bounds).
-                    r[dst] = u64::from(u16::from_ne_bytes([frame[at], frame[at + 1]]));
-                }
-                MOV64_X => r[dst] = r[src],
-                MOV64_K => r[dst] = i.imm as i64 as u64,
-                ADD64_K => r[dst] = r[dst].wrapping_add(i.imm as i64 as u64),
-                JGT_X => {
-                    if r[dst] > r[src] {
-                        pc = (pc as i64 + i64::from(i.off)) as usize;
-                    }
-                }
-                JEQ_K => {
-                    if r[dst] == i.imm as i64 as u64 {
-                        pc = (pc as i64 + i64::from(i.off)) as usize;
-                    }
-                }
-                JA => pc = (pc as i64 + i64::from(i.off)) as usize,
-                LD_DW_IMM => {
-                    assert_eq!(src as u8, BPF_PSEUDO_MAP_FD);
-                    r[dst] = 0xfeed;
-                    pc += 1;
-                }
-                CALL => {
-                    assert_eq!(i.imm, BPF_FUNC_REDIRECT_MAP);
-                    assert_eq!(r[1], 0xfeed);
-                    assert_eq!(r[3], XDP_PASS as u64);
-                    redirected = Some(r[2] as u32);
-                    r[0] = 4; // XDP_REDIRECT
-                }
-                EXIT => {
-                    return if r[0] == XDP_PASS as u64 { None } else { redirected };
-                }
-                c => panic!("unexpected opcode {c:#x}"),
-            }
-        }
-    }
-
-    fn frame(ethertypes: &[u16], len: usize) -> Vec<u8> {
-        let mut f = vec![0u8; 12];
-        for et in ethertypes {
-            f.extend_from_slice(&et.to_be_bytes());
-            f.extend_from_slice(&[0, 7]); // VLAN TCI (ignored after the last type)
-        }
-        f.resize(len.max(f.len()), 0xaa);
-        f.truncate(len);
-        f
-    }
-
-    #[test]
-    fn program_is_well_formed() {
-        let p = redirect_program(42);
-        assert!(p.len() < 64);
-        assert_eq!(p.last().map(|i| i.code), Some(EXIT));
-        for (at, i) in p.iter().enumerate() {
-            if matches!(i.code, JGT_X | JEQ_K | JA) {
-                let to = at as i64 + 1 + i64::from(i.off);
-                assert!(to > at as i64 && (to as usize) < p.len(), "jump at {at} goes to {to}");
-            }
-        }
-        let ld = p.iter().position(|i| i.code == LD_DW_IMM).unwrap();
-        assert_eq!((p[ld].imm, p[ld].regs), (42, R1 | (BPF_PSEUDO_MAP_FD << 4)));
-        assert_eq!(p[ld + 1], insn(0, 0, 0, 0, 0));
-    }
-
-    #[test]
-    fn ip_is_redirected_to_its_queue_and_the_rest_passes() {
-        let p = redirect_program(3);
-        assert_eq!(run(&p, &frame(&[0x0800], 60), 0), Some(0));
-        assert_eq!(run(&p, &frame(&[0x86dd], 80), 5), Some(5));
-        assert_eq!(run(&p, &frame(&[0x0806], 60), 0), None, "ARP passes");
-        assert_eq!(run(&p, &frame(&[0x88cc], 60), 0), None, "LLDP passes");
-        assert_eq!(run(&p, &frame(&[0x8100, 0x0800], 64), 1), Some(1));
-        assert_eq!(run(&p, &frame(&[0x88a8, 0x8100, 0x86dd], 80), 2), Some(2));
-        assert_eq!(run(&p, &frame(&[0x8100, 0x0806], 64), 0), None, "tagged ARP passes");
-        assert_eq!(run(&p, &frame(&[0x8100, 0x8100, 0x0806], 64), 0), None);
-        assert_eq!(run(&p, &frame(&[0x8100, 0x8100, 0x8100, 0x0800], 64), 0), None, "three tags pass");
-    }
-
-    #[test]
-    fn short_frames_pass_without_reading_past_the_end() {
-        let p = redirect_program(3);
-        for len in 0..14 {
-            assert_eq!(run(&p, &frame(&[0x0800], len), 0), None, "len {len}");
-        }
-        assert_eq!(run(&p, &frame(&[0x0800], 14), 0), Some(0));
-        for len in 14..18 {
-            assert_eq!(run(&p, &frame(&[0x8100, 0x0800], len), 0), None, "len {len}");
-        }
-        assert_eq!(run(&p, &frame(&[0x8100, 0x0800], 18), 0), Some(0));
-        for len in 18..22 {
-            assert_eq!(run(&p, &frame(&[0x8100, 0x8100, 0x0800], len), 0), None, "len {len}");
-        }
-        assert_eq!(run(&p, &frame(&[0x8100, 0x8100, 0x0800], 22), 0), Some(0));
-    }
-
-    /// As root: the kernel's verifier takes the program and rejects it
-    /// without its bounds check, with the log in the error. Without the
-    /// privilege to load XDP programs: the kernel refuses and the error says
-    /// so (the verifier half needs root, which CI has).
-    #[test]
-    fn kernel_verifier_accepts_the_program_and_its_log_reaches_errors() {
-        if !flowsteer_netns::is_root() {
-            let err = load(&redirect_program(0), "test").unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::NotPermitted, "{err}");
-            return;
-        }
-        let map = sys::xskmap_create(4, "fs_test").unwrap();
-        let good = redirect_program(map.as_raw_fd());
-        load(&good, "test").unwrap();
-        // The same program without the bounds check before the ethertype load.
-        let mut bad = good.clone();
-        let jgt = bad.iter().position(|i| i.code == JGT_X).unwrap();
-        bad[jgt] = insn(MOV64_X, R4, R4, 0, 0); // no-op instead of the test
-        let err = load(&bad, "test").unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Verifier);
-        let msg = err.to_string();
-        assert!(msg.contains("verifier log:") && msg.contains("invalid access to packet"), "{msg}");
-        assert!(!msg.contains('\n'));
-    }
-}
+mod tests;

@@ -48,9 +48,12 @@ pub const XDP_PACKET_HEADROOM: u32 = 256;
 pub struct XskConfig {
     /// Bytes per UMEM frame: 2048 (default) or 4096. A received frame can be
     /// at most `frame_size - XDP_PACKET_HEADROOM` bytes (1792 by default,
-    /// enough for MTU 1500; use 4096 for MTUs up to 3822); the kernel drops
-    /// longer ones (counted in `KernelStats::rx_dropped`). A transmitted
-    /// frame can be up to `frame_size` bytes.
+    /// enough for MTU 1500; use 4096 for MTUs up to 3822). The program of
+    /// [`crate::XdpPort`] drops longer claimed frames and counts them
+    /// (`XdpReasons::dropped_too_big`); redirected by another program, the
+    /// kernel drops them (`KernelStats::rx_dropped`, measured on veth in
+    /// native and generic mode). A transmitted frame can be up to
+    /// `frame_size` bytes.
     pub frame_size: u32,
     /// UMEM frames (default 4096): `rx_ring` of them are lent to the kernel
     /// for receive, the rest serve transmit. 1..=1_048_576.

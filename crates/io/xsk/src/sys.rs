@@ -27,11 +27,14 @@ pub(crate) struct Insn {
 }
 
 const BPF_MAP_CREATE: u32 = 0;
+const BPF_MAP_LOOKUP_ELEM: u32 = 1;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
 const BPF_PROG_LOAD: u32 = 5;
 const BPF_LINK_CREATE: u32 = 28;
 
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 /// `enum bpf_attach_type::BPF_XDP`.
@@ -120,13 +123,11 @@ fn name16(name: &str) -> [u8; 16] {
     out
 }
 
-/// Creates a BPF_MAP_TYPE_XSKMAP with `max_entries` slots (key: u32 rx
-/// queue index, value: u32 XSK fd).
-pub(crate) fn xskmap_create(max_entries: u32, name: &str) -> io::Result<OwnedFd> {
+fn map_create(map_type: u32, key_size: u32, value_size: u32, max_entries: u32, name: &str) -> io::Result<OwnedFd> {
     let mut attr = MapCreateAttr {
-        map_type: BPF_MAP_TYPE_XSKMAP,
-        key_size: 4,
-        value_size: 4,
+        map_type,
+        key_size,
+        value_size,
         max_entries,
         map_flags: 0,
         inner_map_fd: 0,
@@ -134,6 +135,48 @@ pub(crate) fn xskmap_create(max_entries: u32, name: &str) -> io::Result<OwnedFd>
         map_name: name16(name),
     };
     fd_from(bpf(BPF_MAP_CREATE, &mut attr)?)
+}
+
+/// Creates a BPF_MAP_TYPE_XSKMAP with `max_entries` slots (key: u32 rx
+/// queue index, value: u32 XSK fd).
+pub(crate) fn xskmap_create(max_entries: u32, name: &str) -> io::Result<OwnedFd> {
+    map_create(BPF_MAP_TYPE_XSKMAP, 4, 4, max_entries, name)
+}
+
+/// Creates a BPF_MAP_TYPE_ARRAY of `max_entries` u32 values (key: u32
+/// index), all zero.
+pub(crate) fn array_u32_create(max_entries: u32, name: &str) -> io::Result<OwnedFd> {
+    map_create(BPF_MAP_TYPE_ARRAY, 4, 4, max_entries, name)
+}
+
+/// Creates a BPF_MAP_TYPE_PERCPU_ARRAY of `max_entries` u64 values (one
+/// per possible CPU per entry), all zero.
+pub(crate) fn percpu_array_u64_create(max_entries: u32, name: &str) -> io::Result<OwnedFd> {
+    map_create(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, max_entries, name)
+}
+
+/// Room for the per-CPU values of one entry: the kernel writes one u64 per
+/// possible CPU. The count is read from sysfs (where readable), and never
+/// taken below `MAX_CPUS_ASSUMED` (Linux's largest NR_CPUS), so a misread
+/// or missing count cannot make the kernel write past the buffer (64 KiB,
+/// zeroed per lookup: about a microsecond).
+const MAX_CPUS_ASSUMED: usize = 8192;
+
+/// The per-CPU u64 values of `key` of a BPF_MAP_TYPE_PERCPU_ARRAY with
+/// 8-byte values, summed over CPUs.
+pub(crate) fn percpu_u64_sum(map: &OwnedFd, key: u32, possible_cpus: usize) -> io::Result<u64> {
+    let mut values = vec![0u64; possible_cpus.max(MAX_CPUS_ASSUMED)];
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: values.as_mut_ptr() as u64,
+        flags: 0,
+    };
+    // The kernel writes round_up(8, 8) * num_possible_cpus() bytes into
+    // `values`, which holds at least that many (see MAX_CPUS_ASSUMED).
+    bpf(BPF_MAP_LOOKUP_ELEM, &mut attr)?;
+    Ok(values.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
 }
 
 /// Stores `value` at `key` of a u32 -> u32 map (BPF_ANY).
@@ -200,6 +243,56 @@ pub(crate) fn if_nametoindex(name: &str) -> io::Result<u32> {
     } else {
         Ok(idx)
     }
+}
+
+/// The MTU of `name` (SIOCGIFMTU on a socket of the calling thread's
+/// network namespace; sysfs would show the namespace the process mounted).
+pub(crate) fn if_mtu(name: &str) -> io::Result<u32> {
+    if name.len() >= libc::IFNAMSIZ || name.contains('\0') {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: plain socket(2) call; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `ifreq` is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: `req` is a valid ifreq with a NUL-terminated name (shorter
+    // than IFNAMSIZ, checked above); SIOCGIFMTU writes only `ifr_mtu`.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: SIOCGIFMTU succeeded, so the union holds `ifru_mtu`.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    u32::try_from(mtu).map_err(|_| io::Error::other("negative MTU"))
+}
+
+/// The highest possible CPU + 1 (`/sys/devices/system/cpu/possible`): at
+/// least the number of CPUs the kernel sizes per-CPU map values for.
+pub(crate) fn possible_cpus() -> io::Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    cpu_list_end(&text).ok_or_else(|| io::Error::other(format!("cannot read the CPU list {:?}", text.trim())))
+}
+
+/// The highest CPU of a kernel CPU list (`0-3`, `0,2-5`) + 1.
+fn cpu_list_end(text: &str) -> Option<usize> {
+    let mut n = 0usize;
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (lo, hi): (usize, usize) = (lo.parse().ok()?, hi.parse().ok()?);
+        if lo > hi {
+            return None;
+        }
+        n = n.max(hi.checked_add(1)?);
+    }
+    (n > 0).then_some(n)
 }
 
 // ---------------------------------------------------------------- mappings
@@ -601,4 +694,20 @@ pub(crate) fn poll_in(fd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
         return Err(e);
     }
     Ok(r > 0 && p.revents & libc::POLLIN != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(cpu_list_end("0-3\n"), Some(4));
+        assert_eq!(cpu_list_end("0"), Some(1));
+        assert_eq!(cpu_list_end("0,2-5,7"), Some(8));
+        assert_eq!(cpu_list_end(""), None);
+        assert_eq!(cpu_list_end("3-1"), None);
+        assert_eq!(cpu_list_end("x"), None);
+        assert!(possible_cpus().unwrap() >= 1);
+    }
 }

@@ -11,9 +11,10 @@
 //! Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and the `ip` command;
 //! [`skip_reason`] says why a live test cannot run here.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 mod error;
 mod sys;
@@ -56,6 +57,51 @@ pub fn ip(args: &[&str]) -> Result<(), NetnsError> {
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         })
     }
+}
+
+/// Pings `to` from the calling thread's namespace (ICMP or ICMPv6 echo over
+/// a raw socket, so root, no `ping` binary): one request every 100 ms until
+/// a reply with our identifier comes back (true) or `timeout` passes (false).
+pub fn ping(to: IpAddr, timeout: Duration) -> std::io::Result<bool> {
+    let sock = sys::raw_icmp_socket(to.is_ipv6())?;
+    sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let id = (std::process::id() as u16) ^ (COUNTER.fetch_add(1, Ordering::Relaxed) as u16).rotate_left(8);
+    let (request, reply) = if to.is_ipv6() { (128u8, 129u8) } else { (8, 0) };
+    let end = Instant::now() + timeout;
+    let mut seq = 0u16;
+    let mut buf = [0u8; 1500];
+    while Instant::now() < end {
+        seq = seq.wrapping_add(1);
+        let mut msg = vec![request, 0, 0, 0];
+        msg.extend_from_slice(&id.to_be_bytes());
+        msg.extend_from_slice(&seq.to_be_bytes());
+        msg.extend_from_slice(b"flowsteer lab ping");
+        if to.is_ipv4() {
+            // ICMPv6 checksums are the kernel's; ICMP ones are ours.
+            let sum = internet_checksum(&msg);
+            msg[2..4].copy_from_slice(&sum.to_be_bytes());
+        }
+        sock.send_to(&msg, SocketAddr::new(to, 0))?;
+        let wait = Instant::now() + Duration::from_millis(100);
+        while Instant::now() < wait {
+            let Ok((n, from)) = sock.recv_from(&mut buf) else { break };
+            // IPv4 raw sockets hand over the IP header too.
+            let at = if to.is_ipv4() { usize::from(buf[0] & 0x0f) * 4 } else { 0 };
+            let icmp = &buf[at.min(n)..n];
+            if from.ip() == to && icmp.len() >= 8 && icmp[0] == reply && icmp[4..6] == id.to_be_bytes() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+fn internet_checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 /// Moves the calling thread into the named namespace (`/run/netns/NAME`).
@@ -257,6 +303,11 @@ impl Lab {
         R: Send + 'static,
     {
         self.spawn_in(side, f).join().map_err(|_| NetnsError::Panicked)?
+    }
+
+    /// Pings `to` from inside a side's namespace (see [`ping`]).
+    pub fn ping(&self, from: Side, to: IpAddr, timeout: Duration) -> std::io::Result<bool> {
+        self.run_in(from, move || ping(to, timeout)).map_err(std::io::Error::other)?
     }
 
     /// Removes everything now (also done on drop); errors are ignored.

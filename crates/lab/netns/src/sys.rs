@@ -30,3 +30,20 @@ pub fn ifindex(dev: &str) -> Result<u32, NetnsError> {
         Ok(idx)
     }
 }
+
+/// A raw ICMP (IPv4) or ICMPv6 socket in the calling thread's namespace,
+/// wrapped as a `UdpSocket` for its `send_to` / `recv_from` / timeouts:
+/// those are plain sendto(2) / recvfrom(2), which raw sockets take
+/// (IPv4 receives include the IP header; the port of an address is 0).
+pub fn raw_icmp_socket(v6: bool) -> std::io::Result<std::net::UdpSocket> {
+    use std::os::fd::FromRawFd;
+    let (family, proto) = if v6 { (libc::AF_INET6, libc::IPPROTO_ICMPV6) } else { (libc::AF_INET, libc::IPPROTO_ICMP) };
+    // SAFETY: plain socket(2) call; the result is checked.
+    let fd = unsafe { libc::socket(family, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else; UdpSocket only
+    // issues sendto/recvfrom/setsockopt(SO_RCVTIMEO)/close on it here.
+    Ok(unsafe { std::net::UdpSocket::from_raw_fd(fd) })
+}

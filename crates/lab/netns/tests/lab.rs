@@ -54,3 +54,17 @@ fn entering_a_missing_namespace_is_an_error() {
     let e = enter("fs-no-such-namespace-x").unwrap_err().to_string();
     assert!(e.contains("fs-no-such-namespace-x"), "{e}");
 }
+
+#[test]
+fn ping_crosses_the_lab_both_ip_versions_and_fails_on_a_dead_address() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let lab = Lab::new("png", &LabConfig::default()).unwrap();
+    assert!(lab.ping(Side::A, lab.v4(Side::B).into(), Duration::from_secs(3)).unwrap());
+    assert!(lab.ping(Side::B, lab.v6(Side::A).into(), Duration::from_secs(3)).unwrap());
+    // Down the peer's link: no reply (the address stays inside the lab).
+    lab.ip_in(Side::B, &["link", "set", lab.dev(Side::B), "down"]).unwrap();
+    assert!(!lab.ping(Side::A, lab.v4(Side::B).into(), Duration::from_millis(400)).unwrap());
+}
