@@ -277,7 +277,8 @@ fn ticks_per_second() -> f64 {
 fn idle_cpu_share(source: &str, extra: &[&str]) -> f64 {
     let lab = Lab::new("lidl", &LabConfig::default()).unwrap();
     let src = format!("{source}:{}", lab.dev(Side::B));
-    let mut args = vec!["run", "--source", &src, "--cores", "0", "--duration", "30"];
+    let listen = format!("udp:{PORT}");
+    let mut args = vec!["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "30"];
     args.extend_from_slice(extra);
     let child = spawn_run(&lab, &args);
     wait_ready_rings(&lab, source == "afxdp", 1);
