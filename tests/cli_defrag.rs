@@ -1,9 +1,7 @@
 //! `flowsteer defrag`: the binary on captures built with flowsteer-wire.
 
 use flowsteer_capture::{CaptureReader, CaptureWriter};
-use flowsteer_wire::build::{
-    ipv4_fragments, ipv4_header_checksum, ipv6_fragments, udp_frame, FrameBuilder, Ipv6Ext,
-};
+use flowsteer_wire::build::{ipv4_fragments, ipv4_header_checksum, ipv6_fragments, udp_frame, FrameBuilder, Ipv6Ext};
 use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -513,7 +511,10 @@ fn defrag_refuses_to_overwrite_its_input() {
         assert_eq!(out.status.code(), Some(1), "{} -> {}", i.display(), o.display());
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.starts_with(&format!("error: {}: the output is the input {}", o.display(), i.display())), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {}: the output is the input {}", o.display(), i.display())),
+            "{stderr}"
+        );
         assert_eq!(std::fs::read(&input).unwrap(), before, "{} -> {}", i.display(), o.display());
     }
     assert_eq!(dir.names(), ["hard.pcap", "link.pcap", "trace.pcap"], "no output, no temporary file");
@@ -586,7 +587,8 @@ fn defrag_interrupted_keeps_the_previous_output() {
 /// An IPv4 fragment (Ethernet frame) of protocol `proto` carrying
 /// `payload` at byte `offset` of its datagram, with IPv4 `options`.
 fn frag4(proto: u8, id: u16, offset: u16, more: bool, payload: &[u8], options: &[u8]) -> Vec<u8> {
-    let b = FrameBuilder { ident: id, ipv4_options: options, ..FrameBuilder::raw(V4A.into(), V4B.into(), proto, payload) };
+    let b =
+        FrameBuilder { ident: id, ipv4_options: options, ..FrameBuilder::raw(V4A.into(), V4B.into(), proto, payload) };
     let mut f = b.build();
     let flags = (offset / 8) | if more { 0x2000 } else { 0 };
     f[20..22].copy_from_slice(&flags.to_be_bytes());

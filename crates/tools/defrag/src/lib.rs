@@ -397,8 +397,9 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
             now = now.max(p.ts_nanos);
             let parsed = match LinkType::from_pcap(p.linktype) {
                 None => Err((ParseError::UnsupportedLinkType, false)),
-                Some(link) => parse_frame(p.data, link, &parse_opts)
-                    .map_err(|e| (e, unparsed::may_hold_fragment(p.data, link))),
+                Some(link) => {
+                    parse_frame(p.data, link, &parse_opts).map_err(|e| (e, unparsed::may_hold_fragment(p.data, link)))
+                }
             };
             let parsed = match parsed {
                 Ok(parsed) => parsed,

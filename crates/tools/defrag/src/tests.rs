@@ -169,7 +169,8 @@ fn check_laws(r: &DefragReport) {
     assert_eq!(r.packets_dropped, drops + r.unparseable_dropped + r.fragments_too_long_for_pppoe);
     assert_eq!(
         r.packets_in,
-        r.written_unchanged + (r.fragments_reassembled - r.fragments_too_long_for_pppoe)
+        r.written_unchanged
+            + (r.fragments_reassembled - r.fragments_too_long_for_pppoe)
             + r.packets_dropped
             + r.pending_at_end,
         "{r:#?}"
