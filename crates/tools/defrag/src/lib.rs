@@ -343,6 +343,8 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     let mut counts = Counts::default();
     let mut reasm = Reassembler::new(opts.reasm)?;
 
+    // Refused before a byte of the input is read when it is the input.
+    let mut output = Output::create(args)?;
     let file = File::open(in_path).map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
     let reader = match CaptureReader::new(file) {
         Ok(r) => Some(r),
@@ -354,7 +356,6 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
         }
         Err(error) => return Err(DefragError::BadCapture { path: in_name, error }),
     };
-    let mut output = Output::create(args)?;
     let interrupted = |packets| DefragError::Interrupted { path: args.output.display().to_string(), packets };
 
     if let Some(mut reader) = reader {
