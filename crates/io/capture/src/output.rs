@@ -18,7 +18,8 @@
 //! 3. [`OutputFile::commit`] flushes it to disk (`fsync`), renames it over
 //!    the destination (atomic within one file system) and syncs the
 //!    directory. An output that was a symbolic link stays one: the file it
-//!    points to is replaced.
+//!    points to is replaced. Other hard links of a replaced file keep the
+//!    old content, and the new file has a new file's owner and mode.
 //! 4. Dropped without a commit (an error, a panic, a stop flag), the
 //!    temporary file is removed and a previous output stays as it was.
 //!    Only a process killed outright (SIGKILL, or a second Ctrl-C) can
