@@ -618,7 +618,7 @@ fn build_report(
 /// The report as an aligned counter table (what `flowsteer defrag` prints).
 pub fn write_text(w: &mut impl Write, r: &DefragReport) -> std::io::Result<()> {
     writeln!(w, "defrag {} -> {} ({}, linktype {})", r.input, r.output, r.format.unwrap_or("empty"), r.linktype)?;
-    let mut rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(String, String)> = [
         ("packets in", r.packets_in.to_string()),
         ("packets out", r.packets_out.to_string()),
         ("written unchanged", r.written_unchanged.to_string()),
@@ -628,43 +628,48 @@ pub fn write_text(w: &mut impl Write, r: &DefragReport) -> std::io::Result<()> {
         ("  unparseable kept", r.unparseable_kept.to_string()),
         ("packets dropped", r.packets_dropped.to_string()),
         ("unparseable", r.unparseable.to_string()),
-    ];
+    ]
+    .map(|(k, v)| (k.to_string(), v))
+    .into();
     for (reason, n) in &r.unparseable_by_reason {
         if *n > 0 {
-            rows.push((reason, n.to_string()));
+            rows.push((format!("  {reason}"), n.to_string()));
         }
     }
-    rows.extend([
-        ("  may hold a fragment", r.unparseable_fragments.to_string()),
-        ("  dropped", r.unparseable_dropped.to_string()),
-        ("fragments in", r.fragments_in.to_string()),
-        ("datagrams reassembled", r.datagrams_reassembled.to_string()),
-        ("fragments reassembled", r.fragments_reassembled.to_string()),
-        ("duplicates", r.duplicates.to_string()),
-        ("overlaps", r.overlaps.to_string()),
-        ("timed out", r.timed_out.to_string()),
-        ("evicted", r.evicted.to_string()),
-        ("too many frags", r.too_many_frags.to_string()),
-        ("malformed", r.malformed.to_string()),
-    ]);
+    rows.extend(
+        [
+            ("  may hold a fragment", r.unparseable_fragments.to_string()),
+            ("  dropped", r.unparseable_dropped.to_string()),
+            ("fragments in", r.fragments_in.to_string()),
+            ("datagrams reassembled", r.datagrams_reassembled.to_string()),
+            ("fragments reassembled", r.fragments_reassembled.to_string()),
+            ("duplicates", r.duplicates.to_string()),
+            ("overlaps", r.overlaps.to_string()),
+            ("timed out", r.timed_out.to_string()),
+            ("evicted", r.evicted.to_string()),
+            ("too many frags", r.too_many_frags.to_string()),
+            ("malformed", r.malformed.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
     for reason in DropReason::ALL.into_iter().filter(|r| r.is_malformed()) {
         let n = r.dropped.get(reason_name(reason)).copied().unwrap_or(0);
         if n > 0 {
-            rows.push((reason_name(reason), n.to_string()));
+            rows.push((reason_name(reason).to_string(), n.to_string()));
         }
     }
     for reason in [DropReason::NoMemory, DropReason::Disabled] {
         let n = r.dropped.get(reason_name(reason)).copied().unwrap_or(0);
         if n > 0 {
-            rows.push((reason_name(reason), n.to_string()));
+            rows.push((reason_name(reason).to_string(), n.to_string()));
         }
     }
     if r.datagrams_too_long_for_pppoe > 0 {
-        rows.push(("too long for PPPoE", r.fragments_too_long_for_pppoe.to_string()));
+        rows.push(("too long for PPPoE".to_string(), r.fragments_too_long_for_pppoe.to_string()));
     }
-    rows.push(("flushed at end", r.flushed_at_end.to_string()));
-    rows.push(("pending at end", r.pending_at_end.to_string()));
-    rows.push(("memory high watermark", format!("{} B of {} B", r.mem_high_watermark, r.mem_limit)));
+    rows.push(("flushed at end".to_string(), r.flushed_at_end.to_string()));
+    rows.push(("pending at end".to_string(), r.pending_at_end.to_string()));
+    rows.push(("memory high watermark".to_string(), format!("{} B of {} B", r.mem_high_watermark, r.mem_limit)));
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in &rows {
         writeln!(w, "  {k:<width$}  {v:>12}")?;
