@@ -408,7 +408,7 @@ pub struct BenchReasmArgs {
 pub struct DefragArgs {
     /// Input capture (pcap or pcapng).
     pub input: PathBuf,
-    /// Output capture (pcap): unfragmented packets unchanged, reassembled datagrams as one packet each.
+    /// Output capture (pcap): unfragmented packets unchanged, reassembled datagrams as one packet each; never the input, written in full or not at all.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
     /// Memory limit of the reassembler in bytes (high threshold; eviction down to 3/4 of it).
@@ -423,6 +423,9 @@ pub struct DefragArgs {
     /// Do not drop still-pending datagrams at the end of the capture (they are reported as pending).
     #[arg(long)]
     pub no_flush: bool,
+    /// Write frames that do not parse (and frames of an unsupported link type) unchanged instead of dropping them; those that may hold an IP fragment, and every fragment reassembly rejects, are dropped all the same.
+    #[arg(long)]
+    pub keep_malformed: bool,
     #[arg(long)]
     pub json: bool,
 }

@@ -8,10 +8,16 @@
 //! charts render on machines without any font installed (plotters' ab_glyph
 //! backend has no fallback: without a registered font every text fails with
 //! `FontUnavailable`, SVG included, as layout needs the metrics).
+//!
+//! A chart is drawn in memory (an SVG string, or RGB pixels encoded as PNG)
+//! and written through `flowsteer_capture::output::OutputFile`: never over
+//! one of the command's inputs, and renamed into place only once whole.
 
 use anyhow::{anyhow, bail, Context, Result};
+use flowsteer_capture::output::OutputFile;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use std::io::Write;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -49,18 +55,34 @@ pub struct Series<'a> {
 
 /// Writes a bar chart of `series` per queue (side by side when there are
 /// several; a legend names them) to `path`, SVG or PNG by its extension.
-pub fn queue_chart(path: &Path, title: &str, y_desc: &str, series: &[Series<'_>]) -> Result<()> {
+/// `path` may not be one of `inputs` (the files the command read).
+pub fn queue_chart(path: &Path, inputs: &[&Path], title: &str, y_desc: &str, series: &[Series<'_>]) -> Result<()> {
     let format = ChartFormat::from_path(path)?;
     register_font()?;
     let what = || format!("cannot write chart {}", path.display());
-    match format {
+    let bytes = match format {
         ChartFormat::Svg => {
-            draw(SVGBackend::new(path, SIZE).into_drawing_area(), title, y_desc, series).with_context(what)
+            let mut svg = String::new();
+            draw(SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(), title, y_desc, series)
+                .with_context(what)?;
+            svg.into_bytes()
         }
         ChartFormat::Png => {
-            draw(BitMapBackend::new(path, SIZE).into_drawing_area(), title, y_desc, series).with_context(what)
+            let mut rgb = vec![0u8; SIZE.0 as usize * SIZE.1 as usize * 3];
+            draw(BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area(), title, y_desc, series)
+                .with_context(what)?;
+            let mut png = Vec::new();
+            let mut encoder = png::Encoder::new(&mut png, SIZE.0, SIZE.1);
+            encoder.set_color(png::ColorType::Rgb);
+            encoder.set_depth(png::BitDepth::Eight);
+            encoder.write_header().and_then(|mut w| w.write_image_data(&rgb)).with_context(what)?;
+            png
         }
-    }
+    };
+    let mut file = OutputFile::create(path, inputs)?;
+    file.write_all(&bytes).with_context(what)?;
+    file.commit()?;
+    Ok(())
 }
 
 fn register_font() -> Result<()> {
@@ -170,7 +192,7 @@ mod tests {
         let series = [Series { name: "outer", values: &outer }, Series { name: "inner", values: &inner }];
         for name in ["q.svg", "q.png"] {
             let path = dir.join(name);
-            queue_chart(&path, "test chart", "packets", &series).unwrap();
+            queue_chart(&path, &[], "test chart", "packets", &series).unwrap();
             assert!(std::fs::metadata(&path).unwrap().len() > 1000, "{name}");
         }
         let svg = std::fs::read_to_string(dir.join("q.svg")).unwrap();

@@ -173,6 +173,40 @@ fn plots_svg_and_png() {
 }
 
 #[test]
+fn plot_never_overwrites_the_capture() {
+    let dir = TempDir::new("cli-analyze", "plot-input");
+    // A capture is read by its content, so it may well be named like a chart.
+    let cap = dir.path("trace.png");
+    write_capture(&cap, &mixed_frames(20));
+    let before = std::fs::read(&cap).unwrap();
+    let link = dir.path("link.svg");
+    std::os::unix::fs::symlink(&cap, &link).unwrap();
+    let hard = dir.path("hard.png");
+    std::fs::hard_link(&cap, &hard).unwrap();
+    for chart in [&cap, &link, &hard] {
+        let out = analyze(&cap, &["--plot", chart.to_str().unwrap(), "--quiet"]);
+        assert_eq!(out.status.code(), Some(1), "{}", chart.display());
+        let stderr = text(&out.stderr);
+        let want = format!("error: {}: the output is the input {}", chart.display(), cap.display());
+        assert!(stderr.starts_with(&want), "{stderr}");
+        assert!(out.stdout.is_empty(), "refused before the capture is read");
+        assert_eq!(std::fs::read(&cap).unwrap(), before);
+    }
+    // Charts elsewhere are whole files of their format.
+    let png = dir.path("chart.png");
+    let svg = dir.path("chart.svg");
+    for chart in [&png, &svg] {
+        assert!(analyze(&cap, &["--plot", chart.to_str().unwrap(), "--quiet"]).status.success());
+    }
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG\r\n\x1a\n"));
+    assert!(std::fs::read_to_string(&svg).unwrap().trim_end().ends_with("</svg>"));
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir.dir()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["chart.png", "chart.svg", "hard.png", "link.svg", "trace.png"], "no temporary file left");
+}
+
+#[test]
 fn a_text_file_is_not_a_capture() {
     let dir = TempDir::new("cli-analyze", "notcap");
     let file = dir.path("notes.txt");

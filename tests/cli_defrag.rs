@@ -1,7 +1,7 @@
 //! `flowsteer defrag`: the binary on captures built with flowsteer-wire.
 
 use flowsteer_capture::{CaptureReader, CaptureWriter};
-use flowsteer_wire::build::{ipv4_fragments, ipv6_fragments, udp_frame, FrameBuilder, Ipv6Ext};
+use flowsteer_wire::build::{ipv4_fragments, ipv4_header_checksum, ipv6_fragments, udp_frame, FrameBuilder, Ipv6Ext};
 use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -70,15 +70,28 @@ fn n(v: &serde_json::Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("no counter {key} in {v}"))
 }
 
-/// The document's counters add up (fragments and packets).
+/// The document's counters add up (fragments and packets): every packet
+/// read is written unchanged, in a written datagram, dropped for one
+/// reason, or still pending.
 fn check_laws(v: &serde_json::Value) {
-    assert_eq!(v["schema"], "flowsteer.defrag.v1");
+    assert_eq!(v["schema"], "flowsteer.defrag.v2");
     assert_eq!(v["conservation_ok"], true, "{v}");
-    let dropped: u64 = v["dropped"].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum();
+    let sum = |key: &str| v[key].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum::<u64>();
+    let dropped = sum("dropped");
     assert_eq!(n(v, "fragments_in"), n(v, "fragments_reassembled") + dropped + n(v, "pending_at_end"), "{v}");
-    let passed = n(v, "unfragmented") + n(v, "atomic_fragments") + n(v, "passed_unparsed");
-    assert_eq!(n(v, "packets_in"), passed + n(v, "fragments_in"), "{v}");
-    assert_eq!(n(v, "packets_out"), passed + n(v, "datagrams_reassembled"), "{v}");
+    assert_eq!(n(v, "unparseable"), sum("unparseable_by_reason"), "{v}");
+    assert_eq!(n(v, "unparseable"), n(v, "unparseable_kept") + n(v, "unparseable_dropped"), "{v}");
+    let too_long = n(v, "fragments_too_long_for_pppoe");
+    assert_eq!(n(v, "packets_dropped"), dropped + n(v, "unparseable_dropped") + too_long, "{v}");
+    let unchanged = n(v, "unfragmented") + n(v, "atomic_fragments") + n(v, "non_ip") + n(v, "unparseable_kept");
+    assert_eq!(n(v, "written_unchanged"), unchanged, "{v}");
+    assert_eq!(
+        n(v, "packets_in"),
+        unchanged + (n(v, "fragments_reassembled") - too_long) + n(v, "packets_dropped") + n(v, "pending_at_end"),
+        "{v}"
+    );
+    let datagrams_out = n(v, "datagrams_reassembled") - n(v, "datagrams_too_long_for_pppoe");
+    assert_eq!(n(v, "packets_out"), unchanged + datagrams_out, "{v}");
 }
 
 fn payload(k: usize, len: usize) -> Vec<u8> {
@@ -297,7 +310,8 @@ fn defrag_timeout_uses_capture_clock() {
 fn defrag_passes_non_ip_and_atomic() {
     let input = Tmp::new("pass-in.pcap");
     let output = Tmp::new("pass-out.pcap");
-    // ARP-like frame (not IP) and a frame that does not parse (IPv4 header cut).
+    // ARP-like frame (not IP) and a frame that does not parse (IPv4 header
+    // cut after its flags, which say it is no fragment).
     let mut arp = vec![0xffu8; 6];
     arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
     arp.extend_from_slice(&[0u8; 28]);
@@ -307,15 +321,23 @@ fn defrag_passes_non_ip_and_atomic() {
     let ext = [Ipv6Ext::Fragment { offset: 0, more: false, id: 5 }];
     let udp = [0u8, 1, 0, 2, 0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
     let atomic = FrameBuilder { ipv6_ext: &ext, ..FrameBuilder::raw(v6a().into(), v6b().into(), 17, &udp) }.build();
-    let frames = vec![arp.clone(), bad.clone(), atomic];
+    let frames = vec![arp.clone(), bad.clone(), atomic.clone()];
     write_capture(&input.0, &frames);
     let v = defrag_json(&input.0, &output.0, &[]);
     check_laws(&v);
-    assert_eq!(n(&v, "passed_unparsed"), 2, "{v}");
+    assert_eq!(n(&v, "non_ip"), 1, "{v}");
     assert_eq!(n(&v, "atomic_fragments"), 1, "{v}");
     assert_eq!(n(&v, "fragments_in"), 0);
+    assert_eq!((n(&v, "unparseable"), n(&v, "unparseable_dropped")), (1, 1), "{v}");
+    assert_eq!(v["unparseable_by_reason"]["truncated_ipv4"], 1, "{v}");
     let out: Vec<Vec<u8>> = read_capture(&output.0).into_iter().map(|(_, f)| f).collect();
-    assert_eq!(out, frames);
+    assert_eq!(out, [arp, atomic], "the malformed frame is dropped");
+
+    let v = defrag_json(&input.0, &output.0, &["--keep-malformed"]);
+    check_laws(&v);
+    assert_eq!((n(&v, "unparseable_kept"), n(&v, "written_unchanged")), (1, 3), "{v}");
+    let out: Vec<Vec<u8>> = read_capture(&output.0).into_iter().map(|(_, f)| f).collect();
+    assert_eq!(out, frames, "--keep-malformed writes it unchanged");
 }
 
 #[test]
@@ -369,7 +391,7 @@ fn defrag_unwritable_output_exits_1() {
 }
 
 #[test]
-fn defrag_unsupported_linktype_passes_frames() {
+fn defrag_unsupported_linktype_dropped_unless_kept() {
     let input = Tmp::new("lt-in.pcap");
     let output = Tmp::new("lt-out.pcap");
     let frames = [vec![1u8, 2, 3, 4, 5], vec![6u8; 40]];
@@ -378,18 +400,25 @@ fn defrag_unsupported_linktype_passes_frames() {
         w.write_packet(1_000, f, f.len() as u32).unwrap();
     }
     w.finish().unwrap();
+    let read_147 = |path: &Path| {
+        let mut r = CaptureReader::open(path).unwrap();
+        let mut got = Vec::new();
+        while let Some(p) = r.next_packet().unwrap() {
+            assert_eq!(p.linktype, 147);
+            got.push(p.data.to_vec());
+        }
+        got
+    };
     let v = defrag_json(&input.0, &output.0, &[]);
     check_laws(&v);
-    assert_eq!(n(&v, "unsupported_linktype"), 2);
-    assert_eq!(n(&v, "passed_unparsed"), 2);
+    assert_eq!(v["unparseable_by_reason"]["unsupported_link_type"], 2);
+    assert_eq!(n(&v, "unparseable_dropped"), 2);
     assert_eq!(v["linktype"], 147);
-    let mut r = CaptureReader::open(&output.0).unwrap();
-    let mut got = Vec::new();
-    while let Some(p) = r.next_packet().unwrap() {
-        assert_eq!(p.linktype, 147);
-        got.push(p.data.to_vec());
-    }
-    assert_eq!(got, frames);
+    assert!(read_147(&output.0).is_empty());
+    let v = defrag_json(&input.0, &output.0, &["--keep-malformed"]);
+    check_laws(&v);
+    assert_eq!(n(&v, "unparseable_kept"), 2);
+    assert_eq!(read_147(&output.0), frames);
 }
 
 #[test]
@@ -415,4 +444,212 @@ fn defrag_raw_ip_keeps_link_type() {
     assert_eq!(l3.l3_offset, 0);
     assert_eq!(&pkt.data[l3.l4_offset.unwrap() + 8..], &p[..]);
     assert_eq!(l3.tuple.src, IpAddr::V4(V4A));
+}
+
+/// A fresh directory removed on drop (with what is in it).
+struct TmpDir(PathBuf);
+
+impl TmpDir {
+    fn new(tag: &str) -> TmpDir {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("fs-defrag-{}-{n}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TmpDir(p)
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A capture larger than the reader's 128 KiB buffer: reading it while
+/// truncating it loses packets.
+fn big_capture(path: &Path) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    for i in 0..1500u16 {
+        frames.push(udp_frame(V4A.into(), V4B.into(), 1000 + i, 53, &payload(i as usize, 200)));
+        if i % 100 == 0 {
+            frames.extend(ipv4_fragments(V4A, V4B, 7, 8, i, &payload(i as usize, 3000), 1000));
+        }
+    }
+    write_capture(path, &frames);
+    frames
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn defrag_refuses_to_overwrite_its_input() {
+    let dir = TmpDir::new("same");
+    let input = dir.0.join("trace.pcap");
+    big_capture(&input);
+    let before = std::fs::read(&input).unwrap();
+    assert!(before.len() > 256 * 1024);
+    let hard = dir.0.join("hard.pcap");
+    std::fs::hard_link(&input, &hard).unwrap();
+    let link = dir.0.join("link.pcap");
+    std::os::unix::fs::symlink("trace.pcap", &link).unwrap();
+    let dotted = dir.0.join(".").join("trace.pcap");
+    // (input, output): the same path, another spelling of it, a hard link,
+    // an output that is a symlink to the input, an input that is a symlink
+    // to the output.
+    for (i, o) in [(&input, &input), (&input, &dotted), (&input, &hard), (&input, &link), (&link, &input)] {
+        let out = defrag(&[s(i), "-o", s(o)]);
+        assert_eq!(out.status.code(), Some(1), "{} -> {}", i.display(), o.display());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {}: the output is the input {}", o.display(), i.display())),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read(&input).unwrap(), before, "{} -> {}", i.display(), o.display());
+    }
+    assert_eq!(dir.names(), ["hard.pcap", "link.pcap", "trace.pcap"], "no output, no temporary file");
+}
+
+#[test]
+fn defrag_failure_midway_keeps_the_previous_output() {
+    let dir = TmpDir::new("midway");
+    let input = dir.0.join("in.pcap");
+    let output = dir.0.join("out.pcap");
+    let frames = big_capture(&input);
+    // A record claiming 2 GiB after the packets: a malformed capture.
+    let mut bytes = std::fs::read(&input).unwrap();
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    bytes.extend_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    std::fs::write(&input, &bytes).unwrap();
+    std::fs::write(&output, b"the previous output").unwrap();
+    let out = defrag(&[s(&input), "-o", s(&output)]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains(&format!("(after {} packets)", frames.len())), "{stderr}");
+    assert!(std::fs::read(&output).unwrap() == b"the previous output", "the previous output was overwritten");
+    assert_eq!(dir.names(), ["in.pcap", "out.pcap"], "no temporary file left");
+    // The same without a previous output: none appears.
+    std::fs::remove_file(&output).unwrap();
+    assert_eq!(defrag(&[s(&input), "-o", s(&output)]).status.code(), Some(1));
+    assert_eq!(dir.names(), ["in.pcap"]);
+}
+
+#[test]
+fn defrag_interrupted_keeps_the_previous_output() {
+    let dir = TmpDir::new("sigint");
+    let source = dir.0.join("source.pcap");
+    big_capture(&source);
+    let bytes = std::fs::read(&source).unwrap();
+    let fifo = dir.0.join("in.fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let output = dir.0.join("out.pcap");
+    std::fs::write(&output, b"the previous output").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["defrag", s(&fifo), "-o", s(&output)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the FIFO waits for defrag to open it; the first half of the
+    // capture goes in and defrag waits for the rest.
+    let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    std::io::Write::write_all(&mut w, &bytes[..bytes.len() / 2]).unwrap();
+    // Its temporary output exists once the header is read.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !dir.names().iter().any(|n| n.starts_with(".out.pcap.")) {
+        assert!(std::time::Instant::now() < deadline, "no temporary output: {:?}", dir.names());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(std::fs::read(&output).unwrap() == b"the previous output", "the previous output was overwritten");
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    // The rest of the capture, then the end of the input.
+    let _ = std::io::Write::write_all(&mut w, &bytes[bytes.len() / 2..]);
+    drop(w);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with(&format!("error: {}: interrupted", output.display())), "{stderr}");
+    assert!(std::fs::read(&output).unwrap() == b"the previous output", "the previous output was overwritten");
+    assert_eq!(dir.names(), ["in.fifo", "out.pcap", "source.pcap"], "no temporary file left");
+}
+
+/// An IPv4 fragment (Ethernet frame) of protocol `proto` carrying
+/// `payload` at byte `offset` of its datagram, with IPv4 `options`.
+fn frag4(proto: u8, id: u16, offset: u16, more: bool, payload: &[u8], options: &[u8]) -> Vec<u8> {
+    let b =
+        FrameBuilder { ident: id, ipv4_options: options, ..FrameBuilder::raw(V4A.into(), V4B.into(), proto, payload) };
+    let mut f = b.build();
+    let flags = (offset / 8) | if more { 0x2000 } else { 0 };
+    f[20..22].copy_from_slice(&flags.to_be_bytes());
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    let c = ipv4_header_checksum(&f[14..14 + ihl]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn defrag_never_writes_rejected_or_unparseable_fragments() {
+    let input = Tmp::new("rules-in.pcap");
+    let output = Tmp::new("rules-out.pcap");
+    let whole = udp_frame(V4A.into(), V4B.into(), 1, 2, b"whole");
+    let datagram = payload(3, 2992);
+    let frags = ipv4_fragments(V4A, V4B, 5, 6, 77, &datagram, 1000);
+    // Rejected by reassembly: a tiny first fragment (8 bytes of a TCP
+    // header), a TCP fragment at offset 8 (RFC 1858), a fragment the
+    // capture cut short of its IP length.
+    let tiny_first = frag4(6, 81, 0, true, &[0; 8], &[]);
+    let tcp_at_8 = frag4(6, 82, 8, true, &[0; 8], &[]);
+    let mut cut = ipv4_fragments(V4A, V4B, 5, 6, 78, &payload(4, 2992), 1000).remove(1);
+    cut.truncate(14 + 20 + 100);
+    // Refused by the parser, and fragments: an IPv4 fragment cut inside its
+    // options, an IPv6 first fragment whose extension chain runs past its
+    // end (RFC 7112).
+    let mut header_cut = frag4(17, 79, 0, true, &[0; 16], &[1, 1, 1, 1]);
+    header_cut.truncate(14 + 22);
+    let ext = [Ipv6Ext::Fragment { offset: 0, more: true, id: 80 }, Ipv6Ext::DestOpts { len: 16 }];
+    let mut chain_cut =
+        FrameBuilder { ipv6_ext: &ext, ..FrameBuilder::raw(v6a().into(), v6b().into(), 17, &[0; 8]) }.build();
+    chain_cut[18..20].copy_from_slice(&16u16.to_be_bytes());
+    chain_cut.truncate(14 + 40 + 16);
+    // Refused by the parser, no fragment: total length below the header.
+    let mut bad_len = udp_frame(V4A.into(), V4B.into(), 3, 4, b"bad length");
+    bad_len[16..18].copy_from_slice(&10u16.to_be_bytes());
+    let mut frames = vec![whole.clone(), frags[0].clone(), tiny_first, tcp_at_8, cut];
+    frames.extend([header_cut, chain_cut, bad_len.clone()]);
+    frames.extend(frags[1..].iter().cloned());
+    write_capture(&input.0, &frames);
+
+    for (extra, kept) in [(&[][..], vec![]), (&["--keep-malformed"][..], vec![bad_len])] {
+        let v = defrag_json(&input.0, &output.0, extra);
+        check_laws(&v);
+        assert_eq!(n(&v, "packets_in"), 10);
+        assert_eq!(v["dropped"]["tiny_first"], 2, "{v}");
+        assert_eq!(v["dropped"]["truncated"], 1, "{v}");
+        assert_eq!((n(&v, "unparseable"), n(&v, "unparseable_fragments")), (3, 2), "{v}");
+        assert_eq!(n(&v, "unparseable_kept") as usize, kept.len(), "{v}");
+        assert_eq!(n(&v, "packets_dropped") as usize, 3 + 3 - kept.len(), "{v}");
+        let out: Vec<Vec<u8>> = read_capture(&output.0).into_iter().map(|(_, f)| f).collect();
+        let mut want = vec![whole.clone()];
+        want.extend(kept.iter().cloned());
+        assert_eq!(out.len(), want.len() + 1, "{extra:?}");
+        assert_eq!(&out[..want.len()], &want[..]);
+        assert_eq!(udp_payload(&out[want.len()]).unwrap(), datagram);
+        // Nothing in the output is a fragment.
+        for f in &out {
+            if let Ok(p) = parse_frame(f, LinkType::Ethernet, &ParseOptions::default()) {
+                assert!(p.outer.is_none_or(|l3| l3.frag.is_none()), "{extra:?}: a fragment in the output");
+            }
+        }
+    }
 }

@@ -19,13 +19,16 @@
 //! (the warning `capture truncated after N packets` says where; the report
 //! covers the packets before the cut); 1 error: the file cannot be read,
 //! is not a pcap or pcapng capture, is malformed (a record or block that
-//! cannot be a real one), a flag is invalid, or the chart cannot be written.
+//! cannot be a real one), a flag is invalid, or the chart cannot be written
+//! (among others: `--plot` names one of the files read, refused before the
+//! capture is read).
 
 use crate::cli::AnalyzeArgs;
 use crate::plot::{self, ChartFormat, Series};
 use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_analyze::{report, AnalyzeOptions, Analyzer, Report};
+use flowsteer_capture::output::check_not_input;
 use flowsteer_capture::{CaptureError, CaptureReader, Format};
 use flowsteer_rss::RssConfig;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -39,8 +42,12 @@ use std::rc::Rc;
 
 pub fn run(args: &AnalyzeArgs) -> Result<i32> {
     let Resolved { config, mut warnings } = resolve(&args.rss, None)?;
+    // The files read: a chart may be none of them.
+    let mut inputs = vec![args.capture.as_path()];
+    inputs.extend(args.rss.ethtool_x.as_deref());
     if let Some(path) = &args.plot {
         ChartFormat::from_path(path)?;
+        check_not_input(path, &inputs)?;
     }
     crate::cmd::warn_all(&warnings);
     let opts = AnalyzeOptions {
@@ -69,7 +76,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<i32> {
     out.flush()?;
 
     if let Some(path) = &args.plot {
-        write_chart(path, &analysis.report, &analysis.capture)?;
+        write_chart(path, &inputs, &analysis.report, &analysis.capture)?;
     }
     Ok(0)
 }
@@ -393,7 +400,7 @@ fn endpoint(addr: IpAddr, port: Option<u16>) -> String {
     }
 }
 
-fn write_chart(path: &Path, r: &Report, capture: &CaptureSummary) -> Result<()> {
+fn write_chart(path: &Path, inputs: &[&Path], r: &Report, capture: &CaptureSummary) -> Result<()> {
     let outer: Vec<u64> = r.queues.iter().map(|q| q.packets).collect();
     let inner: Vec<u64> = r.inner.as_ref().map(|i| i.queues.iter().map(|q| q.packets).collect()).unwrap_or_default();
     let mut series = vec![Series { name: "NIC RSS (outer headers)", values: &outer }];
@@ -406,5 +413,5 @@ fn write_chart(path: &Path, r: &Report, capture: &CaptureSummary) -> Result<()> 
         "{name}: packets per queue (key {}, {}, max/mean {:.2})",
         r.rss.key, r.rss.hash_types, r.imbalance.max_mean
     );
-    plot::queue_chart(path, &title, "packets", &series)
+    plot::queue_chart(path, inputs, &title, "packets", &series)
 }

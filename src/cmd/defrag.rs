@@ -7,10 +7,18 @@
 //! `flowsteer.defrag.v1`). Warnings go to stderr prefixed `warning: ` (and
 //! into the JSON `warnings` array).
 //!
+//! The output is never the input (the same path, a hard link or a symbolic
+//! link either way is refused before anything is read) and is written
+//! through a temporary file renamed into place at the end: on an error, or
+//! on SIGINT/SIGTERM, the temporary file is removed and a previous output
+//! is left as it was (a second signal exits at once, possibly leaving the
+//! hidden `.OUT.PID-N.tmp` beside it, never a half-written OUT).
+//!
 //! Exit codes: 0 the output was written (also for a capture cut short: the
 //! warning `IN: capture truncated after N packets` says where); 1 error: the
-//! input cannot be read, is not a capture or is malformed, the output cannot
-//! be written, or a flag is invalid.
+//! input cannot be read, is not a capture or is malformed, the output is the
+//! input or cannot be written, the run was interrupted, or a flag is
+//! invalid.
 
 use crate::cli::DefragArgs;
 use anyhow::{bail, Result};
@@ -23,7 +31,9 @@ pub fn run(args: &DefragArgs) -> Result<i32> {
         input: args.input.clone(),
         output: args.output.clone(),
         no_flush: args.no_flush,
+        keep_malformed: args.keep_malformed,
         reasm: config(args)?,
+        stop: Some(flowsteer_live::stop_on_signals()?),
     };
     let report = defrag_file(&opts)?;
     crate::cmd::warn_all(&report.warnings);

@@ -48,7 +48,12 @@
 //!
 //! [`CaptureWriter`] writes classic pcap, little-endian, with the
 //! **nanosecond** magic (`0xA1B23C4D`), version 2.4, snaplen
-//! [`MAX_PACKET_LEN`] and a single link type.
+//! [`MAX_PACKET_LEN`] and a single link type, to any [`Write`]. A file is
+//! written through [`output::OutputFile`]: [`CaptureFile`] (also what
+//! [`CaptureWriter::create`] returns) refuses to write over one of the
+//! command's inputs and writes a temporary file renamed into place by
+//! [`CaptureFile::finish`], so a failed or interrupted run never leaves a
+//! half-written capture.
 //!
 //! # Why reading does not use `pcap-file`
 //!
@@ -72,6 +77,10 @@ use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+
+pub mod output;
+
+use output::{OutputError, OutputFile};
 
 /// Largest captured packet length accepted by the reader and the writer
 /// (256 KiB, the snaplen tcpdump uses by default).
@@ -125,6 +134,9 @@ pub enum CaptureError {
     UnknownInterface(u32),
     /// [`CaptureWriter::write_packet`] was given a packet it cannot store.
     InvalidPacket(String),
+    /// The output file could not be created or put in place (among others:
+    /// it is one of the inputs).
+    Output(OutputError),
 }
 
 impl fmt::Display for CaptureError {
@@ -140,6 +152,7 @@ impl fmt::Display for CaptureError {
                 write!(f, "pcapng packet refers to undescribed interface {id}")
             }
             CaptureError::InvalidPacket(msg) => write!(f, "cannot write packet: {msg}"),
+            CaptureError::Output(e) => fmt::Display::fmt(e, f),
         }
     }
 }
@@ -148,8 +161,15 @@ impl std::error::Error for CaptureError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CaptureError::Io(e) => Some(e),
+            CaptureError::Output(e) => e.source(),
             _ => None,
         }
+    }
+}
+
+impl From<OutputError> for CaptureError {
+    fn from(e: OutputError) -> Self {
+        CaptureError::Output(e)
     }
 }
 
@@ -726,11 +746,11 @@ fn map_pcap_err(e: PcapError) -> CaptureError {
     }
 }
 
-impl CaptureWriter<BufWriter<File>> {
-    /// Creates (truncates) a pcap file.
-    pub fn create(path: &Path, linktype: u32) -> Result<Self, CaptureError> {
-        let f = File::create(path)?;
-        CaptureWriter::new(BufWriter::with_capacity(64 * 1024, f), linktype)
+impl CaptureWriter<BufWriter<OutputFile>> {
+    /// Creates a pcap file at `path`, written in full or not at all: the
+    /// same as [`CaptureFile::create`] with no inputs to protect.
+    pub fn create(path: &Path, linktype: u32) -> Result<CaptureFile, CaptureError> {
+        CaptureFile::create(path, &[], linktype)
     }
 }
 
@@ -780,6 +800,41 @@ impl<W: Write> CaptureWriter<W> {
         let mut w = self.inner.into_writer();
         w.flush()?;
         Ok(w)
+    }
+}
+
+/// A pcap file being written through an [`OutputFile`]: the packets go to
+/// a temporary file that [`CaptureFile::finish`] renames into place.
+/// Dropped unfinished (an error on the way), it leaves nothing behind and a
+/// previous file at the path untouched.
+#[derive(Debug)]
+pub struct CaptureFile {
+    writer: CaptureWriter<BufWriter<OutputFile>>,
+}
+
+impl CaptureFile {
+    /// Creates a pcap file at `path` for `linktype`, refusing a path that
+    /// is one of `inputs` ([`OutputError::SameAsInput`]).
+    pub fn create(path: &Path, inputs: &[&Path], linktype: u32) -> Result<CaptureFile, CaptureError> {
+        CaptureFile::new(OutputFile::create(path, inputs)?, linktype)
+    }
+
+    /// Writes the pcap header for `linktype` into `file`.
+    pub fn new(file: OutputFile, linktype: u32) -> Result<CaptureFile, CaptureError> {
+        Ok(CaptureFile { writer: CaptureWriter::new(BufWriter::with_capacity(256 * 1024, file), linktype)? })
+    }
+
+    /// Appends one packet, as [`CaptureWriter::write_packet`].
+    pub fn write_packet(&mut self, ts_nanos: u64, data: &[u8], orig_len: u32) -> Result<(), CaptureError> {
+        self.writer.write_packet(ts_nanos, data, orig_len)
+    }
+
+    /// Flushes the packets, syncs them to disk and renames the file into
+    /// place ([`OutputFile::commit`]).
+    pub fn finish(self) -> Result<(), CaptureError> {
+        let file = self.writer.finish()?.into_inner().map_err(|e| CaptureError::Io(e.into_error()))?;
+        file.commit()?;
+        Ok(())
     }
 }
 

@@ -87,7 +87,7 @@ fn pcap_round_trip_linktypes_and_files() {
     for p in &pkts {
         w.write_packet(p.ts_nanos, &p.data, p.orig_len).unwrap();
     }
-    drop(w.finish().unwrap());
+    w.finish().unwrap();
     let mut r = CaptureReader::open(&path).unwrap();
     let mut got = Vec::new();
     while let Some(p) = r.next_packet().unwrap() {

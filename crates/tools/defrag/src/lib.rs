@@ -7,35 +7,63 @@
 //! behave as they did on the wire. The output (classic pcap, the input's link
 //! type) holds:
 //!
-//! * every packet that is not a fragment, unchanged: unfragmented IP packets,
-//!   IPv6 atomic fragments (RFC 6946), non-IP frames, frames that do not parse
-//!   and frames of an unsupported link type (the last three counted as
-//!   `passed_unparsed`), so nothing is silently lost;
+//! * every frame that parses and is not a fragment, unchanged: unfragmented
+//!   IP packets (PPPoE-carried ones included), IPv6 atomic fragments (RFC
+//!   6946) and non-IP frames (ARP, ...);
 //! * every reassembled datagram as one packet, at the timestamp of the
 //!   fragment that completed it, in delivery order: the link-layer header of
-//!   that fragment (the bytes before the IP header, unchanged) followed by the
-//!   reassembled IP packet.
+//!   that fragment (the bytes before the IP header, unchanged but for a
+//!   PPPoE length field, set to the new length) followed by the reassembled
+//!   IP packet;
+//! * with [`DefragOptions::keep_malformed`] (`--keep-malformed`) only: the
+//!   frames the parser refused and the frames of a link type it does not
+//!   parse, unchanged, except those whose bytes show, or cannot rule out,
+//!   an IP fragment.
 //!
-//! Fragments that do not end in a delivered datagram are counted by reason
-//! and the conservation law `fragments_in = fragments_reassembled + Σ drops +
-//! pending_at_end` is checked. Without `--no-flush` the datagrams still
-//! pending at the end of the capture are dropped (`flushed_at_end`), so
-//! `pending_at_end` is 0.
+//! Nothing else: no fragment reaches the output on its own. The fragments
+//! the reassembler rejects (a tiny first fragment, a truncated, overlapping
+//! or excess one, a datagram that timed out, ...) are dropped and counted
+//! by reason ([`DefragReport::dropped`]); the frames the parser refused are
+//! dropped and counted by parse error ([`DefragReport::unparseable_by_reason`])
+//! unless kept, and a refused frame that may hold a fragment is dropped
+//! even when malformed frames are kept ([`DefragReport::unparseable_fragments`]):
+//! it is a fragment defrag cannot check.
+//!
+//! Every packet read is accounted for once, and the report checks both laws:
+//! `packets_in = written_unchanged + fragments in written datagrams +
+//! packets_dropped + pending_at_end` and, for the fragments,
+//! `fragments_in = fragments_reassembled + Σ drops + pending_at_end`.
+//! Without `--no-flush` the datagrams still pending at the end of the
+//! capture are dropped (`flushed_at_end`), so `pending_at_end` is 0.
+//!
+//! The output is written through
+//! [`OutputFile`](flowsteer_capture::output::OutputFile): it may not be the
+//! input under any name (the same path, a hard link, a symbolic link either
+//! way), and the packets go to a temporary file renamed into place once
+//! the whole capture is done. A failure on the way (a malformed record, a
+//! full disk) or a stop request ([`DefragOptions::stop`]) leaves no output
+//! and a previous file at the path as it was.
 //!
 //! The result is a [`DefragReport`] (the `--json` document, schema
-//! `flowsteer.defrag.v1`, warnings included); [`write_text`] renders it as
+//! `flowsteer.defrag.v2`, warnings included); [`write_text`] renders it as
 //! an aligned counter table. The library prints nothing; failures are a
 //! [`DefragError`] whose text starts with the file it concerns.
 #![forbid(unsafe_code)]
 
-use flowsteer_capture::{CaptureError, CaptureReader, CaptureWriter, Format};
+mod unparsed;
+
+use flowsteer_capture::output::{OutputError, OutputFile};
+use flowsteer_capture::{CaptureError, CaptureFile, CaptureReader, Format};
 use flowsteer_reasm::{DropReason, ReasmConfig, ReasmStats, Reassembler, Verdict};
-use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
+use flowsteer_wire::pppoe::PppoeSession;
+use flowsteer_wire::{parse_frame, Encap, LinkType, ParseError, ParseOptions};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Link type written when the input holds no packet to take it from.
 const DEFAULT_LINKTYPE: u32 = 1;
@@ -48,12 +76,23 @@ pub struct DefragOptions {
     /// Keep the datagrams still pending at the end (reported as pending)
     /// instead of dropping them as `flushed_at_end`.
     pub no_flush: bool,
+    /// Write the frames the parser refuses (and the frames of a link type
+    /// it does not parse) unchanged instead of dropping them. They are not
+    /// fragments, so keeping them is safe; a refused frame that may hold an
+    /// IP fragment is dropped all the same, as is every fragment the
+    /// reassembler rejects.
+    pub keep_malformed: bool,
     /// The reassembler's limits (memory, timeouts, fragments per datagram).
     pub reasm: ReasmConfig,
+    /// A stop request (the CLI sets it on SIGINT/SIGTERM), read before
+    /// every packet and before the output is put in place: once set, the
+    /// run ends with [`DefragError::Interrupted`] and writes nothing.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// Why a capture could not be reassembled. The text starts with the file
-/// it concerns; an underlying I/O or capture error is its source.
+/// it concerns; an underlying I/O or capture error is its source. On every
+/// error the output is left as it was (absent, or the previous file).
 #[derive(Debug, thiserror::Error)]
 pub enum DefragError {
     #[error(transparent)]
@@ -66,12 +105,15 @@ pub enum DefragError {
     BadCapture { path: String, error: CaptureError },
     #[error("{path}: {error} (after {packets} packets)")]
     BadRecord { path: String, error: CaptureError, packets: u64 },
-    #[error("{path}: cannot create the output")]
-    Create { path: String, source: std::io::Error },
+    /// The output cannot be created: among others, it is the input.
+    #[error(transparent)]
+    Output(#[from] OutputError),
     #[error("{path}: cannot write")]
     Write { path: String, source: WriteError },
     #[error("{path}: output not started")]
     NotStarted { path: String },
+    #[error("{path}: interrupted after {packets} packets; the output was not written")]
+    Interrupted { path: String, packets: u64 },
 }
 
 /// What failed while writing the output.
@@ -83,7 +125,7 @@ pub enum WriteError {
     Io(#[from] std::io::Error),
 }
 
-/// The `--json` document (schema `flowsteer.defrag.v1`).
+/// The `--json` document (schema `flowsteer.defrag.v2`).
 #[derive(Debug, Serialize)]
 pub struct DefragReport {
     pub schema: &'static str,
@@ -95,27 +137,50 @@ pub struct DefragReport {
     pub linktype: u32,
     /// The input ends inside a record; the output covers the records before.
     pub truncated: bool,
+    /// Malformed frames were kept (`--keep-malformed`).
+    pub keep_malformed: bool,
     pub packets_in: u64,
+    /// Packets written: `written_unchanged` plus the reassembled datagrams
+    /// written.
     pub packets_out: u64,
-    /// IP packets that are not fragments (written unchanged).
+    /// Frames written as they were read: `unfragmented + atomic_fragments +
+    /// non_ip + unparseable_kept`.
+    pub written_unchanged: u64,
+    /// IP packets that are not fragments (PPPoE-carried ones included).
     pub unfragmented: u64,
-    /// IPv6 atomic fragments (written unchanged).
+    /// IPv6 atomic fragments.
     pub atomic_fragments: u64,
-    /// Frames written unchanged without reassembly: non-IP, not parseable, or
-    /// of an unsupported link type (the three counters below).
-    pub passed_unparsed: u64,
+    /// Frames that parse and carry no IP packet (ARP, LLDP, ...).
     pub non_ip: u64,
-    pub parse_errors: u64,
-    pub unsupported_linktype: u64,
+    /// Frames the parser refused, frames of an unsupported link type
+    /// included (the sum of `unparseable_by_reason`).
+    pub unparseable: u64,
+    /// The same by parse error (every reason, zeros included);
+    /// `unsupported_link_type` counts the frames of a link type defrag
+    /// does not parse.
+    pub unparseable_by_reason: BTreeMap<&'static str, u64>,
+    /// Refused frames whose bytes show, or cannot rule out, an IP fragment:
+    /// always dropped.
+    pub unparseable_fragments: u64,
+    /// Refused frames written unchanged (`--keep-malformed`).
+    pub unparseable_kept: u64,
+    /// Refused frames dropped: `unparseable - unparseable_kept`.
+    pub unparseable_dropped: u64,
     /// pcapng packets whose interface has a link type other than the output's
     /// (written unchanged; the output labels them with its link type).
     pub linktype_mismatch: u64,
-    /// pcapng packets naming an undescribed interface: skipped.
+    /// pcapng packets naming an undescribed interface: skipped, not counted
+    /// in `packets_in`.
     pub skipped_unknown_interface: u64,
     pub fragments_in: u64,
     pub datagrams_reassembled: u64,
-    /// Fragments that ended up in a delivered datagram.
+    /// Fragments that ended up in a reassembled datagram.
     pub fragments_reassembled: u64,
+    /// Reassembled PPPoE-carried datagrams longer than the PPPoE length
+    /// field can say (65,533 bytes of IP): dropped.
+    pub datagrams_too_long_for_pppoe: u64,
+    /// Their fragments.
+    pub fragments_too_long_for_pppoe: u64,
     /// Fragments dropped, by reason (every reason, zeros included).
     pub dropped: BTreeMap<&'static str, u64>,
     /// Whole datagrams (queues) dropped, by queue-killing reason.
@@ -135,12 +200,19 @@ pub struct DefragReport {
     /// Fragments still held after the end (0 unless `--no-flush`).
     pub pending_at_end: u64,
     pub pending_datagrams_at_end: u64,
+    /// Packets read and not written, in any form: every fragment drop
+    /// (`dropped`), `unparseable_dropped` and `fragments_too_long_for_pppoe`.
+    pub packets_dropped: u64,
     /// Timed-out datagrams that held their first fragment (an ICMP Time
     /// Exceeded would have been due).
     pub time_exceeded: u64,
     pub mem_limit: usize,
     pub mem_high_watermark: usize,
+    /// The fragment law, written out.
     pub conservation: String,
+    /// The packet law, written out.
+    pub packet_conservation: String,
+    /// Both laws hold.
     pub conservation_ok: bool,
     pub warnings: Vec<String>,
 }
@@ -162,40 +234,58 @@ struct Counts {
     unfragmented: u64,
     atomic: u64,
     non_ip: u64,
-    parse_errors: u64,
-    unsupported_linktype: u64,
+    /// Refused frames by [`ParseError::index`].
+    unparseable: [u64; ParseError::COUNT],
+    unparseable_fragments: u64,
+    unparseable_kept: u64,
     linktype_mismatch: u64,
     skipped_unknown_interface: u64,
     fragments_pushed: u64,
     datagrams: u64,
+    datagrams_too_long: u64,
+    fragments_too_long: u64,
 }
 
-/// The output file: created before reading, its pcap header written when the
-/// first packet tells the link type.
+impl Counts {
+    fn unparseable_total(&self) -> u64 {
+        self.unparseable.iter().sum()
+    }
+
+    fn unsupported_linktype(&self) -> u64 {
+        self.unparseable[ParseError::UnsupportedLinkType.index()]
+    }
+}
+
+/// The output: its temporary file created before reading, the pcap header
+/// written when the first packet tells the link type, renamed into place
+/// by [`Output::finish`]. Dropped unfinished, it leaves nothing behind.
 struct Output {
     path: String,
-    file: Option<File>,
-    writer: Option<CaptureWriter<BufWriter<File>>>,
+    file: Option<OutputFile>,
+    writer: Option<CaptureFile>,
     linktype: u32,
 }
 
 impl Output {
-    fn create(path: &Path) -> Result<Output, DefragError> {
-        let file =
-            File::create(path).map_err(|source| DefragError::Create { path: path.display().to_string(), source })?;
-        Ok(Output { path: path.display().to_string(), file: Some(file), writer: None, linktype: DEFAULT_LINKTYPE })
+    fn create(opts: &DefragOptions) -> Result<Output, DefragError> {
+        let file = OutputFile::create(&opts.output, &[&opts.input])?;
+        Ok(Output {
+            path: opts.output.display().to_string(),
+            file: Some(file),
+            writer: None,
+            linktype: DEFAULT_LINKTYPE,
+        })
     }
 
-    /// Writes the header for `linktype` if not done yet.
     fn write_err(&self, e: impl Into<WriteError>) -> DefragError {
         DefragError::Write { path: self.path.clone(), source: e.into() }
     }
 
+    /// Writes the header for `linktype` if not done yet.
     fn start(&mut self, linktype: u32) -> Result<(), DefragError> {
         if self.writer.is_none() {
             if let Some(f) = self.file.take() {
-                let w = CaptureWriter::new(BufWriter::with_capacity(256 * 1024, f), linktype)
-                    .map_err(|e| self.write_err(e))?;
+                let w = CaptureFile::new(f, linktype).map_err(|e| self.write_err(e))?;
                 self.linktype = linktype;
                 self.writer = Some(w);
             }
@@ -211,15 +301,34 @@ impl Output {
         written.map_err(|e| self.write_err(e))
     }
 
+    /// Syncs the file and renames it into place.
     fn finish(mut self, linktype: u32) -> Result<(), DefragError> {
         self.start(linktype)?;
         if let Some(w) = self.writer.take() {
-            let f = w.finish().map_err(|e| self.write_err(e))?;
-            let f = f.into_inner().map_err(|e| self.write_err(e.into_error()))?;
-            f.sync_all().ok();
+            w.finish().map_err(|e| self.write_err(e))?;
         }
         Ok(())
     }
+}
+
+/// Sets the PPPoE length field of a frame whose IP packet (`ip_len` bytes)
+/// starts at `ip_at` behind the PPPoE header. False when the length does
+/// not fit the field.
+fn set_pppoe_length(frame: &mut [u8], ip_at: usize, ip_len: usize) -> bool {
+    // The length counts the PPP protocol field (2 bytes) and the packet.
+    let Ok(len) = u16::try_from(ip_len.saturating_add(2)) else { return false };
+    let Some(field) = ip_at.checked_sub(PppoeSession::HEADER_LEN - 4) else { return false };
+    match frame.get_mut(field..field + 2) {
+        Some(f) => {
+            f.copy_from_slice(&len.to_be_bytes());
+            true
+        }
+        None => false,
+    }
+}
+
+fn stopped(opts: &DefragOptions) -> bool {
+    opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
 }
 
 /// Streams `opts.input` through one reassembler into `opts.output` and
@@ -234,6 +343,8 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     let mut counts = Counts::default();
     let mut reasm = Reassembler::new(opts.reasm)?;
 
+    // Refused before a byte of the input is read when it is the input.
+    let mut output = Output::create(args)?;
     let file = File::open(in_path).map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
     let reader = match CaptureReader::new(file) {
         Ok(r) => Some(r),
@@ -245,7 +356,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
         }
         Err(error) => return Err(DefragError::BadCapture { path: in_name, error }),
     };
-    let mut output = Output::create(&args.output)?;
+    let interrupted = |packets| DefragError::Interrupted { path: args.output.display().to_string(), packets };
 
     if let Some(mut reader) = reader {
         format = Some(match reader.format() {
@@ -258,6 +369,9 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
         let mut now = 0u64;
         let mut started = false;
         loop {
+            if stopped(args) {
+                return Err(interrupted(counts.packets_in));
+            }
             let p = match reader.next_packet() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
@@ -282,28 +396,41 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
             }
             // The reassembler's clock never goes backwards.
             now = now.max(p.ts_nanos);
-            let Some(link) = LinkType::from_pcap(p.linktype) else {
-                counts.unsupported_linktype += 1;
-                output.write(p.ts_nanos, p.data, p.orig_len)?;
-                counts.packets_out += 1;
-                continue;
+            let parsed = match LinkType::from_pcap(p.linktype) {
+                None => Err((ParseError::UnsupportedLinkType, false)),
+                Some(link) => {
+                    parse_frame(p.data, link, &parse_opts).map_err(|e| (e, unparsed::may_hold_fragment(p.data, link)))
+                }
             };
-            let l3 = match parse_frame(p.data, link, &parse_opts) {
-                Ok(parsed) => parsed.outer,
-                Err(_) => {
-                    counts.parse_errors += 1;
+            let parsed = match parsed {
+                Ok(parsed) => parsed,
+                Err((error, may_be_fragment)) => {
+                    reasm.expire(now);
+                    if let Some(c) = counts.unparseable.get_mut(error.index()) {
+                        *c += 1;
+                    }
+                    if may_be_fragment {
+                        counts.unparseable_fragments += 1;
+                    } else if args.keep_malformed {
+                        output.write(p.ts_nanos, p.data, p.orig_len)?;
+                        counts.unparseable_kept += 1;
+                        counts.packets_out += 1;
+                    }
+                    continue;
+                }
+            };
+            // The IP packet to reassemble: the outer one, or the one inside
+            // a PPPoE session (which has no outer IP header).
+            let (l3, pppoe) = match (parsed.outer, parsed.encap, parsed.inner) {
+                (Some(l3), _, _) => (l3, false),
+                (None, Some(Encap::Pppoe { .. }), Some(l3)) => (l3, true),
+                _ => {
+                    counts.non_ip += 1;
                     reasm.expire(now);
                     output.write(p.ts_nanos, p.data, p.orig_len)?;
                     counts.packets_out += 1;
                     continue;
                 }
-            };
-            let Some(l3) = l3 else {
-                counts.non_ip += 1;
-                reasm.expire(now);
-                output.write(p.ts_nanos, p.data, p.orig_len)?;
-                counts.packets_out += 1;
-                continue;
             };
             if l3.frag.is_some() {
                 counts.fragments_pushed += 1;
@@ -318,18 +445,28 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                     output.write(p.ts_nanos, p.data, p.orig_len)?;
                     counts.packets_out += 1;
                 }
-                Verdict::Complete { .. } => {
+                Verdict::Complete { fragments } => {
                     counts.datagrams += 1;
                     frame.clear();
                     frame.extend_from_slice(p.data.get(..l3.l3_offset).unwrap_or(&[]));
                     frame.extend_from_slice(&out);
+                    if pppoe && !set_pppoe_length(&mut frame, l3.l3_offset, out.len()) {
+                        counts.datagrams_too_long += 1;
+                        counts.fragments_too_long += u64::from(fragments);
+                        continue;
+                    }
                     let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
                     output.write(p.ts_nanos, &frame, len)?;
                     counts.packets_out += 1;
                 }
+                // Held for later, or rejected: a fragment is never written
+                // on its own.
                 Verdict::Held | Verdict::Dropped(_) => {}
             }
         }
+    }
+    if stopped(args) {
+        return Err(interrupted(counts.packets_in));
     }
     if !args.no_flush {
         reasm.flush();
@@ -343,16 +480,34 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
             counts.skipped_unknown_interface
         ));
     }
-    if counts.unsupported_linktype > 0 {
-        warnings.push(format!(
-            "{in_name}: {} packets of an unsupported link type were passed unchanged",
-            counts.unsupported_linktype
-        ));
+    let unsupported = counts.unsupported_linktype();
+    if unsupported > 0 {
+        warnings.push(if args.keep_malformed {
+            format!("{in_name}: {unsupported} packets of an unsupported link type were written unchanged, unexamined")
+        } else {
+            format!("{in_name}: {unsupported} packets of an unsupported link type were dropped (--keep-malformed writes them unchanged)")
+        });
+    }
+    let refused = counts.unparseable_total() - unsupported;
+    if refused > 0 {
+        let fragments = counts.unparseable_fragments;
+        warnings.push(if args.keep_malformed {
+            let kept = counts.unparseable_kept - unsupported;
+            format!("{in_name}: {refused} frames did not parse: {kept} written unchanged, {fragments} dropped as they may hold IP fragments")
+        } else {
+            format!("{in_name}: {refused} frames did not parse and were dropped ({fragments} may hold IP fragments; --keep-malformed writes the others unchanged)")
+        });
     }
     if counts.linktype_mismatch > 0 {
         warnings.push(format!(
             "{in_name}: {} packets have a link type other than the output's ({linktype}) and were written unchanged",
             counts.linktype_mismatch
+        ));
+    }
+    if counts.datagrams_too_long > 0 {
+        warnings.push(format!(
+            "{in_name}: {} reassembled PPPoE datagrams are longer than a PPPoE length can say and were dropped",
+            counts.datagrams_too_long
         ));
     }
     Ok(build_report(args, format, linktype, truncated, &counts, reasm.stats(), reasm.pending(), warnings))
@@ -373,14 +528,24 @@ fn build_report(
         DropReason::ALL.iter().map(|&r| (reason_name(r), s.dropped(r))).collect();
     let dropped_datagrams: BTreeMap<&'static str, u64> =
         DropReason::ALL.iter().map(|&r| (reason_name(r), s.datagrams_dropped(r))).collect();
+    let unparseable_by_reason: BTreeMap<&'static str, u64> =
+        ParseError::ALL.iter().map(|e| (e.reason(), c.unparseable.get(e.index()).copied().unwrap_or(0))).collect();
     let malformed: u64 = DropReason::ALL.iter().filter(|r| r.is_malformed()).map(|&r| s.dropped(r)).sum();
-    let passed_unparsed = c.non_ip + c.parse_errors + c.unsupported_linktype;
-    // Every fragment is accounted for once by the reassembler, the command
-    // pushed exactly the fragments it counted, and every packet is either
-    // written or a fragment.
+    let unparseable = c.unparseable_total();
+    let unparseable_dropped = unparseable.saturating_sub(c.unparseable_kept);
+    let written_unchanged = c.unfragmented + c.atomic + c.non_ip + c.unparseable_kept;
+    let packets_dropped = s.dropped_total() + unparseable_dropped + c.fragments_too_long;
+    let in_written_datagrams = s.fragments_completed.saturating_sub(c.fragments_too_long);
+    // Every fragment is accounted for once by the reassembler, and the
+    // command pushed exactly the fragments it counted.
     let frag_law = s.conservation_ok() && s.fragments_in == c.fragments_pushed;
-    let packet_law = c.packets_in == c.unfragmented + c.atomic + passed_unparsed + s.fragments_in
-        && c.packets_out == c.unfragmented + c.atomic + passed_unparsed + c.datagrams
+    // Every packet read is written unchanged, in a written datagram,
+    // dropped for one reason, or still pending; every packet written is
+    // one of the unchanged or one datagram.
+    let packet_sum = written_unchanged + in_written_datagrams + packets_dropped + s.pending;
+    let packet_law = c.packets_in == packet_sum
+        && c.packets_in == c.unfragmented + c.atomic + c.non_ip + unparseable + s.fragments_in
+        && c.packets_out == written_unchanged + c.datagrams - c.datagrams_too_long
         && c.datagrams == s.datagrams_completed;
     let mut terms = vec![format!("{} reassembled", s.fragments_completed)];
     for r in DropReason::ALL {
@@ -390,33 +555,44 @@ fn build_report(
         }
     }
     terms.push(format!("{} pending", s.pending));
-    let ok = frag_law && packet_law;
     let conservation = format!(
         "fragments_in {} {} {}",
         s.fragments_in,
         if s.fragments_in == s.fragments_completed + s.dropped_total() + s.pending { "=" } else { "!=" },
         terms.join(" + ")
     );
+    let packet_conservation = format!(
+        "packets_in {} {} {written_unchanged} written unchanged + {in_written_datagrams} in written datagrams + {packets_dropped} dropped + {} pending",
+        c.packets_in,
+        if c.packets_in == packet_sum { "=" } else { "!=" },
+        s.pending
+    );
     DefragReport {
-        schema: "flowsteer.defrag.v1",
+        schema: "flowsteer.defrag.v2",
         input: args.input.display().to_string(),
         output: args.output.display().to_string(),
         format,
         linktype,
         truncated,
+        keep_malformed: args.keep_malformed,
         packets_in: c.packets_in,
         packets_out: c.packets_out,
+        written_unchanged,
         unfragmented: c.unfragmented,
         atomic_fragments: c.atomic,
-        passed_unparsed,
         non_ip: c.non_ip,
-        parse_errors: c.parse_errors,
-        unsupported_linktype: c.unsupported_linktype,
+        unparseable,
+        unparseable_by_reason,
+        unparseable_fragments: c.unparseable_fragments,
+        unparseable_kept: c.unparseable_kept,
+        unparseable_dropped,
         linktype_mismatch: c.linktype_mismatch,
         skipped_unknown_interface: c.skipped_unknown_interface,
         fragments_in: s.fragments_in,
         datagrams_reassembled: s.datagrams_completed,
         fragments_reassembled: s.fragments_completed,
+        datagrams_too_long_for_pppoe: c.datagrams_too_long,
+        fragments_too_long_for_pppoe: c.fragments_too_long,
         dropped,
         dropped_datagrams,
         malformed,
@@ -428,11 +604,13 @@ fn build_report(
         flushed_at_end: s.dropped(DropReason::Flushed),
         pending_at_end: s.pending,
         pending_datagrams_at_end: pending_datagrams as u64,
+        packets_dropped,
         time_exceeded: s.time_exceeded,
         mem_limit: args.reasm.high_thresh,
         mem_high_watermark: s.mem_high_watermark,
         conservation,
-        conservation_ok: ok,
+        packet_conservation,
+        conservation_ok: frag_law && packet_law,
         warnings,
     }
 }
@@ -440,44 +618,67 @@ fn build_report(
 /// The report as an aligned counter table (what `flowsteer defrag` prints).
 pub fn write_text(w: &mut impl Write, r: &DefragReport) -> std::io::Result<()> {
     writeln!(w, "defrag {} -> {} ({}, linktype {})", r.input, r.output, r.format.unwrap_or("empty"), r.linktype)?;
-    let mut rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(String, String)> = [
         ("packets in", r.packets_in.to_string()),
         ("packets out", r.packets_out.to_string()),
-        ("unfragmented", r.unfragmented.to_string()),
-        ("atomic fragments", r.atomic_fragments.to_string()),
-        ("passed unparsed", r.passed_unparsed.to_string()),
+        ("written unchanged", r.written_unchanged.to_string()),
+        ("  unfragmented", r.unfragmented.to_string()),
+        ("  atomic fragments", r.atomic_fragments.to_string()),
         ("  non-IP", r.non_ip.to_string()),
-        ("  parse errors", r.parse_errors.to_string()),
-        ("  unsupported link type", r.unsupported_linktype.to_string()),
-        ("fragments in", r.fragments_in.to_string()),
-        ("datagrams reassembled", r.datagrams_reassembled.to_string()),
-        ("fragments reassembled", r.fragments_reassembled.to_string()),
-        ("duplicates", r.duplicates.to_string()),
-        ("overlaps", r.overlaps.to_string()),
-        ("timed out", r.timed_out.to_string()),
-        ("evicted", r.evicted.to_string()),
-        ("too many frags", r.too_many_frags.to_string()),
-        ("malformed", r.malformed.to_string()),
-    ];
+        ("  unparseable kept", r.unparseable_kept.to_string()),
+        ("packets dropped", r.packets_dropped.to_string()),
+        ("unparseable", r.unparseable.to_string()),
+    ]
+    .map(|(k, v)| (k.to_string(), v))
+    .into();
+    for (reason, n) in &r.unparseable_by_reason {
+        if *n > 0 {
+            rows.push((format!("  {reason}"), n.to_string()));
+        }
+    }
+    rows.extend(
+        [
+            ("  may hold a fragment", r.unparseable_fragments.to_string()),
+            ("  dropped", r.unparseable_dropped.to_string()),
+            ("fragments in", r.fragments_in.to_string()),
+            ("datagrams reassembled", r.datagrams_reassembled.to_string()),
+            ("fragments reassembled", r.fragments_reassembled.to_string()),
+            ("duplicates", r.duplicates.to_string()),
+            ("overlaps", r.overlaps.to_string()),
+            ("timed out", r.timed_out.to_string()),
+            ("evicted", r.evicted.to_string()),
+            ("too many frags", r.too_many_frags.to_string()),
+            ("malformed", r.malformed.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
     for reason in DropReason::ALL.into_iter().filter(|r| r.is_malformed()) {
         let n = r.dropped.get(reason_name(reason)).copied().unwrap_or(0);
         if n > 0 {
-            rows.push((reason_name(reason), n.to_string()));
+            rows.push((reason_name(reason).to_string(), n.to_string()));
         }
     }
     for reason in [DropReason::NoMemory, DropReason::Disabled] {
         let n = r.dropped.get(reason_name(reason)).copied().unwrap_or(0);
         if n > 0 {
-            rows.push((reason_name(reason), n.to_string()));
+            rows.push((reason_name(reason).to_string(), n.to_string()));
         }
     }
-    rows.push(("flushed at end", r.flushed_at_end.to_string()));
-    rows.push(("pending at end", r.pending_at_end.to_string()));
-    rows.push(("memory high watermark", format!("{} B of {} B", r.mem_high_watermark, r.mem_limit)));
+    if r.datagrams_too_long_for_pppoe > 0 {
+        rows.push(("too long for PPPoE".to_string(), r.fragments_too_long_for_pppoe.to_string()));
+    }
+    rows.push(("flushed at end".to_string(), r.flushed_at_end.to_string()));
+    rows.push(("pending at end".to_string(), r.pending_at_end.to_string()));
+    rows.push(("memory high watermark".to_string(), format!("{} B of {} B", r.mem_high_watermark, r.mem_limit)));
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in &rows {
         writeln!(w, "  {k:<width$}  {v:>12}")?;
     }
-    writeln!(w, "conservation: {} ({})", r.conservation, if r.conservation_ok { "ok" } else { "VIOLATED" })?;
+    let verdict = if r.conservation_ok { "ok" } else { "VIOLATED" };
+    writeln!(w, "conservation: {} ({verdict})", r.conservation)?;
+    writeln!(w, "packets: {} ({verdict})", r.packet_conservation)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
