@@ -338,7 +338,11 @@ fn print_summary(r: &RunReport) {
         t.pps / 1e6,
         r.snapshot.elapsed_s
     );
-    let order = if r.order_checked { t.order_violations.to_string() } else { "not checked (only the built-in generator stamps sequence numbers)".into() };
+    let order = if r.order_checked {
+        t.order_violations.to_string()
+    } else {
+        "not checked (only the built-in generator stamps sequence numbers)".into()
+    };
     println!(
         "order violations {order}; steering moves {} (packets held for drain {}); rebalance moves {}; consumer migrations {}",
         t.steer_moves, t.held_for_drain, t.rebalance_moves, r.migrations
