@@ -446,30 +446,25 @@ fn defrag_raw_ip_keeps_link_type() {
     assert_eq!(l3.tuple.src, IpAddr::V4(V4A));
 }
 
-/// A fresh directory removed on drop (with what is in it).
-struct TmpDir(PathBuf);
+/// A fresh directory, removed on drop (with what is in it).
+struct TmpDir(tempfile::TempDir);
 
 impl TmpDir {
     fn new(tag: &str) -> TmpDir {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("fs-defrag-{}-{n}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TmpDir(p)
+        TmpDir(tempfile::Builder::new().prefix(&format!("fs-{tag}-")).tempdir().unwrap())
+    }
+
+    fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.path().join(name)
     }
 
     fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+        let mut v: Vec<String> = std::fs::read_dir(self.0.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         v.sort();
         v
-    }
-}
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -494,15 +489,15 @@ fn s(p: &Path) -> &str {
 #[test]
 fn defrag_refuses_to_overwrite_its_input() {
     let dir = TmpDir::new("same");
-    let input = dir.0.join("trace.pcap");
+    let input = dir.join("trace.pcap");
     big_capture(&input);
     let before = std::fs::read(&input).unwrap();
     assert!(before.len() > 256 * 1024);
-    let hard = dir.0.join("hard.pcap");
+    let hard = dir.join("hard.pcap");
     std::fs::hard_link(&input, &hard).unwrap();
-    let link = dir.0.join("link.pcap");
+    let link = dir.join("link.pcap");
     std::os::unix::fs::symlink("trace.pcap", &link).unwrap();
-    let dotted = dir.0.join(".").join("trace.pcap");
+    let dotted = dir.join(".").join("trace.pcap");
     // (input, output): the same path, another spelling of it, a hard link,
     // an output that is a symlink to the input, an input that is a symlink
     // to the output.
@@ -523,8 +518,8 @@ fn defrag_refuses_to_overwrite_its_input() {
 #[test]
 fn defrag_failure_midway_keeps_the_previous_output() {
     let dir = TmpDir::new("midway");
-    let input = dir.0.join("in.pcap");
-    let output = dir.0.join("out.pcap");
+    let input = dir.join("in.pcap");
+    let output = dir.join("out.pcap");
     let frames = big_capture(&input);
     // A record claiming 2 GiB after the packets: a malformed capture.
     let mut bytes = std::fs::read(&input).unwrap();
@@ -548,12 +543,12 @@ fn defrag_failure_midway_keeps_the_previous_output() {
 #[test]
 fn defrag_interrupted_keeps_the_previous_output() {
     let dir = TmpDir::new("sigint");
-    let source = dir.0.join("source.pcap");
+    let source = dir.join("source.pcap");
     big_capture(&source);
     let bytes = std::fs::read(&source).unwrap();
-    let fifo = dir.0.join("in.fifo");
+    let fifo = dir.join("in.fifo");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let output = dir.0.join("out.pcap");
+    let output = dir.join("out.pcap");
     std::fs::write(&output, b"the previous output").unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
         .args(["defrag", s(&fifo), "-o", s(&output)])

@@ -308,28 +308,25 @@ mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, PermissionsExt};
 
-    /// A fresh directory, removed on drop.
-    struct Dir(PathBuf);
+    /// A fresh directory, removed on drop (with what is in it).
+    struct Dir(tempfile::TempDir);
 
     impl Dir {
         fn new(tag: &str) -> Dir {
-            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let p = std::env::temp_dir().join(format!("fs-output-{}-{n}-{tag}", std::process::id()));
-            fs::create_dir_all(&p).unwrap();
-            Dir(p)
+            Dir(tempfile::Builder::new().prefix(&format!("fs-{tag}-")).tempdir().unwrap())
+        }
+
+        fn join(&self, name: &str) -> std::path::PathBuf {
+            self.0.path().join(name)
         }
 
         fn names(&self) -> Vec<String> {
-            let mut v: Vec<String> =
-                fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            let mut v: Vec<String> = std::fs::read_dir(self.0.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
             v.sort();
             v
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
         }
     }
 
@@ -342,7 +339,7 @@ mod tests {
     #[test]
     fn commit_replaces_and_leaves_no_temporary() {
         let d = Dir::new("commit");
-        let out = d.0.join("out.bin");
+        let out = d.join("out.bin");
         write(&out, &[], b"first").unwrap();
         assert_eq!(fs::read(&out).unwrap(), b"first");
         write(&out, &[], b"second, longer").unwrap();
@@ -353,14 +350,14 @@ mod tests {
     #[test]
     fn nothing_reaches_the_output_before_the_commit() {
         let d = Dir::new("pending");
-        let out = d.0.join("out.bin");
+        let out = d.join("out.bin");
         fs::write(&out, b"old").unwrap();
         let mut f = OutputFile::create(&out, &[]).unwrap();
         f.write_all(b"new bytes").unwrap();
         f.flush().unwrap();
         assert_eq!(fs::read(&out).unwrap(), b"old");
         let temp = f.temp_path().to_path_buf();
-        assert!(temp.starts_with(&d.0) && temp.exists(), "{}", temp.display());
+        assert!(temp.starts_with(d.0.path()) && temp.exists(), "{}", temp.display());
         assert!(temp.file_name().unwrap().to_string_lossy().starts_with(".out.bin."));
         drop(f);
         assert_eq!(fs::read(&out).unwrap(), b"old", "an uncommitted output leaves the old one");
@@ -370,9 +367,9 @@ mod tests {
     #[test]
     fn temporary_has_the_mode_of_a_new_file() {
         let d = Dir::new("mode");
-        let plain = d.0.join("plain");
+        let plain = d.join("plain");
         File::create(&plain).unwrap();
-        let out = d.0.join("out.bin");
+        let out = d.join("out.bin");
         write(&out, &[], b"x").unwrap();
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode(&out), mode(&plain));
@@ -381,13 +378,13 @@ mod tests {
     #[test]
     fn refuses_every_spelling_of_the_input() {
         let d = Dir::new("same");
-        let input = d.0.join("in.pcap");
+        let input = d.join("in.pcap");
         fs::write(&input, b"precious").unwrap();
-        let hard = d.0.join("hard.pcap");
+        let hard = d.join("hard.pcap");
         fs::hard_link(&input, &hard).unwrap();
-        let link = d.0.join("link.pcap");
+        let link = d.join("link.pcap");
         symlink(&input, &link).unwrap();
-        let sub = d.0.join("sub");
+        let sub = d.join("sub");
         fs::create_dir(&sub).unwrap();
         let dotted = sub.join("..").join("in.pcap");
         for out in [&input, &hard, &link, &dotted] {
@@ -405,36 +402,36 @@ mod tests {
         let msg = write(&hard, &[&input], b"x").unwrap_err().to_string();
         assert!(msg.contains(&*hard.to_string_lossy()) && msg.contains(&*input.to_string_lossy()), "{msg}");
         // Another file is fine.
-        write(&d.0.join("other.pcap"), &[&input, &link], b"ok").unwrap();
+        write(&d.join("other.pcap"), &[&input, &link], b"ok").unwrap();
     }
 
     #[test]
     fn an_output_symlink_is_kept_and_its_target_replaced() {
         let d = Dir::new("symout");
-        let target = d.0.join("target.bin");
+        let target = d.join("target.bin");
         fs::write(&target, b"old").unwrap();
-        let link = d.0.join("link.bin");
+        let link = d.join("link.bin");
         symlink("target.bin", &link).unwrap();
         write(&link, &[], b"new").unwrap();
         assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert_eq!(fs::read(&target).unwrap(), b"new");
         // A dangling link creates its target.
-        let dangling = d.0.join("dangling.bin");
+        let dangling = d.join("dangling.bin");
         symlink("later.bin", &dangling).unwrap();
         write(&dangling, &[], b"made").unwrap();
-        assert_eq!(fs::read(d.0.join("later.bin")).unwrap(), b"made");
+        assert_eq!(fs::read(d.join("later.bin")).unwrap(), b"made");
         assert_eq!(d.names(), ["dangling.bin", "later.bin", "link.bin", "target.bin"]);
     }
 
     #[test]
     fn directories_and_missing_directories_are_errors() {
         let d = Dir::new("dirs");
-        assert!(matches!(write(&d.0, &[], b"x"), Err(OutputError::IsDirectory { .. })));
-        let missing = d.0.join("no-such-dir").join("out.bin");
+        assert!(matches!(write(d.0.path(), &[], b"x"), Err(OutputError::IsDirectory { .. })));
+        let missing = d.join("no-such-dir").join("out.bin");
         let err = write(&missing, &[], b"x").unwrap_err();
         assert!(matches!(err, OutputError::CreateTemp { .. }), "{err:?}");
         assert!(err.to_string().starts_with(&*missing.to_string_lossy()), "{err}");
-        let looping = d.0.join("loop");
+        let looping = d.join("loop");
         symlink("loop", &looping).unwrap();
         assert!(matches!(write(&looping, &[], b"x"), Err(OutputError::Resolve { .. })));
         assert_eq!(d.names(), ["loop"]);

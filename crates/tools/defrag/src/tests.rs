@@ -5,7 +5,6 @@ use flowsteer_wire::build::{
 };
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
-use std::sync::atomic::AtomicU32;
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -16,32 +15,25 @@ fn v6(s: &str) -> Ipv6Addr {
     s.parse().unwrap()
 }
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A fresh directory, removed on drop.
-struct Dir(PathBuf);
+/// A fresh directory, removed on drop (with what is in it).
+struct Dir(tempfile::TempDir);
 
 impl Dir {
     fn new(tag: &str) -> Dir {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("fs-defrag-lib-{}-{n}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
+        Dir(tempfile::Builder::new().prefix(&format!("fs-{tag}-")).tempdir().unwrap())
+    }
+
+    fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.path().join(name)
     }
 
     fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+        let mut v: Vec<String> = std::fs::read_dir(self.0.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         v.sort();
         v
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -184,7 +176,7 @@ fn check_laws(r: &DefragReport) {
 fn rejected_and_unparseable_fragments_never_reach_the_output() {
     let d = Dir::new("rules");
     let c = crafted();
-    let (input, output) = (d.0.join("in.pcap"), d.0.join("out.pcap"));
+    let (input, output) = (d.join("in.pcap"), d.join("out.pcap"));
     write_pcap(&input, &c.capture());
     let datagram = ipv4_fragments(A, B, 5, 6, 77, &[0x5a; 2992], 5000).remove(0);
 
@@ -219,7 +211,7 @@ fn rejected_and_unparseable_fragments_never_reach_the_output() {
 #[test]
 fn unsupported_link_types_are_dropped_unless_kept() {
     let d = Dir::new("linktype");
-    let (input, output) = (d.0.join("in.pcap"), d.0.join("out.pcap"));
+    let (input, output) = (d.join("in.pcap"), d.join("out.pcap"));
     let frames = [vec![1u8, 2, 3, 4, 5], vec![6u8; 40]];
     let mut w = CaptureWriter::create(&input, 147).unwrap();
     for f in &frames {
@@ -240,7 +232,7 @@ fn unsupported_link_types_are_dropped_unless_kept() {
 #[test]
 fn pppoe_fragments_are_reassembled_with_the_length_set() {
     let d = Dir::new("pppoe");
-    let (input, output) = (d.0.join("in.pcap"), d.0.join("out.pcap"));
+    let (input, output) = (d.join("in.pcap"), d.join("out.pcap"));
     let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
     let mut frames: Vec<Vec<u8>> =
         ipv4_fragments(A, B, 7, 8, 90, &payload, 1000).iter().map(|f| pppoe_frame(4, &f[14..])).collect();
@@ -278,12 +270,12 @@ fn pppoe_length_field_limits() {
 #[test]
 fn the_input_is_never_the_output() {
     let d = Dir::new("same");
-    let input = d.0.join("in.pcap");
+    let input = d.join("in.pcap");
     write_pcap(&input, &crafted().capture());
     let before = std::fs::read(&input).unwrap();
-    let hard = d.0.join("hard.pcap");
+    let hard = d.join("hard.pcap");
     std::fs::hard_link(&input, &hard).unwrap();
-    let link = d.0.join("link.pcap");
+    let link = d.join("link.pcap");
     std::os::unix::fs::symlink(&input, &link).unwrap();
     for (i, o) in [(&input, &input), (&input, &hard), (&input, &link), (&link, &input)] {
         match defrag_file(&options(i, o)) {
@@ -300,7 +292,7 @@ fn the_input_is_never_the_output() {
 #[test]
 fn a_failure_midway_leaves_the_previous_output() {
     let d = Dir::new("midway");
-    let (input, output) = (d.0.join("in.pcap"), d.0.join("out.pcap"));
+    let (input, output) = (d.join("in.pcap"), d.join("out.pcap"));
     write_pcap(&input, &crafted().capture());
     // A record claiming 2 GiB: malformed, after the packets before it.
     let mut bytes = std::fs::read(&input).unwrap();
@@ -320,7 +312,7 @@ fn a_failure_midway_leaves_the_previous_output() {
 #[test]
 fn a_stop_request_writes_nothing() {
     let d = Dir::new("stop");
-    let (input, output) = (d.0.join("in.pcap"), d.0.join("out.pcap"));
+    let (input, output) = (d.join("in.pcap"), d.join("out.pcap"));
     write_pcap(&input, &crafted().capture());
     std::fs::write(&output, b"the previous output").unwrap();
     let stop = Arc::new(AtomicBool::new(true));
