@@ -5,6 +5,9 @@
 //! |---|---|---|
 //! | [`search`] | the NDR/PDR binary search (RFC 2544 section 26.1, the MLRsearch practice): which rate to try next, for how long, and when to stop | none (sans-IO: trial results come in as arguments) |
 //! | [`frames`] | test frames: templates per flow and size (IMIX included), the per-frame stamp (stream, sequence, transmit time) with its checksum update | none |
+//! | [`dut`] | devices under test in namespaces of their own (`none`, `patch`, `linux-bridge`), removed on drop; [`dut::cleanup`] for what a killed run left | `ip`, `tc` |
+//! | [`live`] | the AF_XDP generator (token bucket, bursts, stamped frames) and receiver; a [`search::TrialRunner`] | AF_XDP, threads |
+//! | [`sweep`] | DUTs x frame sizes x repeats, the generator's ceiling, the machine, the report (`flowsteer.rfc2544.v1`) | all of the above |
 //! | [`track`] | the receiver's check of each frame: sent in this trial, duplicate, reordered, foreign; latency percentiles | none (time is an argument) |
 //!
 //! The search never runs a trial itself: [`search::Search::next_step`]
@@ -13,6 +16,35 @@
 //! tests implement with a simulated device (a loss curve).
 #![forbid(unsafe_code)]
 
+pub mod dut;
 pub mod frames;
+pub mod live;
 pub mod search;
+pub mod sweep;
 pub mod track;
+
+/// What can go wrong in a live run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A namespace, veth, bridge or tc step failed.
+    #[error(transparent)]
+    Netns(#[from] flowsteer_netns::NetnsError),
+    /// An AF_XDP socket or the XDP program failed.
+    #[error(transparent)]
+    Xsk(#[from] flowsteer_xsk::Error),
+    /// Bad frame parameters.
+    #[error(transparent)]
+    Frame(#[from] frames::FrameError),
+    /// The search failed (its configuration, or a trial).
+    #[error(transparent)]
+    Search(#[from] search::SearchError),
+    /// A harness thread could not start or panicked.
+    #[error("thread: {0}")]
+    Thread(String),
+    /// A configuration value is out of range.
+    #[error("{0}")]
+    Config(String),
+    /// SIGINT or SIGTERM arrived.
+    #[error("stopped by a signal")]
+    Stopped,
+}

@@ -1,0 +1,271 @@
+//! Devices under test, built by the harness in namespaces of its own and
+//! removed when the [`Topology`] drops (also on a panic, and when the
+//! caller stops on SIGTERM and unwinds); [`cleanup`] removes what a killed
+//! run left behind.
+//!
+//! ```text
+//!  ns G                 ns D (not for `none`)            ns R
+//!  gen0  <-- veth -->  dut0  [bridge | tc patch]  dut1  <-- veth -->  rcv0
+//!  (generator: AF_XDP tx)                          (receiver: XDP + AF_XDP rx)
+//! ```
+//!
+//! `none` joins `gen0` and `rcv0` directly. Names: namespaces
+//! `fs2544-PID-N-{g,d,r}` (unique per process and topology), interfaces the
+//! same fixed names in each namespace (they are created straight into their
+//! namespaces, so they never meet in the caller's).
+//!
+//! Every veth gets the same MTU (1500) and the kernel's default offloads,
+//! no IP address and no IPv6 link-local address (`addrgenmode none`: no
+//! router solicitations or MLD reports cross the DUT), and RPS off
+//! (`rps_cpus` 0). Traffic never leaves these namespaces.
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use flowsteer_netns::{ip, NetnsError};
+use serde::Serialize;
+
+/// Prefix of every namespace the harness creates.
+pub const NS_PREFIX: &str = "fs2544-";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The generator's interface (in its namespace).
+pub const GEN_DEV: &str = "gen0";
+/// The receiver's interface (in its namespace).
+pub const RCV_DEV: &str = "rcv0";
+
+/// A device under test the harness builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DutKind {
+    /// Generator to receiver directly: the generator's own ceiling.
+    None,
+    /// A tc mirred redirect between two ports (`u32 match u32 0 0`: this
+    /// kernel has no matchall or flower): the cheapest forwarding.
+    Patch,
+    /// The Linux bridge, tuned to be the kernel's fastest: netfilter calls
+    /// off in its namespace, STP and multicast snooping off, no VLAN
+    /// filtering, no address.
+    LinuxBridge,
+}
+
+impl DutKind {
+    /// Parses `none`, `patch`, `linux-bridge`.
+    pub fn parse(s: &str) -> Option<DutKind> {
+        match s {
+            "none" => Some(DutKind::None),
+            "patch" => Some(DutKind::Patch),
+            "linux-bridge" => Some(DutKind::LinuxBridge),
+            _ => None,
+        }
+    }
+
+    /// The name `parse` takes.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DutKind::None => "none",
+            DutKind::Patch => "patch",
+            DutKind::LinuxBridge => "linux-bridge",
+        }
+    }
+}
+
+/// Runs a command inside a namespace (`ip netns exec NS ...`).
+fn exec_in(ns: &str, args: &[&str]) -> Result<(), NetnsError> {
+    let mut all = vec!["netns", "exec", ns];
+    all.extend_from_slice(args);
+    ip(&all)
+}
+
+/// A built topology; dropping it removes its namespaces (and with them
+/// every veth, the bridge, the tc filters and any XDP program).
+#[derive(Debug)]
+pub struct Topology {
+    kind: DutKind,
+    gen_ns: String,
+    dut_ns: Option<String>,
+    rcv_ns: String,
+    created: Vec<String>,
+    gen_mac: [u8; 6],
+    rcv_mac: [u8; 6],
+}
+
+fn mac_text(m: [u8; 6]) -> String {
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+impl Topology {
+    /// Builds `kind`. On an error, what was built is removed.
+    pub fn new(kind: DutKind) -> Result<Topology, NetnsError> {
+        let pid = std::process::id();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let base = format!("{NS_PREFIX}{pid}-{n}");
+        let k = (pid.wrapping_mul(31).wrapping_add(n)) as u16;
+        let [k1, k2] = k.to_be_bytes();
+        let mut t = Topology {
+            kind,
+            gen_ns: format!("{base}-g"),
+            dut_ns: (kind != DutKind::None).then(|| format!("{base}-d")),
+            rcv_ns: format!("{base}-r"),
+            created: Vec::new(),
+            gen_mac: [0x02, 0x25, 0x44, k1, k2, 0x01],
+            rcv_mac: [0x02, 0x25, 0x44, k1, k2, 0x02],
+        };
+        t.build()?;
+        Ok(t)
+    }
+
+    fn add_ns(&mut self, ns: &str) -> Result<(), NetnsError> {
+        ip(&["netns", "add", ns])?;
+        self.created.push(ns.to_string());
+        ip(&["-n", ns, "link", "set", "lo", "up"])
+    }
+
+    fn veth(&self, a: (&str, &str, Option<[u8; 6]>), b: (&str, &str, Option<[u8; 6]>)) -> Result<(), NetnsError> {
+        let (ma, mb) = (a.2.map(mac_text), b.2.map(mac_text));
+        let mut args = vec!["link", "add", a.1, "netns", a.0];
+        if let Some(m) = &ma {
+            args.extend(["address", m.as_str()]);
+        }
+        args.extend(["mtu", "1500", "type", "veth", "peer", "name", b.1, "netns", b.0]);
+        if let Some(m) = &mb {
+            args.extend(["address", m.as_str()]);
+        }
+        args.extend(["mtu", "1500"]);
+        ip(&args)?;
+        for (ns, dev) in [(a.0, a.1), (b.0, b.1)] {
+            ip(&["-n", ns, "link", "set", dev, "addrgenmode", "none"])?;
+            // RPS off: the baseline forwards in the sender's softirq.
+            exec_in(ns, &["sh", "-c", &format!("echo 0 > /sys/class/net/{dev}/queues/rx-0/rps_cpus")])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+        }
+        Ok(())
+    }
+
+    fn build(&mut self) -> Result<(), NetnsError> {
+        let (g, r) = (self.gen_ns.clone(), self.rcv_ns.clone());
+        self.add_ns(&g)?;
+        self.add_ns(&r)?;
+        let (gm, rm) = (Some(self.gen_mac), Some(self.rcv_mac));
+        let Some(d) = self.dut_ns.clone() else {
+            return self.veth((&g, GEN_DEV, gm), (&r, RCV_DEV, rm));
+        };
+        self.add_ns(&d)?;
+        self.veth((&g, GEN_DEV, gm), (&d, "dut0", None))?;
+        self.veth((&d, "dut1", None), (&r, RCV_DEV, rm))?;
+        match self.kind {
+            DutKind::Patch => {
+                for (from, to) in [("dut0", "dut1"), ("dut1", "dut0")] {
+                    exec_in(&d, &["tc", "qdisc", "add", "dev", from, "ingress"])?;
+                    exec_in(
+                        &d,
+                        &[
+                            "tc", "filter", "add", "dev", from, "parent", "ffff:", "protocol", "all", "u32", "match",
+                            "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", to,
+                        ],
+                    )?;
+                }
+            }
+            DutKind::LinuxBridge => {
+                // VLAN filtering is off by default (and `vlan_filtering 0`
+                // is refused by kernels built without it, as here).
+                // Netfilter calls off in this namespace only (the sysctls
+                // exist when br_netfilter is loaded; without it the bridge
+                // makes no netfilter calls anyway).
+                for table in ["iptables", "ip6tables", "arptables"] {
+                    let path = format!("/proc/sys/net/bridge/bridge-nf-call-{table}");
+                    exec_in(&d, &["sh", "-c", &format!("[ ! -e {path} ] || echo 0 > {path}")])?;
+                }
+                ip(&["-n", &d, "link", "add", "br0", "type", "bridge", "stp_state", "0", "mcast_snooping", "0"])?;
+                ip(&["-n", &d, "link", "set", "br0", "addrgenmode", "none"])?;
+                for port in ["dut0", "dut1"] {
+                    ip(&["-n", &d, "link", "set", port, "master", "br0"])?;
+                }
+                ip(&["-n", &d, "link", "set", "br0", "up"])?;
+            }
+            DutKind::None => {}
+        }
+        Ok(())
+    }
+
+    /// The device under test.
+    pub fn kind(&self) -> DutKind {
+        self.kind
+    }
+
+    /// The generator's namespace.
+    pub fn gen_ns(&self) -> &str {
+        &self.gen_ns
+    }
+
+    /// The receiver's namespace.
+    pub fn rcv_ns(&self) -> &str {
+        &self.rcv_ns
+    }
+
+    /// The DUT's namespace (`None` for `none`).
+    pub fn dut_ns(&self) -> Option<&str> {
+        self.dut_ns.as_deref()
+    }
+
+    /// The generator's MAC.
+    pub fn gen_mac(&self) -> [u8; 6] {
+        self.gen_mac
+    }
+
+    /// The receiver's MAC.
+    pub fn rcv_mac(&self) -> [u8; 6] {
+        self.rcv_mac
+    }
+
+    /// Namespaces that exist now.
+    pub fn namespaces(&self) -> &[String] {
+        &self.created
+    }
+
+    /// Removes everything now (also done on drop); errors are ignored.
+    pub fn remove(&mut self) {
+        for ns in self.created.drain(..).rev() {
+            let _ = Command::new("ip").args(["netns", "del", &ns]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Harness namespaces that exist now (`fs2544-*`).
+pub fn leftovers() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else { return Vec::new() };
+    let mut v: Vec<String> = dir
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(NS_PREFIX))
+        .collect();
+    v.sort();
+    v
+}
+
+fn owner_alive(ns: &str) -> bool {
+    let pid = ns.strip_prefix(NS_PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+    pid.is_some_and(|p| p == std::process::id() || std::path::Path::new(&format!("/proc/{p}")).exists())
+}
+
+/// Removes the harness namespaces whose process is gone (a run killed
+/// before it could clean up); returns their names. Namespaces of a run
+/// still going are left alone.
+pub fn cleanup() -> Result<Vec<String>, NetnsError> {
+    let mut removed = Vec::new();
+    for ns in leftovers() {
+        if owner_alive(&ns) {
+            continue;
+        }
+        ip(&["netns", "del", &ns])?;
+        removed.push(ns);
+    }
+    Ok(removed)
+}

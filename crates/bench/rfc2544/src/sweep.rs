@@ -1,0 +1,411 @@
+//! A sweep: the generator's ceiling per frame size (`--dut none`, same CPU
+//! placement), then for each DUT and frame size `repeat` searches, each
+//! NDR and PDR; the machine description; the report
+//! (`flowsteer.rfc2544.v1`). The library prints nothing: the caller gets
+//! [`Event`]s while it runs and the [`Report`] at the end.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::dut::{DutKind, Topology};
+use crate::frames::FrameSize;
+use crate::live::{LiveConfig, LiveRunner, TrialDetail};
+use crate::search::{self, SearchConfig, Spread, TrialRecord};
+use crate::Error;
+
+/// JSON schema name of [`Report`].
+pub const SCHEMA: &str = "flowsteer.rfc2544.v1";
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepConfig {
+    /// Devices under test, in order.
+    pub duts: Vec<DutKind>,
+    /// Frame sizes, in order.
+    pub sizes: Vec<FrameSize>,
+    /// Full trial length.
+    pub trial: Duration,
+    /// Short trial length (at most `trial`).
+    pub short_trial: Duration,
+    /// Searches per (DUT, size).
+    pub repeat: u32,
+    /// Relative resolution of the search.
+    pub resolution: f64,
+    /// Wait after each trial.
+    pub wait: Duration,
+    /// Learning time before each trial.
+    pub learning: Duration,
+    /// Length of the generator-ceiling trial.
+    pub gen_max_trial: Duration,
+    /// Flows.
+    pub flows: u32,
+    /// IPv6 frames.
+    pub ipv6: bool,
+    /// CPU of the generator thread.
+    pub gen_cpu: Option<usize>,
+    /// CPU of the receiver thread.
+    pub rx_cpu: Option<usize>,
+    /// CPUs given to the DUT (recorded; the kernel DUTs forward in the
+    /// sender's softirq, on the generator's CPU).
+    pub dut_cpus: Vec<usize>,
+    /// Search floor, frames/s.
+    pub min_fps: f64,
+}
+
+impl SweepConfig {
+    /// Defaults: every RFC 2544 size, 60 s trials, 1 repeat.
+    pub fn new(duts: Vec<DutKind>) -> SweepConfig {
+        SweepConfig {
+            duts,
+            sizes: FrameSize::DEFAULTS.to_vec(),
+            trial: Duration::from_secs(60),
+            short_trial: Duration::from_secs(1),
+            repeat: 1,
+            resolution: search::DEFAULT_RESOLUTION,
+            wait: Duration::from_secs(2),
+            learning: Duration::from_millis(100),
+            gen_max_trial: Duration::from_secs(2),
+            flows: 16,
+            ipv6: false,
+            gen_cpu: None,
+            rx_cpu: None,
+            dut_cpus: Vec::new(),
+            min_fps: 1000.0,
+        }
+    }
+
+    fn search_config(&self, max_fps: f64) -> SearchConfig {
+        let mut c = SearchConfig::new(max_fps);
+        c.final_trial = self.trial;
+        c.short_trial = self.short_trial.min(self.trial);
+        c.resolution = self.resolution;
+        c.wait = self.wait;
+        c.learning = self.learning;
+        c.min_fps = self.min_fps.min(max_fps / 2.0);
+        c
+    }
+
+    /// Expected wall time of the whole sweep (searches on a monotone device).
+    pub fn estimate(&self) -> Duration {
+        let per_search = self.search_config(1e6).estimate();
+        let searches = self.duts.len() as u32 * self.sizes.len() as u32 * self.repeat;
+        let ceiling = (self.gen_max_trial + self.wait + self.learning) * self.sizes.len() as u32;
+        per_search * searches + ceiling
+    }
+
+    fn live(&self, size: FrameSize) -> LiveConfig {
+        let mut l = LiveConfig::new(size);
+        l.flows = self.flows;
+        l.ipv6 = self.ipv6;
+        l.gen_cpu = self.gen_cpu;
+        l.rx_cpu = self.rx_cpu;
+        l.wait = self.wait;
+        l.learning = self.learning;
+        l
+    }
+}
+
+/// The machine, so a result can be reproduced.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Machine {
+    /// `model name` of /proc/cpuinfo.
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Kernel release.
+    pub kernel: String,
+    /// Interface driver of the generator and receiver ports.
+    pub driver: String,
+    /// XDP mode of the receiver's program (native or generic).
+    pub xdp_mode: String,
+    /// AF_XDP bind mode of the generator (copy or zero-copy).
+    pub xsk_bind: String,
+    /// Receive and transmit queues per port.
+    pub queues: u32,
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// A trial as the report gives it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrialRow {
+    /// Offered rate, frames/s.
+    pub offered_fps: f64,
+    /// Rate the generator achieved.
+    pub achieved_fps: f64,
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames of this trial received.
+    pub received: u64,
+    /// Lost share of `sent`.
+    pub loss_ratio: f64,
+    /// Trial length, seconds.
+    pub duration_s: f64,
+    /// Full-length trial.
+    pub full: bool,
+    /// Generator achieved at least 99 % of the offered rate.
+    pub valid: bool,
+    /// The receiver's counts, latency and the softnet deltas.
+    pub detail: TrialDetail,
+}
+
+/// One search.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatRow {
+    /// NDR of this search.
+    pub ndr_fps: Option<f64>,
+    /// PDR of this search.
+    pub pdr_fps: Option<f64>,
+    /// Both goals reached the resolution.
+    pub converged: bool,
+}
+
+/// A frame size as the report gives it: bytes, or `"imix"`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SizeLabel {
+    /// Fixed size, bytes.
+    Bytes(u16),
+    /// A mix.
+    Mix(String),
+}
+
+impl From<FrameSize> for SizeLabel {
+    fn from(s: FrameSize) -> SizeLabel {
+        match s {
+            FrameSize::Fixed(n) => SizeLabel::Bytes(n),
+            FrameSize::Imix => SizeLabel::Mix("imix".into()),
+        }
+    }
+}
+
+/// One (DUT, frame size).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResultRow {
+    /// DUT name.
+    pub dut: String,
+    /// Frame size.
+    pub frame_size: SizeLabel,
+    /// Mean frame size, bytes (FCS included).
+    pub mean_frame_bytes: f64,
+    /// Cores given to the DUT.
+    pub cores: u32,
+    /// Median NDR over the repeats, frames/s (`None`: failed at the floor).
+    pub ndr_fps: Option<f64>,
+    /// Median PDR.
+    pub pdr_fps: Option<f64>,
+    /// NDR in bits/s of frames (FCS included, no preamble or gap).
+    pub ndr_bps: Option<f64>,
+    /// NDR spread over the repeats.
+    pub ndr_spread: Option<Spread>,
+    /// PDR spread over the repeats.
+    pub pdr_spread: Option<Spread>,
+    /// The generator's ceiling at this size (`--dut none`, same placement).
+    pub generator_max_fps: f64,
+    /// NDR >= generator_max_fps x (1 - resolution): the generator, not the
+    /// DUT, set the figure.
+    pub generator_limited: bool,
+    /// CPU cost per frame (not measured yet: `None`).
+    pub cpu_ns_per_frame: Option<f64>,
+    /// Each search.
+    pub repeats: Vec<RepeatRow>,
+    /// Every trial of every search, in order.
+    pub trials: Vec<TrialRow>,
+}
+
+/// The generator's ceiling at one size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CeilingRow {
+    /// Frame size.
+    pub frame_size: SizeLabel,
+    /// Frames/s achieved unthrottled into `--dut none`.
+    pub generator_max_fps: f64,
+    /// Of which received.
+    pub received_fps: f64,
+}
+
+/// The whole report (`flowsteer.rfc2544.v1`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// The machine.
+    pub machine: Machine,
+    /// What was asked.
+    pub config: SweepConfig,
+    /// The generator's ceiling per size.
+    pub generator: Vec<CeilingRow>,
+    /// One row per (DUT, size) finished.
+    pub results: Vec<ResultRow>,
+    /// False when a signal stopped the sweep before the end.
+    pub complete: bool,
+    /// Wall time, seconds.
+    pub elapsed_s: f64,
+}
+
+/// Progress while a sweep runs.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Measuring the generator's ceiling at a size.
+    Ceiling { size: FrameSize },
+    /// A search starts.
+    Search { dut: DutKind, size: FrameSize, repeat: u32 },
+    /// A trial finished; `interval` is the goal being searched and its
+    /// bounds after it.
+    Trial { dut: DutKind, size: FrameSize, record: &'a TrialRecord, interval: Option<(&'static str, f64, f64)> },
+}
+
+struct Recorder<'r> {
+    runner: &'r mut LiveRunner,
+}
+
+impl search::TrialRunner for Recorder<'_> {
+    fn run_trial(
+        &mut self,
+        spec: &search::TrialSpec,
+    ) -> Result<search::TrialOutcome, Box<dyn std::error::Error + Send + Sync>> {
+        self.runner.run_trial(spec)
+    }
+}
+
+fn is_stop(e: &Error) -> bool {
+    match e {
+        Error::Stopped => true,
+        Error::Search(search::SearchError::Trial { source, .. }) => {
+            source.downcast_ref::<Error>().is_some_and(|e| matches!(e, Error::Stopped))
+        }
+        _ => false,
+    }
+}
+
+/// Runs the sweep. `stop` (set by SIGINT/SIGTERM) ends it after the
+/// current trial with `complete: false`; every namespace is removed either
+/// way.
+pub fn run(cfg: &SweepConfig, stop: Option<Arc<AtomicBool>>, on: &mut dyn FnMut(Event<'_>)) -> Result<Report, Error> {
+    if cfg.duts.is_empty() || cfg.sizes.is_empty() || cfg.repeat == 0 {
+        return Err(Error::Config("a sweep needs at least one DUT, one frame size and one repeat".into()));
+    }
+    let started = Instant::now();
+    let mut report = Report {
+        schema: SCHEMA,
+        machine: Machine {
+            cpu_model: cpu_model(),
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+            driver: "veth".into(),
+            queues: 1,
+            ..Machine::default()
+        },
+        config: cfg.clone(),
+        generator: Vec::new(),
+        results: Vec::new(),
+        complete: false,
+        elapsed_s: 0.0,
+    };
+    match sweep(cfg, stop, on, &mut report) {
+        Ok(()) => report.complete = true,
+        Err(e) if is_stop(&e) => {}
+        Err(e) => return Err(e),
+    }
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn sweep(
+    cfg: &SweepConfig,
+    stop: Option<Arc<AtomicBool>>,
+    on: &mut dyn FnMut(Event<'_>),
+    report: &mut Report,
+) -> Result<(), Error> {
+    // The generator's ceiling per size, into --dut none.
+    let mut ceilings = Vec::new();
+    {
+        let topo = Topology::new(DutKind::None)?;
+        for &size in &cfg.sizes {
+            on(Event::Ceiling { size });
+            let mut runner = LiveRunner::new(&topo, cfg.live(size), stop.clone())?;
+            report.machine.xdp_mode = format!("{:?}", runner.program().mode()).to_lowercase();
+            report.machine.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_default();
+            let (fps, detail) = runner.generator_max(cfg.gen_max_trial)?;
+            let secs = cfg.gen_max_trial.as_secs_f64();
+            report.generator.push(CeilingRow {
+                frame_size: size.into(),
+                generator_max_fps: fps,
+                received_fps: detail.received as f64 / secs,
+            });
+            ceilings.push(fps);
+        }
+    }
+    for &dut in &cfg.duts {
+        let topo = Topology::new(dut)?;
+        for (&size, &gmax) in cfg.sizes.iter().zip(&ceilings) {
+            if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Err(Error::Stopped);
+            }
+            let mut runner = LiveRunner::new(&topo, cfg.live(size), stop.clone())?;
+            let mut repeats = Vec::new();
+            let mut trials = Vec::new();
+            for r in 0..cfg.repeat {
+                on(Event::Search { dut, size, repeat: r });
+                let first = runner.details.len();
+                let scfg = cfg.search_config(gmax.max(2.0 * cfg.min_fps));
+                let out = search::run(scfg, &mut Recorder { runner: &mut runner }, &mut |s, rec| {
+                    on(Event::Trial { dut, size, record: rec, interval: s.interval() });
+                })?;
+                for (rec, detail) in out.trials.iter().zip(&runner.details[first..]) {
+                    trials.push(TrialRow {
+                        offered_fps: rec.offered_fps,
+                        achieved_fps: rec.achieved_fps,
+                        sent: rec.sent,
+                        received: rec.received,
+                        loss_ratio: rec.loss_ratio,
+                        duration_s: rec.duration_s,
+                        full: rec.full,
+                        valid: rec.valid,
+                        detail: detail.clone(),
+                    });
+                }
+                repeats.push(RepeatRow {
+                    ndr_fps: out.ndr.rate_fps,
+                    pdr_fps: out.pdr.rate_fps,
+                    converged: out.ndr.converged && out.pdr.converged,
+                });
+            }
+            let ndrs: Vec<f64> = repeats.iter().map(|r| r.ndr_fps.unwrap_or(0.0)).collect();
+            let pdrs: Vec<f64> = repeats.iter().map(|r| r.pdr_fps.unwrap_or(0.0)).collect();
+            let (ndr_spread, pdr_spread) = (Spread::of(&ndrs), Spread::of(&pdrs));
+            let ndr = ndr_spread.map(|s| s.median).filter(|&m| m > 0.0);
+            let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
+            report.results.push(ResultRow {
+                dut: dut.name().into(),
+                frame_size: size.into(),
+                mean_frame_bytes: size.mean_bytes(),
+                cores: 1,
+                ndr_fps: ndr,
+                pdr_fps: pdr,
+                ndr_bps: ndr.map(|f| f * size.mean_bytes() * 8.0),
+                ndr_spread,
+                pdr_spread,
+                generator_max_fps: gmax,
+                generator_limited: ndr.is_some_and(|n| n >= gmax * (1.0 - cfg.resolution)),
+                cpu_ns_per_frame: None,
+                repeats,
+                trials,
+            });
+        }
+    }
+    Ok(())
+}

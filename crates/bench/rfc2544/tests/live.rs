@@ -1,0 +1,151 @@
+//! Live: the generator and receiver through each DUT the harness builds,
+//! and a CI-sized sweep. Root only (network namespaces, AF_XDP); skipped
+//! with a printed reason otherwise. Traffic stays inside the namespaces the
+//! tests create.
+
+use std::time::Duration;
+
+use flowsteer_rfc2544::dut::{leftovers, DutKind, Topology};
+use flowsteer_rfc2544::frames::FrameSize;
+use flowsteer_rfc2544::live::{LiveConfig, LiveRunner};
+use flowsteer_rfc2544::sweep::{self, SweepConfig};
+
+fn skip() -> bool {
+    match flowsteer_netns::skip_reason() {
+        Some(why) => {
+            eprintln!("skipped: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+fn mine(names: &[String]) -> Vec<String> {
+    let pid = format!("fs2544-{}-", std::process::id());
+    names.iter().filter(|n| n.starts_with(&pid)).cloned().collect()
+}
+
+fn short(size: FrameSize) -> LiveConfig {
+    let mut c = LiveConfig::new(size);
+    c.wait = Duration::from_millis(200);
+    c.learning = Duration::from_millis(20);
+    c
+}
+
+/// Every frame sent at a low rate arrives, once, in order, through `dut`.
+fn every_frame_arrives(dut: DutKind, cfg: LiveConfig) {
+    let topo = Topology::new(dut).expect("topology");
+    let names = topo.namespaces().to_vec();
+    {
+        let mut runner = LiveRunner::new(&topo, cfg, None).expect("runner");
+        let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
+        assert!(out.sent >= 5_000, "{out:?}");
+        assert_eq!(out.received, out.sent, "{dut:?}: {d:?}");
+        assert_eq!((d.rx.duplicates, d.rx.foreign, d.rx.reordered), (0, 0, 0), "{d:?}");
+        assert_eq!(d.latency.count, out.sent);
+        assert!(!d.softnet.is_empty());
+    }
+    drop(topo);
+    let left = leftovers();
+    for n in names {
+        assert!(!left.contains(&n), "{n} left behind");
+    }
+}
+
+#[test]
+fn none_ipv4_64_bytes() {
+    if skip() {
+        return;
+    }
+    every_frame_arrives(DutKind::None, short(FrameSize::Fixed(64)));
+}
+
+#[test]
+fn none_ipv6_imix() {
+    if skip() {
+        return;
+    }
+    let mut c = short(FrameSize::Fixed(128));
+    c.ipv6 = true;
+    every_frame_arrives(DutKind::None, c);
+    every_frame_arrives(DutKind::None, short(FrameSize::Imix));
+}
+
+#[test]
+fn patch_forwards_every_frame() {
+    if skip() {
+        return;
+    }
+    every_frame_arrives(DutKind::Patch, short(FrameSize::Fixed(64)));
+}
+
+#[test]
+fn linux_bridge_forwards_every_frame() {
+    if skip() {
+        return;
+    }
+    every_frame_arrives(DutKind::LinuxBridge, short(FrameSize::Fixed(1518)));
+}
+
+/// The acceptance run in CI size: short trials, one size, two DUTs.
+#[test]
+fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
+    if skip() {
+        return;
+    }
+    let mut cfg = SweepConfig::new(vec![DutKind::LinuxBridge, DutKind::Patch]);
+    cfg.sizes = vec![FrameSize::Fixed(64)];
+    cfg.trial = Duration::from_millis(300);
+    cfg.short_trial = Duration::from_millis(200);
+    cfg.wait = Duration::from_millis(200);
+    cfg.learning = Duration::from_millis(20);
+    cfg.gen_max_trial = Duration::from_millis(300);
+    cfg.resolution = 0.1;
+    cfg.min_fps = 10_000.0;
+    let mut events = 0;
+    let report = sweep::run(&cfg, None, &mut |_| events += 1).expect("sweep");
+    assert!(report.complete);
+    assert_eq!(report.schema, "flowsteer.rfc2544.v1");
+    assert!(!report.machine.kernel.is_empty() && report.machine.driver == "veth");
+    assert_eq!(report.generator.len(), 1);
+    assert!(report.generator[0].generator_max_fps > 10_000.0, "{:?}", report.generator);
+    assert_eq!(report.results.len(), 2);
+    for row in &report.results {
+        assert!(!row.trials.is_empty());
+        if let Some(ndr) = row.ndr_fps {
+            for t in row.trials.iter().filter(|t| t.offered_fps <= ndr) {
+                assert!(t.valid && t.received == t.sent, "{} trial at {} below NDR {ndr}", row.dut, t.offered_fps);
+            }
+        }
+        for t in &row.trials {
+            assert_eq!(t.sent, t.detail.sent);
+            assert!(t.received <= t.sent);
+        }
+    }
+    assert!(events >= 4);
+    assert!(mine(&leftovers()).is_empty(), "{:?}", leftovers());
+    let json = serde_json::to_value(&report).expect("json");
+    for key in ["offered_fps", "achieved_fps", "sent", "received", "loss_ratio", "duration_s"] {
+        assert!(json["results"][0]["trials"][0].get(key).is_some(), "{key}");
+    }
+}
+
+/// `--cleanup`: a namespace of a process that is gone is removed; one of a
+/// live process (this one) is left alone.
+#[test]
+fn cleanup_removes_what_a_dead_run_left() {
+    if skip() {
+        return;
+    }
+    // Beyond any pid_max: no such process.
+    let dead = format!("fs2544-999999999-{}-g", std::process::id());
+    flowsteer_netns::ip(&["netns", "add", &dead]).expect("add");
+    let topo = Topology::new(DutKind::None).expect("topology");
+    let removed = flowsteer_rfc2544::dut::cleanup().expect("cleanup");
+    assert!(removed.contains(&dead), "{removed:?}");
+    let left = leftovers();
+    assert!(!left.contains(&dead));
+    for n in topo.namespaces() {
+        assert!(left.contains(n), "{n} of a live run was removed");
+    }
+}
