@@ -33,6 +33,8 @@ pub enum Command {
     UdpEcho(UdpEchoArgs),
     /// UDP load generator: flows (optionally spread over RSS queues), rate, echo checks, RTT percentiles.
     UdpGen(UdpGenArgs),
+    /// RFC 2544 throughput: NDR and PDR by binary search per device under test and frame size (AF_XDP generator, namespaces it builds).
+    Rfc2544(Rfc2544Args),
 }
 
 /// RSS configuration flags shared by `hash`, `plan`, `analyze`, `run`, `export` and `udp-gen`.
@@ -575,6 +577,49 @@ pub struct UdpGenArgs {
     /// Datagrams per sendmmsg call (1..=1024).
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct Rfc2544Args {
+    /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge.
+    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge"], required_unless_present = "cleanup")]
+    pub dut: Vec<String>,
+    /// Frame sizes in bytes with the FCS (64..=1518), or imix (7:4:1 of 64/594/1518), comma-separated.
+    #[arg(long, default_value = "64,128,256,512,1024,1280,1518,imix")]
+    pub sizes: String,
+    /// Seconds of a full-length trial (RFC 2544: 60).
+    #[arg(long, default_value_t = 60.0)]
+    pub trial: f64,
+    /// Seconds of a short trial, used while the search interval is wider than 10 %.
+    #[arg(long, default_value_t = 1.0)]
+    pub short_trial: f64,
+    /// Searches per device and frame size (median, min and max reported).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Relative width at which the search stops: the rates are within this share of the true ones.
+    #[arg(long, default_value_t = 0.01)]
+    pub resolution: f64,
+    /// Seconds to wait after each trial for queued frames (RFC 2544: 2).
+    #[arg(long, default_value_t = 2.0)]
+    pub wait: f64,
+    /// CPUs of the generator and the receiver: one CPU for both, or two (generator, receiver) [default: the first CPU this process may use].
+    #[arg(long)]
+    pub gen_cpus: Option<String>,
+    /// CPUs given to the device under test (recorded; the kernel's veth DUTs forward in the sender's softirq, on the generator's CPU).
+    #[arg(long)]
+    pub dut_cpus: Option<String>,
+    /// Flows (distinct source address and port).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub flows: u32,
+    /// IPv6 frames (the smallest is 82 bytes: the stamp needs room).
+    #[arg(long)]
+    pub ipv6: bool,
+    /// Remove the namespaces a killed run left behind, then exit.
+    #[arg(long)]
+    pub cleanup: bool,
+    /// Print the report as JSON (schema flowsteer.rfc2544.v1).
     #[arg(long)]
     pub json: bool,
 }

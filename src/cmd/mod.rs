@@ -7,6 +7,7 @@ pub mod export;
 pub mod hash;
 pub mod plan;
 pub mod queues;
+pub mod rfc2544;
 pub mod run;
 pub mod udp_echo;
 pub mod udp_gen;

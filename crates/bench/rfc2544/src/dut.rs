@@ -22,6 +22,8 @@
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// Why the harness cannot build namespaces here (not root, no `ip`), or `None`.
+pub use flowsteer_netns::skip_reason;
 use flowsteer_netns::{ip, NetnsError};
 use serde::Serialize;
 

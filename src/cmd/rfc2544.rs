@@ -1,0 +1,201 @@
+//! `flowsteer rfc2544`: maps the flags to a `flowsteer_rfc2544::sweep`
+//! configuration, prints the time estimate and a progress line while it
+//! runs (stderr, on a terminal), then the table or the JSON report.
+//! SIGINT/SIGTERM end the sweep after the current trial: the namespaces
+//! are removed and what finished is printed (exit 0).
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use flowsteer_rfc2544::dut::{self, DutKind};
+use flowsteer_rfc2544::frames::FrameSize;
+use flowsteer_rfc2544::sweep::{self, Event, Report, SizeLabel, SweepConfig};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::Rfc2544Args;
+
+fn secs(flag: &str, v: f64) -> Result<Duration> {
+    if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+        bail!("--{flag} {v}: expected seconds in (0, 86400]");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn cpus(flag: &str, text: &str) -> Result<Vec<usize>> {
+    let list = flowsteer_live::cpus::parse_list(text);
+    if list.is_empty() {
+        bail!("--{flag} '{text}': expected a CPU list such as 0 or 0,1");
+    }
+    Ok(list.into_iter().map(|c| c as usize).collect())
+}
+
+fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
+    let duts: Vec<DutKind> = args.dut.iter().filter_map(|d| DutKind::parse(d)).collect();
+    let mut cfg = SweepConfig::new(duts);
+    cfg.sizes =
+        args.sizes.split(',').map(|s| FrameSize::parse(s.trim())).collect::<Result<_, _>>().context("--sizes")?;
+    cfg.trial = secs("trial", args.trial)?;
+    cfg.short_trial = secs("short-trial", args.short_trial)?.min(cfg.trial);
+    cfg.wait = Duration::from_secs_f64(args.wait.clamp(0.0, 60.0));
+    cfg.gen_max_trial = cfg.trial.min(Duration::from_secs(5));
+    if !(args.resolution > 0.0 && args.resolution < 0.5) {
+        bail!("--resolution {}: expected a share in (0, 0.5), such as 0.01", args.resolution);
+    }
+    cfg.resolution = args.resolution;
+    cfg.repeat = args.repeat;
+    cfg.flows = args.flows;
+    cfg.ipv6 = args.ipv6;
+    let gen = match &args.gen_cpus {
+        Some(t) => cpus("gen-cpus", t)?,
+        None => flowsteer_live::available_cpus().into_iter().take(1).map(|c| c as usize).collect(),
+    };
+    cfg.gen_cpu = gen.first().copied();
+    cfg.rx_cpu = gen.get(1).or(gen.first()).copied();
+    cfg.dut_cpus = match &args.dut_cpus {
+        Some(t) => cpus("dut-cpus", t)?,
+        None => Vec::new(),
+    };
+    Ok(cfg)
+}
+
+fn minutes(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 120 {
+        format!("{s} s")
+    } else {
+        format!("{} min", s.div_ceil(60))
+    }
+}
+
+fn mfps(v: Option<f64>) -> String {
+    v.map_or("-".into(), |f| format!("{:.3}", f / 1e6))
+}
+
+fn size_text(s: &SizeLabel) -> String {
+    match s {
+        SizeLabel::Bytes(n) => n.to_string(),
+        SizeLabel::Mix(m) => m.clone(),
+    }
+}
+
+/// The table: one row per (DUT, size).
+pub fn text(r: &Report) -> String {
+    let m = &r.machine;
+    let mut out = format!(
+        "machine: {} ({} CPUs), kernel {}, driver {}, XDP {}, AF_XDP {}, {} queue(s)\n",
+        m.cpu_model, m.cpus, m.kernel, m.driver, m.xdp_mode, m.xsk_bind, m.queues
+    );
+    let c = &r.config;
+    out += &format!(
+        "trials {:.1} s (short {:.1} s), wait {:.1} s, resolution {} %, {} flow(s), {}, repeat {}\n",
+        c.trial.as_secs_f64(),
+        c.short_trial.as_secs_f64(),
+        c.wait.as_secs_f64(),
+        c.resolution * 100.0,
+        c.flows,
+        if c.ipv6 { "IPv6" } else { "IPv4" },
+        c.repeat
+    );
+    let gen: Vec<String> = r
+        .generator
+        .iter()
+        .map(|g| format!("{} B {:.3}", size_text(&g.frame_size), g.generator_max_fps / 1e6))
+        .collect();
+    out += &format!("generator ceiling (--dut none, Mfps): {}\n\n", gen.join(", "));
+    let header = ["dut", "size", "NDR Mfps", "PDR Mfps", "NDR Gb/s", "NDR min..max", "gen max", "limited", "trials"];
+    let mut rows: Vec<[String; 9]> = vec![header.map(String::from)];
+    for row in &r.results {
+        let spread = row.ndr_spread.map_or("-".into(), |s| format!("{:.3}..{:.3}", s.min / 1e6, s.max / 1e6));
+        rows.push([
+            row.dut.clone(),
+            size_text(&row.frame_size),
+            mfps(row.ndr_fps),
+            mfps(row.pdr_fps),
+            row.ndr_bps.map_or("-".into(), |b| format!("{:.3}", b / 1e9)),
+            spread,
+            format!("{:.3}", row.generator_max_fps / 1e6),
+            if row.generator_limited { "yes".into() } else { "no".into() },
+            row.trials.len().to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..9).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i < 2 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .collect();
+        out += cells.join("  ").trim_end();
+        out.push('\n');
+    }
+    if !r.complete {
+        out += "stopped by a signal: the rows above are the ones that finished\n";
+    }
+    out += &format!("elapsed {:.0} s\n", r.elapsed_s);
+    out
+}
+
+pub fn run(args: &Rfc2544Args) -> Result<i32> {
+    if let Some(why) = dut::skip_reason() {
+        bail!("rfc2544 builds network namespaces and AF_XDP sockets: {why}");
+    }
+    if args.cleanup {
+        let removed = dut::cleanup().context("removing leftover namespaces")?;
+        if removed.is_empty() {
+            eprintln!("nothing to clean up");
+        }
+        for ns in removed {
+            println!("removed namespace {ns}");
+        }
+        return Ok(0);
+    }
+    let cfg = config(args)?;
+    let searches = cfg.duts.len() * cfg.sizes.len() * cfg.repeat as usize;
+    eprintln!("estimate: about {} for {searches} search(es) and the generator's ceiling", minutes(cfg.estimate()));
+    let stop = flowsteer_live::stop_on_signals()?;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new_spinner();
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}") {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    });
+    let mut trials = 0u32;
+    let report = sweep::run(&cfg, Some(stop), &mut |ev| {
+        let Some(bar) = &bar else { return };
+        match ev {
+            Event::Ceiling { size } => bar.set_message(format!("generator ceiling, {} B", size.label())),
+            Event::Search { dut, size, repeat } => {
+                trials = 0;
+                bar.set_message(format!("{} {} B, search {}", dut.name(), size.label(), repeat + 1));
+            }
+            Event::Trial { dut, size, record, interval } => {
+                trials += 1;
+                let at = match interval {
+                    Some((goal, lo, hi)) => format!("{goal} in [{:.3}, {:.3}] Mfps", lo / 1e6, hi / 1e6),
+                    None => "done".into(),
+                };
+                bar.set_message(format!(
+                    "{} {} B: trial {trials} at {:.3} Mfps lost {:.3} %{}; {at}",
+                    dut.name(),
+                    size.label(),
+                    record.offered_fps / 1e6,
+                    record.loss_ratio * 100.0,
+                    if record.valid { "" } else { " (invalid)" },
+                ));
+            }
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", text(&report));
+    }
+    Ok(0)
+}

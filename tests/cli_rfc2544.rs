@@ -1,0 +1,123 @@
+//! `flowsteer rfc2544` end to end, CI-sized: short trials, one size, the
+//! two kernel DUTs; and a SIGTERM mid-search. Root only (namespaces,
+//! AF_XDP): skipped with a printed reason otherwise. Every namespace the
+//! run creates is checked gone afterwards.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn skip() -> bool {
+    match flowsteer_netns::skip_reason() {
+        Some(why) => {
+            eprintln!("skipped: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let prefix = format!("fs2544-{pid}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const SHORT: [&str; 10] =
+    ["--sizes", "64", "--trial", "0.3", "--short-trial", "0.2", "--wait", "0.2", "--resolution", "0.2"];
+
+#[test]
+fn json_report_of_two_duts_and_nothing_left_behind() {
+    if skip() {
+        return;
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["rfc2544", "--dut", "linux-bridge", "--dut", "patch", "--json"])
+        .args(SHORT)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("estimate: about"), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(doc["schema"], "flowsteer.rfc2544.v1");
+    assert_eq!(doc["complete"], true);
+    for key in ["cpu_model", "kernel", "driver", "xdp_mode", "xsk_bind", "queues"] {
+        assert!(doc["machine"].get(key).is_some(), "machine.{key}");
+    }
+    let results = doc["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["dut"], "linux-bridge");
+    assert_eq!(results[1]["dut"], "patch");
+    for r in results {
+        for key in [
+            "frame_size",
+            "cores",
+            "ndr_fps",
+            "pdr_fps",
+            "ndr_bps",
+            "generator_max_fps",
+            "generator_limited",
+            "cpu_ns_per_frame",
+            "repeats",
+        ] {
+            assert!(r.get(key).is_some(), "{key}");
+        }
+        let ndr = r["ndr_fps"].as_f64();
+        for t in r["trials"].as_array().expect("trials") {
+            for key in ["offered_fps", "achieved_fps", "sent", "received", "loss_ratio", "duration_s", "valid"] {
+                assert!(t.get(key).is_some(), "trial {key}");
+            }
+            // No invalid or lossy trial at or below the NDR.
+            if let Some(ndr) = ndr {
+                if t["offered_fps"].as_f64().unwrap() <= ndr {
+                    assert_eq!(t["valid"], true, "{t}");
+                    assert_eq!(t["sent"], t["received"], "{t}");
+                }
+            }
+        }
+    }
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+}
+
+#[test]
+fn sigterm_mid_search_removes_every_namespace() {
+    if skip() {
+        return;
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["rfc2544", "--dut", "linux-bridge", "--sizes", "64", "--trial", "5", "--wait", "0.2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    // Wait until the harness has built its namespaces.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while namespaces_of(pid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!namespaces_of(pid).is_empty(), "the run built no namespace");
+    std::thread::sleep(Duration::from_millis(700));
+    Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("kill");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(["rfc2544", "--dut", "ovs"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(["rfc2544", "--sizes", "64"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2), "--dut is required");
+}
