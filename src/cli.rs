@@ -584,7 +584,7 @@ pub struct UdpGenArgs {
 #[derive(Args, Debug)]
 pub struct Rfc2544Args {
     /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge.
-    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge"], required_unless_present = "cleanup")]
+    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge"], required_unless_present_any = ["cleanup", "ceiling"])]
     pub dut: Vec<String>,
     /// Frame sizes in bytes with the FCS (64..=1518), or imix (7:4:1 of 64/594/1518), comma-separated.
     #[arg(long, default_value = "64,128,256,512,1024,1280,1518,imix")]
@@ -619,6 +619,9 @@ pub struct Rfc2544Args {
     /// Remove the namespaces a killed run left behind, then exit.
     #[arg(long)]
     pub cleanup: bool,
+    /// Measure only the generator's ceiling per frame size (unthrottled into --dut none, one trial of --trial seconds, at most 5).
+    #[arg(long, conflicts_with = "dut")]
+    pub ceiling: bool,
     /// Print the report as JSON (schema flowsteer.rfc2544.v1).
     #[arg(long)]
     pub json: bool,

@@ -129,6 +129,32 @@ pub fn text(r: &Report) -> String {
         out += cells.join("  ").trim_end();
         out.push('\n');
     }
+    let lat: Vec<String> = r
+        .results
+        .iter()
+        .filter(|row| !row.latency.is_empty())
+        .map(|row| {
+            let parts: Vec<String> = row
+                .latency
+                .iter()
+                .map(|l| {
+                    let us = |ns: u64| ns as f64 / 1e3;
+                    format!(
+                        "{:.0} %: {:.1}/{:.1}/{:.1}",
+                        l.share_of_ndr * 100.0,
+                        us(l.detail.latency.p50_ns),
+                        us(l.detail.latency.p99_ns),
+                        us(l.detail.latency.p999_ns)
+                    )
+                })
+                .collect();
+            format!("  {} {}: {}\n", row.dut, size_text(&row.frame_size), parts.join(", "))
+        })
+        .collect();
+    if !lat.is_empty() {
+        out += "\nlatency at shares of NDR, p50/p99/p99.9 us:\n";
+        out += &lat.concat();
+    }
     if !r.complete {
         out += "stopped by a signal: the rows above are the ones that finished\n";
     }
@@ -166,6 +192,9 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
     let report = sweep::run(&cfg, Some(stop), &mut |ev| {
         let Some(bar) = &bar else { return };
         match ev {
+            Event::Latency { dut, size, share } => {
+                bar.set_message(format!("{} {} B: latency at {:.0} % of NDR", dut.name(), size.label(), share * 100.0))
+            }
             Event::Ceiling { size } => bar.set_message(format!("generator ceiling, {} B", size.label())),
             Event::Search { dut, size, repeat } => {
                 trials = 0;

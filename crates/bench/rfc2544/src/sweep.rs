@@ -1,6 +1,6 @@
 //! A sweep: the generator's ceiling per frame size (`--dut none`, same CPU
 //! placement), then for each DUT and frame size `repeat` searches, each
-//! NDR and PDR; the machine description; the report
+//! NDR and PDR, then latency trials at 50, 90 and 99 % of the median NDR; the machine description; the report
 //! (`flowsteer.rfc2544.v1`). The library prints nothing: the caller gets
 //! [`Event`]s while it runs and the [`Report`] at the end.
 
@@ -22,7 +22,7 @@ pub const SCHEMA: &str = "flowsteer.rfc2544.v1";
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SweepConfig {
-    /// Devices under test, in order.
+    /// Devices under test, in order (none: only the generator's ceiling).
     pub duts: Vec<DutKind>,
     /// Frame sizes, in order.
     pub sizes: Vec<FrameSize>,
@@ -53,6 +53,9 @@ pub struct SweepConfig {
     pub dut_cpus: Vec<usize>,
     /// Search floor, frames/s.
     pub min_fps: f64,
+    /// Latency trials (full length) at these shares of the median NDR
+    /// (RFC 2544 section 26.2; default 50, 90 and 99 %). Empty: none.
+    pub latency_shares: Vec<f64>,
 }
 
 impl SweepConfig {
@@ -74,6 +77,7 @@ impl SweepConfig {
             rx_cpu: None,
             dut_cpus: Vec::new(),
             min_fps: 1000.0,
+            latency_shares: vec![0.5, 0.9, 0.99],
         }
     }
 
@@ -91,9 +95,10 @@ impl SweepConfig {
     /// Expected wall time of the whole sweep (searches on a monotone device).
     pub fn estimate(&self) -> Duration {
         let per_search = self.search_config(1e6).estimate();
-        let searches = self.duts.len() as u32 * self.sizes.len() as u32 * self.repeat;
+        let pairs = self.duts.len() as u32 * self.sizes.len() as u32;
         let ceiling = (self.gen_max_trial + self.wait + self.learning) * self.sizes.len() as u32;
-        per_search * searches + ceiling
+        let latency = (self.trial + self.wait + self.learning) * self.latency_shares.len() as u32 * pairs;
+        per_search * pairs * self.repeat + ceiling + latency
     }
 
     fn live(&self, size: FrameSize) -> LiveConfig {
@@ -192,6 +197,17 @@ impl From<FrameSize> for SizeLabel {
     }
 }
 
+/// Latency at a share of the NDR.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatencyRow {
+    /// Share of the median NDR.
+    pub share_of_ndr: f64,
+    /// Offered rate, frames/s.
+    pub offered_fps: f64,
+    /// Frames sent and received, and the latency percentiles (ns).
+    pub detail: TrialDetail,
+}
+
 /// One (DUT, frame size).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResultRow {
@@ -222,6 +238,8 @@ pub struct ResultRow {
     pub cpu_ns_per_frame: Option<f64>,
     /// Each search.
     pub repeats: Vec<RepeatRow>,
+    /// Latency at shares of the NDR (full-length trials after the searches).
+    pub latency: Vec<LatencyRow>,
     /// Every trial of every search, in order.
     pub trials: Vec<TrialRow>,
 }
@@ -263,6 +281,8 @@ pub enum Event<'a> {
     Ceiling { size: FrameSize },
     /// A search starts.
     Search { dut: DutKind, size: FrameSize, repeat: u32 },
+    /// A latency trial at a share of the NDR starts.
+    Latency { dut: DutKind, size: FrameSize, share: f64 },
     /// A trial finished; `interval` is the goal being searched and its
     /// bounds after it.
     Trial { dut: DutKind, size: FrameSize, record: &'a TrialRecord, interval: Option<(&'static str, f64, f64)> },
@@ -295,8 +315,8 @@ fn is_stop(e: &Error) -> bool {
 /// current trial with `complete: false`; every namespace is removed either
 /// way.
 pub fn run(cfg: &SweepConfig, stop: Option<Arc<AtomicBool>>, on: &mut dyn FnMut(Event<'_>)) -> Result<Report, Error> {
-    if cfg.duts.is_empty() || cfg.sizes.is_empty() || cfg.repeat == 0 {
-        return Err(Error::Config("a sweep needs at least one DUT, one frame size and one repeat".into()));
+    if cfg.sizes.is_empty() || cfg.repeat == 0 {
+        return Err(Error::Config("a sweep needs at least one frame size and one repeat".into()));
     }
     let started = Instant::now();
     let mut report = Report {
@@ -389,6 +409,14 @@ fn sweep(
             let (ndr_spread, pdr_spread) = (Spread::of(&ndrs), Spread::of(&pdrs));
             let ndr = ndr_spread.map(|s| s.median).filter(|&m| m > 0.0);
             let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
+            let mut latency = Vec::new();
+            if let Some(ndr) = ndr {
+                for &share in &cfg.latency_shares {
+                    on(Event::Latency { dut, size, share });
+                    let (_, detail) = runner.trial(ndr * share, cfg.trial)?;
+                    latency.push(LatencyRow { share_of_ndr: share, offered_fps: ndr * share, detail });
+                }
+            }
             report.results.push(ResultRow {
                 dut: dut.name().into(),
                 frame_size: size.into(),
@@ -403,6 +431,7 @@ fn sweep(
                 generator_limited: ndr.is_some_and(|n| n >= gmax * (1.0 - cfg.resolution)),
                 cpu_ns_per_frame: None,
                 repeats,
+                latency,
                 trials,
             });
         }

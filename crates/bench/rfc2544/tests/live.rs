@@ -117,6 +117,11 @@ fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
                 assert!(t.valid && t.received == t.sent, "{} trial at {} below NDR {ndr}", row.dut, t.offered_fps);
             }
         }
+        if row.ndr_fps.is_some() {
+            let shares: Vec<f64> = row.latency.iter().map(|l| l.share_of_ndr).collect();
+            assert_eq!(shares, [0.5, 0.9, 0.99], "{}", row.dut);
+            assert!(row.latency.iter().all(|l| l.detail.latency.count > 0 && l.detail.latency.p99_ns > 0));
+        }
         for t in &row.trials {
             assert_eq!(t.sent, t.detail.sent);
             assert!(t.received <= t.sent);
