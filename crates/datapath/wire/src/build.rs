@@ -687,7 +687,10 @@ pub fn pppoe_frame(session: u16, inner_ip: &[u8]) -> Vec<u8> {
 /// RawIp drops the Ethernet header and VLAN tags; LinuxSll / LinuxSll2
 /// replace the Ethernet header (tags stay, behind a protocol field holding
 /// the first TPID) with a cooked header (packet type "to us", ARPHRD_ETHER,
-/// the source MAC). A frame shorter than 14 bytes is returned unchanged.
+/// the source MAC); Null / Loop replace the Ethernet header and VLAN tags
+/// with a BSD loopback header (family 2 for IPv4, 30 for IPv6, 0 for
+/// anything else; little-endian for Null, network order for Loop). A frame
+/// shorter than 14 bytes is returned unchanged.
 pub fn convert_link(eth_frame: &[u8], link: LinkType) -> Vec<u8> {
     let (Some(src_mac), Some(&[t0, t1]), Some(rest)) =
         (eth_frame.get(6..12), eth_frame.get(12..14), eth_frame.get(14..))
@@ -707,6 +710,23 @@ pub fn convert_link(eth_frame: &[u8], link: LinkType) -> Vec<u8> {
             buf.extend_from_slice(src_mac);
             buf.extend_from_slice(&[0, 0, t0, t1]);
             buf.extend_from_slice(rest);
+        }
+        LinkType::Null | LinkType::Loop => {
+            let stack = crate::ethernet::walk_vlans(eth_frame, u16::from_be_bytes([t0, t1]), 14).ok();
+            let (ethertype, start) = stack.map_or((0, 14), |s| (s.ethertype, s.payload_offset));
+            let family = match ethertype {
+                crate::ethernet::ETHERTYPE_IPV4 => crate::loopback::AF_INET,
+                // macOS's value.
+                crate::ethernet::ETHERTYPE_IPV6 => 30,
+                _ => 0,
+            };
+            // NULL as a little-endian machine writes it; LOOP in network order.
+            if link == LinkType::Null {
+                buf.extend_from_slice(&family.to_le_bytes());
+            } else {
+                buf.extend_from_slice(&family.to_be_bytes());
+            }
+            buf.extend_from_slice(eth_frame.get(start..).unwrap_or(&[]));
         }
         LinkType::LinuxSll2 => {
             buf.extend_from_slice(&[t0, t1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6]);
@@ -930,5 +950,9 @@ mod tests {
         assert_eq!(sll2.len(), f.len() + 6);
         assert_eq!(&sll2[..2], &[0x81, 0x00]);
         assert_eq!(convert_link(&[1, 2], LinkType::RawIp), vec![1, 2]);
+        let null = convert_link(&f, LinkType::Null);
+        assert_eq!((&null[..4], &null[4..]), (&[2, 0, 0, 0][..], &f[18..]));
+        let lo = convert_link(&f, LinkType::Loop);
+        assert_eq!((&lo[..4], &lo[4..]), (&[0, 0, 0, 2][..], &f[18..]));
     }
 }

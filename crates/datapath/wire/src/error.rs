@@ -27,11 +27,13 @@ pub enum Layer {
     Vxlan,
     /// Linux cooked capture header (SLL or SLL2).
     LinuxSll,
+    /// BSD loopback header (link types NULL and LOOP).
+    Loopback,
 }
 
 impl Layer {
     /// Every layer, in [`Layer::index`] order.
-    pub const ALL: [Layer; 11] = [
+    pub const ALL: [Layer; 12] = [
         Layer::Ethernet,
         Layer::Vlan,
         Layer::Pppoe,
@@ -43,6 +45,7 @@ impl Layer {
         Layer::Gre,
         Layer::Vxlan,
         Layer::LinuxSll,
+        Layer::Loopback,
     ];
 
     /// Number of layers.
@@ -67,6 +70,7 @@ impl Layer {
             Layer::Gre => "gre",
             Layer::Vxlan => "vxlan",
             Layer::LinuxSll => "linux_sll",
+            Layer::Loopback => "loopback",
         }
     }
 
@@ -83,6 +87,7 @@ impl Layer {
             Layer::Gre => "GRE",
             Layer::Vxlan => "VXLAN",
             Layer::LinuxSll => "Linux SLL",
+            Layer::Loopback => "loopback",
         }
     }
 }
@@ -143,6 +148,7 @@ impl ParseError {
         ParseError::Truncated { layer: Layer::Gre },
         ParseError::Truncated { layer: Layer::Vxlan },
         ParseError::Truncated { layer: Layer::LinuxSll },
+        ParseError::Truncated { layer: Layer::Loopback },
         ParseError::BadHeaderLen { layer: Layer::Ethernet },
         ParseError::BadHeaderLen { layer: Layer::Vlan },
         ParseError::BadHeaderLen { layer: Layer::Pppoe },
@@ -154,6 +160,7 @@ impl ParseError {
         ParseError::BadHeaderLen { layer: Layer::Gre },
         ParseError::BadHeaderLen { layer: Layer::Vxlan },
         ParseError::BadHeaderLen { layer: Layer::LinuxSll },
+        ParseError::BadHeaderLen { layer: Layer::Loopback },
         ParseError::BadVersion,
         ParseError::BadTotalLen,
         ParseError::TooManyVlans,
@@ -196,6 +203,7 @@ impl ParseError {
                 Layer::Gre => "truncated_gre",
                 Layer::Vxlan => "truncated_vxlan",
                 Layer::LinuxSll => "truncated_linux_sll",
+                Layer::Loopback => "truncated_loopback",
             },
             ParseError::BadHeaderLen { layer } => match layer {
                 Layer::Ethernet => "bad_header_len_ethernet",
@@ -209,6 +217,7 @@ impl ParseError {
                 Layer::Gre => "bad_header_len_gre",
                 Layer::Vxlan => "bad_header_len_vxlan",
                 Layer::LinuxSll => "bad_header_len_linux_sll",
+                Layer::Loopback => "bad_header_len_loopback",
             },
             ParseError::BadVersion => "bad_version",
             ParseError::BadTotalLen => "bad_total_len",
@@ -243,7 +252,7 @@ impl std::error::Error for ParseError {}
 mod tests {
     use super::*;
 
-    const LAYERS: [Layer; 11] = [
+    const LAYERS: [Layer; 12] = [
         Layer::Ethernet,
         Layer::Vlan,
         Layer::Pppoe,
@@ -255,6 +264,7 @@ mod tests {
         Layer::Gre,
         Layer::Vxlan,
         Layer::LinuxSll,
+        Layer::Loopback,
     ];
 
     #[test]

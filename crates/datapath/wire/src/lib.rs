@@ -49,7 +49,7 @@
 //! # Modules
 //!
 //! One module per protocol: [`ethernet`] (incl. VLAN tags), [`sll`] (Linux
-//! cooked capture), [`ipv4`], [`ipv6`] (incl. the extension chain), [`udp`],
+//! cooked capture), [`loopback`] (BSD loopback), [`ipv4`], [`ipv6`] (incl. the extension chain), [`udp`],
 //! [`tcp`], [`gre`], [`vxlan`], [`pppoe`]; [`parse`] holds the frame walk and
 //! [`build`] a packet builder for tests and traffic generators.
 #![forbid(unsafe_code)]
@@ -77,6 +77,7 @@ pub mod ipv4;
 pub mod ipv6;
 mod lengths;
 mod limits;
+pub mod loopback;
 pub mod parse;
 pub mod pppoe;
 pub mod proto;
@@ -104,10 +105,13 @@ mod tests {
         }
         assert_eq!(LinkType::from_pcap(113), Some(LinkType::LinuxSll));
         assert_eq!(LinkType::from_pcap(276), Some(LinkType::LinuxSll2));
-        assert_eq!(LinkType::from_pcap(0), None);
+        assert_eq!(LinkType::from_pcap(0), Some(LinkType::Null));
+        assert_eq!(LinkType::from_pcap(108), Some(LinkType::Loop));
         assert_eq!(LinkType::from_pcap(105), None);
         assert_eq!(LinkType::try_from(147), Err(ParseError::UnsupportedLinkType));
-        for lt in [LinkType::Ethernet, LinkType::RawIp, LinkType::LinuxSll, LinkType::LinuxSll2] {
+        for lt in
+            [LinkType::Ethernet, LinkType::RawIp, LinkType::LinuxSll, LinkType::LinuxSll2, LinkType::Null, LinkType::Loop]
+        {
             assert_eq!(LinkType::from_pcap(lt.to_pcap()), Some(lt));
         }
     }

@@ -36,6 +36,7 @@ use crate::gre::GrePacket;
 use crate::ipv4::Ipv4Packet;
 use crate::ipv6::{walk_ext_chain, Ipv6Packet};
 use crate::limits::MAX_VLAN_DEPTH;
+use crate::loopback::{Family, LoopbackHeader};
 use crate::pppoe::{PppoeSession, PPP_IPV4, PPP_IPV6};
 use crate::proto;
 use crate::sll::{Sll2Header, SllHeader};
@@ -85,6 +86,14 @@ fn walk(frame: &[u8], link: LinkType, opts: &ParseOptions, parsed: &mut Parsed) 
             (sll.protocol(), Sll2Header::HEADER_LEN)
         }
         LinkType::RawIp => return parse_outer(frame, 0, IpKind::Any, opts, parsed),
+        LinkType::Null | LinkType::Loop => {
+            let kind = match LoopbackHeader::new_checked(frame)?.family() {
+                Family::Ipv4 => IpKind::V4,
+                Family::Ipv6 => IpKind::V6,
+                Family::Other(_) => return Ok(()),
+            };
+            return parse_outer(frame, LoopbackHeader::HEADER_LEN, kind, opts, parsed);
+        }
     };
     let stack = walk_vlans(frame, ethertype, offset)?;
     parsed.vlan_count = stack.count;

@@ -44,14 +44,23 @@ pub enum LinkType {
     LinuxSll,
     /// Linux "cooked" capture v2 (20-byte header).
     LinuxSll2,
+    /// BSD loopback, `LINKTYPE_NULL` (0): a 4-byte address family, see
+    /// [`crate::loopback`].
+    Null,
+    /// OpenBSD loopback, `LINKTYPE_LOOP` (108): the same header as
+    /// [`LinkType::Null`].
+    Loop,
 }
 
 impl LinkType {
     /// Maps a pcap/pcapng `LINKTYPE_*` value: 1 Ethernet; 101, 12 and 14
     /// (raw IP as written by different systems), 228 (raw IPv4) and 229
-    /// (raw IPv6) RawIp; 113 Linux SLL; 276 Linux SLL2.
+    /// (raw IPv6) RawIp; 113 Linux SLL; 276 Linux SLL2; 0 NULL and 108
+    /// LOOP (BSD loopback).
     pub fn from_pcap(linktype: u32) -> Option<LinkType> {
         match linktype {
+            0 => Some(LinkType::Null),
+            108 => Some(LinkType::Loop),
             1 => Some(LinkType::Ethernet),
             12 | 14 | 101 | 228 | 229 => Some(LinkType::RawIp),
             113 => Some(LinkType::LinuxSll),
@@ -60,13 +69,15 @@ impl LinkType {
         }
     }
 
-    /// The canonical pcap `LINKTYPE_*` value (1, 101, 113, 276).
+    /// The canonical pcap `LINKTYPE_*` value (1, 101, 113, 276, 0, 108).
     pub fn to_pcap(self) -> u32 {
         match self {
             LinkType::Ethernet => 1,
             LinkType::RawIp => 101,
             LinkType::LinuxSll => 113,
             LinkType::LinuxSll2 => 276,
+            LinkType::Null => 0,
+            LinkType::Loop => 108,
         }
     }
 }
@@ -175,7 +186,7 @@ pub struct Parsed {
     pub vlan_count: u8,
     /// VLAN ids, outermost first; unused slots are 0.
     pub vlan_ids: [u16; MAX_VLAN_DEPTH],
-    /// Final ethertype after VLANs (0 for RawIp; the SLL protocol field for
+    /// Final ethertype after VLANs (0 for RawIp, NULL and LOOP; the SLL protocol field for
     /// Linux cooked captures; the length value for 802.3 LLC frames).
     pub ethertype: u16,
     /// The first IP header a NIC would find: not behind PPPoE. None for non-IP frames (ARP...) and for PPPoE.

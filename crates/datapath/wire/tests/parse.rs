@@ -527,6 +527,38 @@ fn other_link_types() {
 }
 
 #[test]
+fn bsd_loopback_link_types() {
+    let f4 = build::udp_frame(v4("127.0.0.1"), v4("127.0.0.2"), 1, 2, b"abc");
+    let f6 = build::tcp_frame(v6("::1"), v6("::2"), 3, 4, 0, 0x10, b"");
+    for (frame, family_values) in [(f4, vec![2u32]), (f6, vec![24, 28, 30])] {
+        let reference = parse(&frame, &OUTER).unwrap().outer.unwrap().tuple;
+        let ip = &frame[14..];
+        for family in family_values {
+            for header in [family.to_le_bytes(), family.to_be_bytes()] {
+                let mut g = header.to_vec();
+                g.extend_from_slice(ip);
+                for link in [LinkType::Null, LinkType::Loop] {
+                    let p = parse_frame(&g, link, &OUTER).unwrap();
+                    let o = p.outer.unwrap();
+                    assert_eq!((o.tuple, o.l3_offset), (reference, 4), "{link:?} family {family} {header:?}");
+                }
+            }
+        }
+    }
+    // Another family (AF_APPLETALK, 16) is not IP: parsed, nothing found.
+    let mut other = 16u32.to_le_bytes().to_vec();
+    other.extend_from_slice(&[0x45; 20]);
+    assert_eq!(parse_frame(&other, LinkType::Null, &OUTER).unwrap().outer, None);
+    // A version that contradicts the family is refused, as for Ethernet.
+    let mut wrong = 30u32.to_le_bytes().to_vec();
+    wrong.extend_from_slice(&[0x45; 40]);
+    assert_eq!(parse_frame(&wrong, LinkType::Null, &OUTER), Err(ParseError::BadVersion));
+    assert_eq!(parse_frame(&[2, 0], LinkType::Loop, &OUTER).unwrap_err().reason(), "truncated_loopback");
+    assert_eq!(LinkType::from_pcap(0), Some(LinkType::Null));
+    assert_eq!(LinkType::from_pcap(108), Some(LinkType::Loop));
+}
+
+#[test]
 fn every_sample_round_trips() {
     for s in samples() {
         let p = parse_frame(&s.frame, s.link, &INNER).unwrap_or_else(|e| panic!("{}: {e}", s.name));
