@@ -29,7 +29,7 @@ use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_analyze::{report, AnalyzeOptions, Analyzer, Report};
 use flowsteer_capture::output::check_not_input;
-use flowsteer_capture::{CaptureError, CaptureReader, Format};
+use flowsteer_capture::{CaptureError, CaptureReader, Decompressed, Format};
 use flowsteer_rss::RssConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -96,6 +96,9 @@ struct CaptureSummary {
     path: String,
     /// `pcap` or `pcapng` (null when the file ends inside its header).
     format: Option<&'static str>,
+    /// `none`, `gzip` or `zstd`: recognised by content, decompressed as read.
+    compression: &'static str,
+    /// Bytes of the file (compressed, when it is).
     file_bytes: u64,
     /// The file ends inside a record; the report covers the records before.
     truncated: bool,
@@ -135,12 +138,15 @@ fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress:
     let mut capture = CaptureSummary {
         path: path.display().to_string(),
         format: None,
+        compression: "none",
         file_bytes,
         truncated: false,
         skipped_unknown_interface: 0,
     };
     let mut warnings = Vec::new();
     let mut analyzer = Analyzer::new(config, opts);
+    let source = Decompressed::new(source).with_context(|| path.display().to_string())?;
+    capture.compression = source.compression().name();
     let mut reader = match CaptureReader::new(source) {
         Ok(r) => r,
         Err(CaptureError::NotACapture) => bail!("{}: not a pcap or pcapng capture", path.display()),
@@ -192,6 +198,7 @@ fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress:
             capture.skipped_unknown_interface
         ));
     }
+    warnings.extend(reader.stats().warnings());
     Ok(Analysis { report: analyzer.finish(), capture, warnings })
 }
 

@@ -109,9 +109,14 @@ mod tests {
         assert_eq!(LinkType::from_pcap(108), Some(LinkType::Loop));
         assert_eq!(LinkType::from_pcap(105), None);
         assert_eq!(LinkType::try_from(147), Err(ParseError::UnsupportedLinkType));
-        for lt in
-            [LinkType::Ethernet, LinkType::RawIp, LinkType::LinuxSll, LinkType::LinuxSll2, LinkType::Null, LinkType::Loop]
-        {
+        for lt in [
+            LinkType::Ethernet,
+            LinkType::RawIp,
+            LinkType::LinuxSll,
+            LinkType::LinuxSll2,
+            LinkType::Null,
+            LinkType::Loop,
+        ] {
             assert_eq!(LinkType::from_pcap(lt.to_pcap()), Some(lt));
         }
     }

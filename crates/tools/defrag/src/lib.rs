@@ -53,7 +53,7 @@
 mod unparsed;
 
 use flowsteer_capture::output::{OutputError, OutputFile};
-use flowsteer_capture::{CaptureError, CaptureFile, CaptureReader, Format};
+use flowsteer_capture::{CaptureError, CaptureFile, CaptureReader, Decompressed, Format};
 use flowsteer_reasm::{DropReason, ReasmConfig, ReasmStats, Reassembler, Verdict};
 use flowsteer_wire::pppoe::PppoeSession;
 use flowsteer_wire::{parse_frame, Encap, LinkType, ParseError, ParseOptions};
@@ -133,6 +133,8 @@ pub struct DefragReport {
     pub output: String,
     /// `pcap` or `pcapng` (null when the file ends inside its header).
     pub format: Option<&'static str>,
+    /// `none`, `gzip` or `zstd`: recognised by content, decompressed as read.
+    pub compression: &'static str,
     /// Link type of the output file.
     pub linktype: u32,
     /// The input ends inside a record; the output covers the records before.
@@ -346,6 +348,9 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     // Refused before a byte of the input is read when it is the input.
     let mut output = Output::create(args)?;
     let file = File::open(in_path).map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
+    let file = Decompressed::new(std::io::BufReader::with_capacity(64 * 1024, file))
+        .map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
+    let compression = file.compression().name();
     let reader = match CaptureReader::new(file) {
         Ok(r) => Some(r),
         Err(CaptureError::NotACapture) => return Err(DefragError::NotACapture { path: in_name }),
@@ -464,6 +469,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                 Verdict::Held | Verdict::Dropped(_) => {}
             }
         }
+        warnings.extend(reader.stats().warnings().into_iter().map(|w| format!("{in_name}: {w}")));
     }
     if stopped(args) {
         return Err(interrupted(counts.packets_in));
@@ -510,7 +516,9 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
             counts.datagrams_too_long
         ));
     }
-    Ok(build_report(args, format, linktype, truncated, &counts, reasm.stats(), reasm.pending(), warnings))
+    let mut report = build_report(args, format, linktype, truncated, &counts, reasm.stats(), reasm.pending(), warnings);
+    report.compression = compression;
+    Ok(report)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -572,6 +580,7 @@ fn build_report(
         input: args.input.display().to_string(),
         output: args.output.display().to_string(),
         format,
+        compression: "none",
         linktype,
         truncated,
         keep_malformed: args.keep_malformed,
