@@ -1,5 +1,7 @@
 //! `flowsteer defrag IN -o OUT`: reassemble the IPv4/IPv6 fragments of a
-//! pcap/pcapng capture into a pcap file.
+//! pcap/pcapng capture (gzip or zstd compressed or not) into a pcap file,
+//! or a pcapng file when OUT ends in `.pcapng` (one interface per input
+//! link type; a pcap output refuses an input that mixes link types).
 //!
 //! The work (and what the output holds) is `flowsteer-defrag`'s; this
 //! module maps the flags to its options and prints its report: an aligned

@@ -215,6 +215,12 @@ pub struct CapturedPacket<'a> {
     /// pcapng: the packet's interface in its section (see
     /// [`CaptureReader::interface`]); 0 for pcap.
     pub interface: u32,
+    /// pcapng: the interface's `if_name` (empty when absent, and for pcap).
+    pub if_name: &'a str,
+    /// The timestamp resolution as a pcapng `if_tsresol` byte: the
+    /// interface's (6 when absent), or 6 / 9 for a microsecond / nanosecond
+    /// pcap.
+    pub tsresol: u8,
     /// Length of the packet on the wire, never below the captured length: a
     /// record that says less is read with its captured length as original
     /// length and counted ([`ReadStats::inconsistent_lengths`]).
@@ -630,10 +636,18 @@ impl<R: Read> CaptureReader<R> {
                 if captured > m.orig_len {
                     self.stats.inconsistent_lengths += 1;
                 }
+                let (if_name, tsresol) = match self.format {
+                    Format::Pcap => ("", if self.pcap_nanos { 9 } else { 6 }),
+                    Format::PcapNg => {
+                        self.ifaces.get(m.interface as usize).map_or(("", 6), |i| (i.name.as_str(), i.tsresol))
+                    }
+                };
                 Ok(Some(CapturedPacket {
                     ts_nanos: m.ts_nanos,
                     linktype: m.linktype,
                     interface: m.interface,
+                    if_name,
+                    tsresol,
                     orig_len: m.orig_len.max(captured),
                     data: self.buf.get(m.start..m.end).unwrap_or(&[]),
                 }))

@@ -322,3 +322,67 @@ fn a_stop_request_writes_nothing() {
     assert_eq!(std::fs::read(&output).unwrap(), b"the previous output");
     assert_eq!(d.names(), ["in.pcap", "out.pcap"]);
 }
+
+/// A pcapng capture with an Ethernet interface (`eth0`, nanoseconds) and a
+/// BSD loopback one (`lo0`, microseconds), each carrying one fragmented
+/// datagram (fragments in reverse order) and one whole packet.
+fn mixed_link_capture(path: &Path) -> (Vec<u8>, Vec<u8>) {
+    use flowsteer_capture::{NgInterface, PcapNgWriter};
+    let mut w = PcapNgWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    let eth = w.add_interface(&NgInterface { linktype: 1, name: "eth0".into(), tsresol: 9 }).unwrap();
+    let lo = w.add_interface(&NgInterface { linktype: 0, name: "lo0".into(), tsresol: 6 }).unwrap();
+    let p_eth: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+    let p_lo: Vec<u8> = (0..2000u32).map(|i| (i * 7) as u8).collect();
+    let mut ts = 1_000_000_000u64;
+    for (iface, link, payload) in [(eth, LinkType::Ethernet, &p_eth), (lo, LinkType::Null, &p_lo)] {
+        for f in ipv4_fragments(A, B, 5, 6, 9, payload, 1000).iter().rev() {
+            let g = flowsteer_wire::build::convert_link(f, link);
+            w.write_packet(iface, ts, &g, g.len() as u32).unwrap();
+            ts += 1000;
+        }
+        let whole = flowsteer_wire::build::convert_link(&udp_frame(A.into(), B.into(), 1, 2, b"x"), link);
+        w.write_packet(iface, ts, &whole, whole.len() as u32).unwrap();
+        ts += 1000;
+    }
+    w.finish().unwrap();
+    (p_eth, p_lo)
+}
+
+#[test]
+fn mixed_link_types_go_to_pcapng_one_interface_each() {
+    let d = Dir::new("ng-out");
+    let (input, output) = (d.join("in.pcapng"), d.join("out.pcapng"));
+    let (p_eth, p_lo) = mixed_link_capture(&input);
+    let r = defrag_file(&options(&input, &output)).unwrap();
+    check_laws(&r);
+    assert_eq!((r.output_format, r.linktypes.as_slice()), ("pcapng", &[1u32, 0][..]));
+    assert_eq!((r.datagrams_reassembled, r.unfragmented, r.packets_out), (2, 2, 4));
+    let mut reader = CaptureReader::open(&output).unwrap();
+    assert_eq!(reader.format(), Format::PcapNg);
+    let mut got = Vec::new();
+    while let Some(p) = reader.next_packet().unwrap() {
+        let link = LinkType::from_pcap(p.linktype).unwrap();
+        let parsed = parse_frame(p.data, link, &ParseOptions::default()).unwrap();
+        let l4 = parsed.outer.unwrap().l4_offset.unwrap();
+        got.push((p.linktype, p.if_name.to_string(), p.tsresol, p.data[l4 + 8..].to_vec()));
+    }
+    let want = [
+        (1, "eth0".to_string(), 9, p_eth),
+        (1, "eth0".to_string(), 9, b"x".to_vec()),
+        (0, "lo0".to_string(), 6, p_lo),
+        (0, "lo0".to_string(), 6, b"x".to_vec()),
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn mixed_link_types_into_pcap_are_refused() {
+    let d = Dir::new("pcap-mixed");
+    let (input, output) = (d.join("in.pcapng"), d.join("out.pcap"));
+    mixed_link_capture(&input);
+    let e = defrag_file(&options(&input, &output)).unwrap_err();
+    assert!(matches!(e, DefragError::MixedLinkTypes { first: 1, other: 0, .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("write pcapng instead") && text.contains("out.pcapng"), "{text}");
+    assert_eq!(d.names(), ["in.pcapng"]);
+}
