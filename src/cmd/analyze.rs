@@ -286,12 +286,12 @@ fn write_text(
     let seen: Vec<_> = r.encap.iter().filter(|(_, e)| e.packets > 0).collect();
     writeln!(out, "\nEncapsulation:{}", if seen.is_empty() { " none" } else { "" })?;
     if !seen.is_empty() {
-        writeln!(out, "  {:<6} {:>12} {:>15} {:>7} {:>7}  NIC", "Kind", "Packets", "Bytes", "Queues", "Inner")?;
+        writeln!(out, "  {:<9} {:>12} {:>15} {:>7} {:>7}  NIC", "Kind", "Packets", "Bytes", "Queues", "Inner")?;
         for (kind, e) in seen {
             let inner = e.inner_queues_hit.map_or_else(|| "-".to_string(), |n| n.to_string());
             writeln!(
                 out,
-                "  {:<6} {:>12} {:>15} {:>7} {:>7}  {}",
+                "  {:<9} {:>12} {:>15} {:>7} {:>7}  {}",
                 kind, e.packets, e.bytes, e.queues_hit, inner, e.nic
             )?;
         }
@@ -309,6 +309,20 @@ fn write_text(
             .collect();
         write_queue_table(out, &rows, None)?;
         write_imbalance(out, &inner.imbalance)?;
+        let outer = &inner.hashed_on_outer;
+        let why: Vec<String> = outer
+            .by_reason
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| format!("{} {n}", r.replace('_', " ")))
+            .collect();
+        writeln!(
+            out,
+            "  hashed on an inner header: {}; on the outer headers: {}{}",
+            inner.hashed_on_inner,
+            outer.packets,
+            if why.is_empty() { String::new() } else { format!(" ({})", why.join(", ")) }
+        )?;
     }
 
     if !r.top_flows.is_empty() {

@@ -29,11 +29,15 @@ pub enum Layer {
     LinuxSll,
     /// BSD loopback header (link types NULL and LOOP).
     Loopback,
+    /// Geneve header with its options.
+    Geneve,
+    /// GTP-U header with its extension headers.
+    GtpU,
 }
 
 impl Layer {
     /// Every layer, in [`Layer::index`] order.
-    pub const ALL: [Layer; 12] = [
+    pub const ALL: [Layer; 14] = [
         Layer::Ethernet,
         Layer::Vlan,
         Layer::Pppoe,
@@ -46,6 +50,8 @@ impl Layer {
         Layer::Vxlan,
         Layer::LinuxSll,
         Layer::Loopback,
+        Layer::Geneve,
+        Layer::GtpU,
     ];
 
     /// Number of layers.
@@ -71,6 +77,8 @@ impl Layer {
             Layer::Vxlan => "vxlan",
             Layer::LinuxSll => "linux_sll",
             Layer::Loopback => "loopback",
+            Layer::Geneve => "geneve",
+            Layer::GtpU => "gtpu",
         }
     }
 
@@ -88,6 +96,8 @@ impl Layer {
             Layer::Vxlan => "VXLAN",
             Layer::LinuxSll => "Linux SLL",
             Layer::Loopback => "loopback",
+            Layer::Geneve => "Geneve",
+            Layer::GtpU => "GTP-U",
         }
     }
 }
@@ -149,6 +159,8 @@ impl ParseError {
         ParseError::Truncated { layer: Layer::Vxlan },
         ParseError::Truncated { layer: Layer::LinuxSll },
         ParseError::Truncated { layer: Layer::Loopback },
+        ParseError::Truncated { layer: Layer::Geneve },
+        ParseError::Truncated { layer: Layer::GtpU },
         ParseError::BadHeaderLen { layer: Layer::Ethernet },
         ParseError::BadHeaderLen { layer: Layer::Vlan },
         ParseError::BadHeaderLen { layer: Layer::Pppoe },
@@ -161,6 +173,8 @@ impl ParseError {
         ParseError::BadHeaderLen { layer: Layer::Vxlan },
         ParseError::BadHeaderLen { layer: Layer::LinuxSll },
         ParseError::BadHeaderLen { layer: Layer::Loopback },
+        ParseError::BadHeaderLen { layer: Layer::Geneve },
+        ParseError::BadHeaderLen { layer: Layer::GtpU },
         ParseError::BadVersion,
         ParseError::BadTotalLen,
         ParseError::TooManyVlans,
@@ -204,6 +218,8 @@ impl ParseError {
                 Layer::Vxlan => "truncated_vxlan",
                 Layer::LinuxSll => "truncated_linux_sll",
                 Layer::Loopback => "truncated_loopback",
+                Layer::Geneve => "truncated_geneve",
+                Layer::GtpU => "truncated_gtpu",
             },
             ParseError::BadHeaderLen { layer } => match layer {
                 Layer::Ethernet => "bad_header_len_ethernet",
@@ -218,6 +234,8 @@ impl ParseError {
                 Layer::Vxlan => "bad_header_len_vxlan",
                 Layer::LinuxSll => "bad_header_len_linux_sll",
                 Layer::Loopback => "bad_header_len_loopback",
+                Layer::Geneve => "bad_header_len_geneve",
+                Layer::GtpU => "bad_header_len_gtpu",
             },
             ParseError::BadVersion => "bad_version",
             ParseError::BadTotalLen => "bad_total_len",
@@ -252,7 +270,7 @@ impl std::error::Error for ParseError {}
 mod tests {
     use super::*;
 
-    const LAYERS: [Layer; 12] = [
+    const LAYERS: [Layer; 14] = [
         Layer::Ethernet,
         Layer::Vlan,
         Layer::Pppoe,
@@ -265,6 +283,8 @@ mod tests {
         Layer::Vxlan,
         Layer::LinuxSll,
         Layer::Loopback,
+        Layer::Geneve,
+        Layer::GtpU,
     ];
 
     #[test]

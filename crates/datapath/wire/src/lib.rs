@@ -50,7 +50,7 @@
 //!
 //! One module per protocol: [`ethernet`] (incl. VLAN tags), [`sll`] (Linux
 //! cooked capture), [`loopback`] (BSD loopback), [`ipv4`], [`ipv6`] (incl. the extension chain), [`udp`],
-//! [`tcp`], [`gre`], [`vxlan`], [`pppoe`]; [`parse`] holds the frame walk and
+//! [`tcp`], [`gre`], [`vxlan`] (and VXLAN-GPE), [`geneve`], [`gtpu`], [`pppoe`]; [`parse`] holds the frame walk and
 //! [`build`] a packet builder for tests and traffic generators.
 #![forbid(unsafe_code)]
 #![cfg_attr(
@@ -72,7 +72,9 @@ pub mod build;
 pub mod checksum;
 mod error;
 pub mod ethernet;
+pub mod geneve;
 pub mod gre;
+pub mod gtpu;
 pub mod ipv4;
 pub mod ipv6;
 mod lengths;
@@ -89,9 +91,9 @@ pub mod vxlan;
 
 pub use error::{Layer, ParseError};
 pub use lengths::{check_lengths, check_lengths_in, Malformed};
-pub use limits::{MAX_IPV6_EXT_HEADERS, MAX_VLAN_DEPTH, VXLAN_PORT};
+pub use limits::{GENEVE_PORT, GTPU_PORT, MAX_IPV6_EXT_HEADERS, MAX_VLAN_DEPTH, VXLAN_GPE_PORT, VXLAN_PORT};
 pub use parse::{parse_frame, parse_frame_into};
-pub use types::{Encap, FlowTuple, FragInfo, L3Info, LinkType, ParseOptions, Parsed};
+pub use types::{Encap, FlowTuple, FragInfo, InnerMiss, L3Info, LinkType, ParseOptions, Parsed};
 
 #[cfg(test)]
 mod tests {

@@ -176,6 +176,32 @@ pub enum Encap {
     },
     /// IPv4 or IPv6 directly inside IP (protocol 4 / 41).
     IpInIp,
+    /// Geneve (UDP to [`crate::GENEVE_PORT`], 6081), options skipped.
+    Geneve {
+        /// Virtual network identifier (24 bits).
+        vni: u32,
+    },
+    /// VXLAN-GPE (UDP to [`crate::VXLAN_GPE_PORT`], 4790).
+    VxlanGpe {
+        /// VXLAN network identifier (24 bits).
+        vni: u32,
+    },
+    /// GTP-U (UDP to [`crate::GTPU_PORT`], 2152), extension headers skipped.
+    GtpU {
+        /// Tunnel endpoint identifier.
+        teid: u32,
+    },
+}
+
+/// Why a recognised encapsulation's inner packet was not parsed (with
+/// [`ParseOptions::inner`]): the packet is then hashed on its outer headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InnerMiss {
+    /// The tunnel carries something other than IP (GTP-U signalling, GRE
+    /// or Geneve with another protocol, an inner ARP frame, NSH, ...).
+    NotIp,
+    /// The tunnel header or the inner packet is truncated or malformed.
+    Malformed,
 }
 
 /// Summary of one frame, see [`crate::parse_frame`]. `Default` is the empty result
@@ -194,7 +220,7 @@ pub struct Parsed {
     /// The encapsulation recognised behind the outer header (set whether or
     /// not [`ParseOptions::inner`] asks for the inner header).
     pub encap: Option<Encap>,
-    /// The IP header inside VXLAN (UDP dst port == opts.vxlan_port, flags I bit set, inner Ethernet incl. its own VLANs), GRE (proto 47, versions 0 with C/K/S bits; protocol type 0x0800/0x86DD directly, or 0x6558 transparent Ethernet bridging), IP-in-IP (proto 4 / 41), or PPPoE session (ethertype 0x8864, PPP protocol 0x0021 IPv4 / 0x0057 IPv6).
+    /// The IP header inside VXLAN (UDP dst port == opts.vxlan_port, flags I bit set, inner Ethernet incl. its own VLANs), Geneve (UDP dst port 6081, version 0, protocol IPv4 / IPv6 / Ethernet, options skipped), VXLAN-GPE (UDP dst port 4790, next protocol IPv4 / IPv6 / Ethernet), GTP-U (UDP dst port 2152, G-PDU, extension headers skipped, the IP version from the packet), GRE (proto 47, versions 0 with C/K/S bits; protocol type 0x0800/0x86DD directly, or 0x6558 transparent Ethernet bridging), IP-in-IP (proto 4 / 41), or PPPoE session (ethertype 0x8864, PPP protocol 0x0021 IPv4 / 0x0057 IPv6).
     /// Only filled when opts.inner is true, except PPPoE which always fills inner (there is no outer IP). One level of encapsulation only. None when the outer packet is a non-first fragment.
     ///
     /// A tunnelled packet that is truncated or malformed does not fail the
@@ -203,6 +229,9 @@ pub struct Parsed {
     /// the IP packet inside it are parsed like any first IP header and their
     /// errors are returned.
     pub inner: Option<L3Info>,
+    /// With [`ParseOptions::inner`], why `inner` is `None` behind a
+    /// recognised encapsulation (PPPoE excepted); `None` otherwise.
+    pub inner_miss: Option<InnerMiss>,
 }
 
 impl Parsed {

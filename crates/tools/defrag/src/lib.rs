@@ -246,7 +246,7 @@ pub fn reason_name(r: DropReason) -> &'static str {
 }
 
 /// Counts of what the command did with the packets, beside the reassembler's.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Counts {
     packets_in: u64,
     packets_out: u64,
@@ -262,6 +262,26 @@ struct Counts {
     datagrams: u64,
     datagrams_too_long: u64,
     fragments_too_long: u64,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts {
+            packets_in: 0,
+            packets_out: 0,
+            unfragmented: 0,
+            atomic: 0,
+            non_ip: 0,
+            unparseable: [0; ParseError::COUNT],
+            unparseable_fragments: 0,
+            unparseable_kept: 0,
+            skipped_unknown_interface: 0,
+            fragments_pushed: 0,
+            datagrams: 0,
+            datagrams_too_long: 0,
+            fragments_too_long: 0,
+        }
+    }
 }
 
 impl Counts {
