@@ -171,9 +171,9 @@ pub struct ExportArgs {
 pub struct AnalyzeArgs {
     #[command(flatten)]
     pub rss: RssArgs,
-    /// Capture file (pcap or pcapng).
+    /// Capture file (pcap or pcapng, gzip or zstd compressed or not).
     pub capture: PathBuf,
-    /// Also hash the inner headers of VXLAN, GRE, IP-in-IP and PPPoE traffic and show the spread.
+    /// Also hash the inner headers of VXLAN, Geneve, VXLAN-GPE, GTP-U, GRE, IP-in-IP and PPPoE traffic and show the spread.
     #[arg(long)]
     pub inner: bool,
     /// VXLAN UDP port.
@@ -406,9 +406,9 @@ pub struct BenchReasmArgs {
 
 #[derive(Args, Debug)]
 pub struct DefragArgs {
-    /// Input capture (pcap or pcapng).
+    /// Input capture (pcap or pcapng, gzip or zstd compressed or not).
     pub input: PathBuf,
-    /// Output capture (pcap): unfragmented packets unchanged, reassembled datagrams as one packet each; never the input, written in full or not at all.
+    /// Output capture (pcapng when its name ends in .pcapng, else pcap, which refuses an input of several link types): unfragmented packets unchanged, reassembled datagrams as one packet each; never the input, written in full or not at all.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
     /// Memory limit of the reassembler in bytes (high threshold; eviction down to 3/4 of it).
