@@ -479,3 +479,29 @@ fn gzip_and_zstd_captures_give_the_plain_capture_report() {
         assert!(text(&out.stderr).contains("capture truncated after"), "{}", text(&out.stderr));
     }
 }
+
+#[test]
+fn a_pcapng_section_of_an_unknown_version_is_skipped_with_a_warning() {
+    use flowsteer_capture::{NgInterface, PcapNgWriter};
+    let dir = TempDir::new("cli-analyze", "ng-version");
+    let cap = dir.path("v2.pcapng");
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let id = w.add_interface(&NgInterface { linktype: 1, name: "eth0".into(), tsresol: 6 }).unwrap();
+    let f = build::udp_frame(ip("10.0.0.1"), ip("10.0.0.2"), 1, 2, b"x");
+    w.write_packet(id, 0, &f, f.len() as u32).unwrap();
+    let mut bytes = w.finish().unwrap();
+    // A second section, the same, of major version 2.
+    let second = bytes.clone();
+    bytes.extend_from_slice(&second);
+    let at = second.len() + 12;
+    bytes[at..at + 2].copy_from_slice(&2u16.to_le_bytes());
+    std::fs::write(&cap, &bytes).unwrap();
+    let out = analyze(&cap, &["--json"]);
+    let doc = json(&out);
+    assert_eq!(doc["packets_read"], 1);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("1 pcapng sections of an unknown major version were skipped (1 packets in them)"),
+        "{stderr}"
+    );
+}

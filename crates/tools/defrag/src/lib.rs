@@ -329,9 +329,9 @@ enum Writer {
 }
 
 /// The output: its temporary file created before reading, the header
-/// written when the first packet tells the link type (pcap) or at once
-/// (pcapng), renamed into place by [`Output::finish`]. Dropped unfinished,
-/// it leaves nothing behind.
+/// written with the first packet written (pcap: for its link type), renamed
+/// into place by [`Output::finish`]. Dropped unfinished, it leaves nothing
+/// behind.
 struct Output {
     path: String,
     format: OutputFormat,
@@ -339,6 +339,8 @@ struct Output {
     writer: Option<Writer>,
     /// The link types written, in order of appearance.
     linktypes: Vec<u32>,
+    /// The link type of the first packet read.
+    first_read: Option<u32>,
 }
 
 /// The link type and interface of one packet to write.
@@ -358,6 +360,7 @@ impl Output {
             file: Some(file),
             writer: None,
             linktypes: Vec::new(),
+            first_read: None,
         })
     }
 
@@ -414,8 +417,11 @@ impl Output {
         result.map_err(|e| self.write_err(e))
     }
 
-    /// Writes one packet of `linktype` (already admitted).
-    fn write(&mut self, linktype: u32, ts: u64, data: &[u8], orig_len: u32) -> Result<(), DefragError> {
+    /// Writes one packet of `link` (read from `input`), after
+    /// [`Output::admit`].
+    fn write(&mut self, link: Link<'_>, input: &str, ts: u64, data: &[u8], orig_len: u32) -> Result<(), DefragError> {
+        self.admit(link, input)?;
+        let linktype = link.linktype;
         let written = match self.writer.as_mut() {
             Some(Writer::Pcap(w)) => w.write_packet(ts, data, orig_len),
             Some(Writer::PcapNg(w, ifaces)) => {
@@ -427,9 +433,10 @@ impl Output {
         written.map_err(|e| self.write_err(e))
     }
 
-    /// Syncs the file and renames it into place.
-    fn finish(mut self, linktype: u32) -> Result<(), DefragError> {
-        self.start(linktype)?;
+    /// Syncs the file and renames it into place. A pcap file with no
+    /// packet has the link type of the first packet read, else Ethernet.
+    fn finish(mut self) -> Result<(), DefragError> {
+        self.start(self.first_read.unwrap_or(DEFAULT_LINKTYPE))?;
         let finished = match self.writer.take() {
             Some(Writer::Pcap(w)) => w.finish(),
             Some(Writer::PcapNg(w, _)) => w.finish(),
@@ -518,7 +525,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
             };
             counts.packets_in += 1;
             let link = Link { linktype: p.linktype, if_name: p.if_name, tsresol: p.tsresol };
-            output.admit(link, &in_name)?;
+            output.first_read.get_or_insert(p.linktype);
             // The reassembler's clock never goes backwards.
             now = now.max(p.ts_nanos);
             let parsed = match LinkType::from_pcap(p.linktype) {
@@ -537,7 +544,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                     if may_be_fragment {
                         counts.unparseable_fragments += 1;
                     } else if args.keep_malformed {
-                        output.write(p.linktype, p.ts_nanos, p.data, p.orig_len)?;
+                        output.write(link, &in_name, p.ts_nanos, p.data, p.orig_len)?;
                         counts.unparseable_kept += 1;
                         counts.packets_out += 1;
                     }
@@ -552,7 +559,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                 _ => {
                     counts.non_ip += 1;
                     reasm.expire(now);
-                    output.write(p.linktype, p.ts_nanos, p.data, p.orig_len)?;
+                    output.write(link, &in_name, p.ts_nanos, p.data, p.orig_len)?;
                     counts.packets_out += 1;
                     continue;
                 }
@@ -567,7 +574,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                     } else {
                         counts.unfragmented += 1;
                     }
-                    output.write(p.linktype, p.ts_nanos, p.data, p.orig_len)?;
+                    output.write(link, &in_name, p.ts_nanos, p.data, p.orig_len)?;
                     counts.packets_out += 1;
                 }
                 Verdict::Complete { fragments } => {
@@ -581,7 +588,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                         continue;
                     }
                     let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
-                    output.write(p.linktype, p.ts_nanos, &frame, len)?;
+                    output.write(link, &in_name, p.ts_nanos, &frame, len)?;
                     counts.packets_out += 1;
                 }
                 // Held for later, or rejected: a fragment is never written
@@ -597,10 +604,15 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     if !args.no_flush {
         reasm.flush();
     }
-    let linktype = output.linktypes.first().copied().unwrap_or(DEFAULT_LINKTYPE);
-    let linktypes = output.linktypes.clone();
+    let linktype = output.linktypes.first().copied().or(output.first_read).unwrap_or(DEFAULT_LINKTYPE);
     let output_format = output.format;
-    output.finish(DEFAULT_LINKTYPE)?;
+    let first_read = output.first_read;
+    let mut linktypes = output.linktypes.clone();
+    output.finish()?;
+    // A pcap file's one link type, even when no packet was written.
+    if output_format == OutputFormat::Pcap && linktypes.is_empty() {
+        linktypes.push(first_read.unwrap_or(DEFAULT_LINKTYPE));
+    }
 
     if counts.skipped_unknown_interface > 0 {
         warnings.push(format!(

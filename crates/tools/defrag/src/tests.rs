@@ -386,3 +386,25 @@ fn mixed_link_types_into_pcap_are_refused() {
     assert!(text.contains("write pcapng instead") && text.contains("out.pcapng"), "{text}");
     assert_eq!(d.names(), ["in.pcapng"]);
 }
+
+#[test]
+fn a_pcap_output_refuses_only_a_second_link_type_it_would_write() {
+    use flowsteer_capture::{NgInterface, PcapNgWriter};
+    let d = Dir::new("pcap-dropped-link");
+    let (input, output) = (d.join("in.pcapng"), d.join("out.pcap"));
+    let mut w = PcapNgWriter::new(std::fs::File::create(&input).unwrap()).unwrap();
+    let eth = w.add_interface(&NgInterface { linktype: 1, name: String::new(), tsresol: 6 }).unwrap();
+    let other = w.add_interface(&NgInterface { linktype: 147, name: String::new(), tsresol: 6 }).unwrap();
+    w.write_packet(other, 1_000, b"unparsed", 8).unwrap();
+    let f = udp_frame(A.into(), B.into(), 1, 2, b"x");
+    w.write_packet(eth, 2_000, &f, f.len() as u32).unwrap();
+    w.finish().unwrap();
+    // The 147 packet is dropped: one link type is written, pcap is fine.
+    let r = defrag_file(&options(&input, &output)).unwrap();
+    check_laws(&r);
+    assert_eq!((r.packets_out, r.linktype, r.linktypes.as_slice()), (1, 1, &[1u32][..]));
+    assert_eq!(read_pcap(&output), [f]);
+    // Kept, it would be a second link type in one pcap: refused.
+    let e = defrag_file(&DefragOptions { keep_malformed: true, ..options(&input, &output) }).unwrap_err();
+    assert!(matches!(e, DefragError::MixedLinkTypes { first: 147, other: 1, .. }), "{e:?}");
+}
