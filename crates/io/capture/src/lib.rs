@@ -36,7 +36,10 @@
 //!   interface not described in its section) is per packet: the block has been
 //!   consumed and the next call continues with the following block.
 //! * [`CaptureError::Io`] from the underlying reader consumes nothing; calling
-//!   again retries.
+//!   again retries. The exception is [`io::ErrorKind::UnexpectedEof`], what
+//!   [`Decompressed`] returns for a compressed stream cut short: it ends the
+//!   input like the end of the file, so a cut inside a record is
+//!   [`CaptureError::Truncated`], and so is a cut between records.
 //!
 //! A record whose captured length exceeds [`MAX_PACKET_LEN`] (or a pcapng
 //! SHB/IDB/packet block longer than [`MAX_BLOCK_LEN`]) is `Malformed`, so a

@@ -42,7 +42,7 @@
 //! capture are dropped (`flushed_at_end`), so `pending_at_end` is 0.
 //!
 //! The output is written through
-//! [`OutputFile`](flowsteer_capture::output::OutputFile): it may not be the
+//! [`OutputFile`]: it may not be the
 //! input under any name (the same path, a hard link, a symbolic link either
 //! way), and the packets go to a temporary file renamed into place once
 //! the whole capture is done. A failure on the way (a malformed record, a
