@@ -6,7 +6,7 @@
 //! The work (and what the output holds) is `flowsteer-defrag`'s; this
 //! module maps the flags to its options and prints its report: an aligned
 //! counter table on stdout, or with `--json` one JSON document (schema
-//! `flowsteer.defrag.v1`). Warnings go to stderr prefixed `warning: ` (and
+//! `flowsteer.defrag.v2`). Warnings go to stderr prefixed `warning: ` (and
 //! into the JSON `warnings` array).
 //!
 //! The output is never the input (the same path, a hard link or a symbolic
