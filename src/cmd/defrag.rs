@@ -21,7 +21,7 @@
 //! invalid.
 
 use crate::cli::DefragArgs;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use flowsteer_defrag::{defrag_file, write_text, DefragOptions};
 use flowsteer_reasm::ReasmConfig;
 use std::io::Write;
@@ -51,20 +51,17 @@ pub fn run(args: &DefragArgs) -> Result<i32> {
 
 /// The reassembler's limits from the flags.
 fn config(args: &DefragArgs) -> Result<ReasmConfig> {
-    let mut cfg = ReasmConfig::default();
-    if args.mem_limit == 0 {
-        bail!("--mem-limit must be above 0 bytes");
-    }
-    cfg.high_thresh = args.mem_limit;
-    cfg.low_thresh = args.mem_limit / 4 * 3 + (args.mem_limit % 4) * 3 / 4;
+    // The flags' ranges (clap) keep every value here meaningful.
+    let mut cfg = ReasmConfig {
+        high_thresh: args.mem_limit,
+        low_thresh: args.mem_limit / 4 * 3 + (args.mem_limit % 4) * 3 / 4,
+        max_frags: args.max_frags,
+        ..ReasmConfig::default()
+    };
     if let Some(t) = args.timeout {
-        if !t.is_finite() || t <= 0.0 || t > 1e9 {
-            bail!("--timeout must be a number of seconds above 0 (got {t})");
-        }
         let ns = (t * 1e9).round() as u64;
         cfg.timeout_v4_ns = ns.max(1);
         cfg.timeout_v6_ns = ns.max(1);
     }
-    cfg.max_frags = args.max_frags;
     Ok(cfg)
 }

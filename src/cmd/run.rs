@@ -2,6 +2,7 @@
 //! replayed capture, with the `netstat -Q`-style table.
 
 use crate::cli::RunArgs;
+use crate::cmd::usage;
 use crate::rssopts::{add_drawn_key, drawn_key_line, resolve_with, Resolved, SeedUse};
 use anyhow::{bail, Context, Result};
 use flowsteer_engine::counters::Snapshot;
@@ -79,25 +80,29 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     }
     for c in &cpus {
         if !available.contains(c) {
-            bail!("--cores: CPU {c} is not available to this process (available: {available:?})");
+            return Err(usage(format!("--cores: CPU {c} is not available to this process (available: {available:?})")));
         }
     }
     let mut sorted = cpus.clone();
     sorted.sort_unstable();
     sorted.dedup();
     if sorted.len() != cpus.len() {
-        bail!("--cores lists a CPU twice");
+        return Err(usage("--cores lists a CPU twice"));
     }
     let single = args.single_queue;
-    let live = LiveSpec::parse(&args.source).map_err(|e| anyhow::anyhow!("--source '{}': {e}", args.source))?;
+    let live = LiveSpec::parse(&args.source).map_err(|e| usage(format!("--source '{}': {e}", args.source)))?;
     let live_queues = match &live {
         Some(spec) => {
             let q = spec.rx_queues(args.rx_queues.unwrap_or(cpus.len() as u16))?;
             if let Some(n) = args.rx_queues.filter(|&n| usize::from(n) != q.len()) {
-                bail!("--rx-queues {n} but --source {} names {} queue(s): {q:?}", args.source, q.len());
+                return Err(usage(format!(
+                    "--rx-queues {n} but --source {} names {} queue(s): {q:?}",
+                    args.source,
+                    q.len()
+                )));
             }
             if single {
-                bail!("--single-queue does not apply to a live source (its queues are the device's)");
+                return Err(usage("--single-queue does not apply to a live source (its queues are the device's)"));
             }
             Some(q)
         }
@@ -109,46 +114,39 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         None => args.rx_queues.unwrap_or(cpus.len() as u16),
     };
     if rx_queues == 0 {
-        bail!("--rx-queues must be at least 1");
-    }
-    if args.buckets == 0 || args.burst == 0 || args.rfs_entries == 0 || args.rfs_flow_cnt == 0 {
-        bail!("--buckets, --burst, --rfs-entries and --rfs-flow-cnt must be at least 1");
-    }
-    if args.burst > 1024 {
-        bail!("--burst {} exceeds the maximum 1024", args.burst);
+        return Err(usage("--rx-queues must be at least 1"));
     }
     if args.rss.queues.is_some() {
-        bail!("`run` takes the receive queue count from --rx-queues, not --queues");
+        return Err(usage(
+            "`run` takes the receive queue count from --rx-queues (the engine's queues), not --queues (the modelled table of hash, plan, analyze and export)",
+        ));
     }
     let Resolved { config: rss, mut warnings } =
         resolve_with(&args.rss, Some(usize::from(rx_queues)), SeedUse::KeyAndGenerator)?;
-    let policy = Policy::parse(&args.steer).context("--steer")?;
-    let dispatch = Dispatch::parse(&args.dispatch).context("--dispatch")?;
+    let policy = Policy::parse(&args.steer).map_err(|e| usage(format!("--steer: {e}")))?;
+    let dispatch = Dispatch::parse(&args.dispatch).map_err(|e| usage(format!("--dispatch: {e}")))?;
     let rps_cpus = args
         .rps_cpus
         .iter()
-        .map(|m| CpuSet::parse(m).map_err(|e| anyhow::anyhow!("--rps-cpus '{m}': {e}")))
+        .map(|m| CpuSet::parse(m).map_err(|e| usage(format!("--rps-cpus '{m}': {e}"))))
         .collect::<Result<Vec<_>>>()?;
     if rps_cpus.len() > 1 && rps_cpus.len() != usize::from(rx_queues) {
-        bail!(
+        return Err(usage(format!(
             "--rps-cpus given {} times for {rx_queues} receive queues (give it once, or once per queue)",
             rps_cpus.len()
-        );
+        )));
     }
     if policy == Policy::Rps && rps_cpus.is_empty() {
         warnings.push("--steer rps without --rps-cpus: RPS is off, packets stay on the polling core".into());
-    }
-    if !(args.duration > 0.0 && args.duration.is_finite()) {
-        bail!("--duration must be a positive number of seconds");
-    }
-    if !(args.flow_timeout > 0.0 && args.flow_timeout.is_finite()) {
-        bail!("--flow-timeout must be positive");
     }
     let rxq_worker = if args.queue_cpus.is_empty() {
         None
     } else {
         if args.queue_cpus.len() != usize::from(rx_queues) {
-            bail!("--queue-cpus has {} entries for {rx_queues} receive queues", args.queue_cpus.len());
+            return Err(usage(format!(
+                "--queue-cpus has {} entries for {rx_queues} receive queues",
+                args.queue_cpus.len()
+            )));
         }
         Some(
             args.queue_cpus
@@ -157,7 +155,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
                     cpus.iter()
                         .position(|x| x == c)
                         .map(|p| WorkerId(p as u16))
-                        .ok_or_else(|| anyhow::anyhow!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})"))
+                        .ok_or_else(|| usage(format!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})")))
                 })
                 .collect::<Result<Vec<_>>>()?,
         )
@@ -168,9 +166,9 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     let (sources, tracked): (Vec<Box<dyn RxSource>>, usize) = if args.source == "gen" {
         let size = match args.size.as_str() {
             "imix" => SizeDist::Imix,
-            s => SizeDist::Fixed(
-                s.parse().map_err(|_| anyhow::anyhow!("--size '{s}': a frame length in bytes or imix"))?,
-            ),
+            s => {
+                SizeDist::Fixed(s.parse().map_err(|_| usage(format!("--size '{s}': a frame length in bytes or imix")))?)
+            }
         };
         let gen_cfg = GenConfig {
             flows: args.flows,
@@ -182,7 +180,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
             frag_every: args.frag_every,
             seed: args.rss.seed.unwrap_or(DEFAULT_GEN_SEED),
         };
-        gen_cfg.validate().map_err(|e| anyhow::anyhow!("generator: {e}"))?;
+        gen_cfg.validate().map_err(|e| usage(format!("generator: {e}")))?;
         let spread = |rss: &RssConfig| {
             if rx_queues == 1 {
                 Spread::Single
@@ -224,7 +222,10 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         guard = g;
         (sources, 1)
     } else {
-        bail!("--source '{}': expected gen, pcap:FILE, afxdp:IFACE[:Q,...] or afpacket:IFACE", args.source);
+        return Err(usage(format!(
+            "--source '{}': expected gen, pcap:FILE, afxdp:IFACE[:Q,...] or afpacket:IFACE",
+            args.source
+        )));
     };
     let mut cfg = EngineConfig::new(cpus, rss);
     cfg.rx_queues = rx_queues;
@@ -249,7 +250,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     cfg.flow_table = FlowTableConfig { capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
     cfg.tracked_flows = tracked;
     cfg.frag_steer = flowsteer_engine::engine::FragSteer::parse(&args.frag_steer)
-        .with_context(|| format!("--frag-steer '{}'", args.frag_steer))?;
+        .map_err(|e| usage(format!("--frag-steer '{}': {e}", args.frag_steer)))?;
     cfg.reasm = flowsteer_reasm::ReasmConfig {
         high_thresh: args.reasm_mem,
         low_thresh: args.reasm_mem / 4 * 3,
@@ -424,7 +425,7 @@ fn fanout_choice(mode: &str) -> Result<FanoutChoice> {
         "cpu" => FanoutChoice::Cpu,
         "qm" => FanoutChoice::QueueMapping,
         "lb" => FanoutChoice::LoadBalance,
-        m => bail!("--fanout '{m}': expected rss, hash, cpu, qm or lb"),
+        m => return Err(usage(format!("--fanout '{m}': expected rss, hash, cpu, qm or lb"))),
     })
 }
 
@@ -433,13 +434,13 @@ fn parse_listen(list: &[String]) -> Result<Vec<(u8, u16)>> {
     list.iter()
         .map(|l| {
             let (proto, port) =
-                l.split_once(':').ok_or_else(|| anyhow::anyhow!("--listen '{l}': expected proto:port"))?;
+                l.split_once(':').ok_or_else(|| usage(format!("--listen '{l}': expected proto:port")))?;
             let proto = match proto {
                 "udp" => flowsteer_wire::proto::UDP,
                 "tcp" => flowsteer_wire::proto::TCP,
-                _ => bail!("--listen '{l}': protocol must be udp or tcp"),
+                _ => return Err(usage(format!("--listen '{l}': protocol must be udp or tcp"))),
             };
-            let port: u16 = port.parse().map_err(|_| anyhow::anyhow!("--listen '{l}': bad port"))?;
+            let port: u16 = port.parse().map_err(|_| usage(format!("--listen '{l}': bad port (0..=65535)")))?;
             Ok((proto, port))
         })
         .collect()
@@ -456,11 +457,11 @@ fn xdp_claim(args: &RunArgs, listen: &[(u8, u16)], iface: &str, warnings: &mut V
         return Ok(Claim::All);
     }
     if listen.is_empty() {
-        bail!(
+        return Err(usage(format!(
             "--source afxdp:{iface} takes from the kernel only the ports flowsteer listens on: give --listen \
              PROTO:PORT[,...] (e.g. --listen udp:9000), or --xdp-claim all to take every IP packet of {iface} \
              (cuts off ping, SSH and everything else the kernel handles there)"
-        );
+        )));
     }
     let ports = |proto: u8| listen.iter().filter(|(p, _)| *p == proto).map(|(_, port)| *port).collect();
     Ok(Claim::Ports {

@@ -5,7 +5,8 @@
 //! add up.
 
 use crate::cli::UdpEchoArgs;
-use anyhow::{bail, Context, Result};
+use crate::cmd::usage;
+use anyhow::Result;
 use flowsteer_live::queues::rx_queues;
 use flowsteer_live::stop_on_signals;
 use flowsteer_udp::server::format_table;
@@ -17,17 +18,17 @@ use std::time::{Duration, Instant};
 
 /// Parse `ADDR:PORT` with a message that shows the expected form.
 pub fn parse_socket_addr(s: &str) -> Result<SocketAddr> {
-    s.parse().map_err(|_| anyhow::anyhow!("'{s}' is not ADDR:PORT (e.g. 10.0.0.2:9000 or [fd00::2]:9000)"))
+    s.parse().map_err(|_| usage(format!("'{s}' is not ADDR:PORT (e.g. 10.0.0.2:9000 or [fd00::2]:9000)")))
 }
 
 pub fn run(args: &UdpEchoArgs) -> Result<i32> {
     match args.mode.as_str() {
         "kernel" => {}
         "xdp" => return run_xdp(args),
-        other => bail!("unknown --mode '{other}' (expected kernel or xdp)"),
+        other => return Err(usage(format!("unknown --mode '{other}' (expected kernel or xdp)"))),
     }
     let addr = parse_socket_addr(&args.addr)?;
-    let bind: BindMode = args.bind.parse().context("--bind")?;
+    let bind: BindMode = args.bind.parse().map_err(|e| usage(format!("--bind: {e}")))?;
     let cpus = if args.cpus.is_empty() { allowed_cpus()? } else { args.cpus.clone() };
     let mut cfg = ServerConfig::new(addr, cpus);
     cfg.bind = bind;
@@ -35,14 +36,8 @@ pub fn run(args: &UdpEchoArgs) -> Result<i32> {
     cfg.batch = args.batch;
     cfg.slot = args.max_size;
     cfg.rcvbuf = args.rcvbuf;
-    let duration = match args.duration {
-        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
-        d => d.map(Duration::from_secs_f64),
-    };
-    let interval = match args.interval {
-        Some(i) if !(i > 0.0 && i.is_finite()) => bail!("--interval must be a positive number of seconds"),
-        i => i.map(Duration::from_secs_f64),
-    };
+    let duration = args.duration.map(Duration::from_secs_f64);
+    let interval = args.interval.map(Duration::from_secs_f64);
 
     let stop = stop_on_signals()?;
     let server = Server::start(&cfg, stop.clone())?;
@@ -104,18 +99,17 @@ fn emit(stats: &ServerStats, json: bool, line: bool) -> Result<()> {
 fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
     let addr = parse_socket_addr(&args.addr)?;
     let Some(iface) = args.iface.clone() else {
-        bail!("udp-echo --mode xdp needs --iface IFACE (the interface whose receive queues to serve)");
+        return Err(usage("udp-echo --mode xdp needs --iface IFACE (the interface whose receive queues to serve)"));
     };
     if addr.ip().is_unspecified() || addr.port() == 0 {
-        bail!("udp-echo --mode xdp needs a specific address and port (the XDP dataplane answers only those)");
+        return Err(usage(
+            "udp-echo --mode xdp needs a specific address and port (the XDP dataplane answers only those)",
+        ));
     }
     let mode = crate::cmd::xdp_mode(&args.xdp_mode)?;
     let queues = if args.queues.is_empty() { rx_queues(&iface)? } else { args.queues.clone() };
     let cpus = if args.cpus.is_empty() { allowed_cpus()? } else { args.cpus.clone() };
-    let duration = match args.duration {
-        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
-        d => d.map(Duration::from_secs_f64),
-    };
+    let duration = args.duration.map(Duration::from_secs_f64);
     let stop = stop_on_signals()?;
     if let Some(d) = duration {
         let stop = stop.clone();

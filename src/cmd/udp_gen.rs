@@ -6,8 +6,9 @@
 //! sending early and still print the report.
 
 use crate::cli::UdpGenArgs;
+use crate::cmd::usage;
 use crate::rssopts::{resolve, Resolved};
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use flowsteer_live::stop_on_signals;
 use flowsteer_udp::client::{self, format_report};
 use flowsteer_udp::{plain_flows, route_source, spread_flows, ClientConfig, PortRange};
@@ -19,25 +20,18 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(3);
 
 pub fn run(args: &UdpGenArgs) -> Result<i32> {
     let remote_ip: IpAddr =
-        args.remote.parse().map_err(|_| anyhow::anyhow!("-r '{}' is not an IP address", args.remote))?;
-    if args.port == 0 {
-        bail!("-p: port 0 cannot be sent to");
-    }
+        args.remote.parse().map_err(|_| usage(format!("--remote '{}' is not an IP address", args.remote)))?;
     let remote = SocketAddr::new(remote_ip, args.port);
     let mut locals = Vec::new();
     for l in &args.local {
-        let ip: IpAddr = l.parse().map_err(|_| anyhow::anyhow!("-l '{l}' is not an IP address"))?;
+        let ip: IpAddr = l.parse().map_err(|_| usage(format!("--local '{l}' is not an IP address")))?;
         locals.push(ip);
     }
     let duration = match args.duration {
-        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
         Some(d) => Some(Duration::from_secs_f64(d)),
         None if args.count.is_none() => Some(DEFAULT_DURATION),
         None => None,
     };
-    if !(args.drain >= 0.0 && args.drain.is_finite()) {
-        bail!("--drain must be a non-negative number of seconds");
-    }
 
     let mut key = None;
     let flows = match args.spread {
@@ -48,7 +42,7 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
                 eprintln!("{line}");
             }
             key = Some(config.key().clone());
-            let sports: PortRange = args.sport_range.parse().context("--sport-range")?;
+            let sports: PortRange = args.sport_range.parse().map_err(|e| usage(format!("--sport-range: {e}")))?;
             if locals.is_empty() {
                 locals.push(route_source(remote)?);
             }
