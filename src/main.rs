@@ -15,6 +15,7 @@ mod cli;
 mod cmd;
 mod plot;
 mod ranges;
+mod report;
 mod rssopts;
 mod sys;
 

@@ -326,6 +326,16 @@ pub fn print_table(s: &Snapshot) {
     }
 }
 
+/// The loss line (and its top reasons) of a run's totals.
+fn loss_lines(t: &flowsteer_engine::counters::Totals) -> Vec<String> {
+    crate::report::loss_lines(
+        t.dropped,
+        t.received,
+        "received packets dropped",
+        t.drops.iter().map(|(k, v)| (k.as_str(), *v)),
+    )
+}
+
 fn print_summary(r: &RunReport) {
     let t = &r.snapshot.totals;
     let drops: Vec<String> = t.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -369,6 +379,9 @@ fn print_summary(r: &RunReport) {
     }
     if let Some(i) = &r.snapshot.ingress {
         print_ingress(i);
+    }
+    for line in loss_lines(t) {
+        println!("{line}");
     }
     println!(
         "conservation: received + reassembled = delivered + dropped + in flight + absorbed fragments: {}",

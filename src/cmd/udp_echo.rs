@@ -90,6 +90,17 @@ fn emit(stats: &ServerStats, json: bool, line: bool) -> Result<()> {
         }
     } else {
         print!("{}", format_table(stats));
+        let t = &stats.total;
+        let reasons = [("truncated", t.drop_truncated), ("send_error", t.drop_send_error)];
+        for line in crate::report::loss_lines(t.dropped, t.received, "received datagrams dropped", reasons) {
+            println!("{line}");
+        }
+        if t.rcvbuf_drops > 0 {
+            println!(
+                "  and {} datagrams the kernel dropped before our sockets (receive buffer full: raise --rcvbuf)",
+                t.rcvbuf_drops
+            );
+        }
         println!();
     }
     Ok(())

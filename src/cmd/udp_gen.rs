@@ -71,6 +71,24 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", format_report(&report));
+        if report.echo {
+            let reasons = [("rcvbuf_drops (replies the kernel dropped at our sockets)", report.rcvbuf_drops)];
+            for line in crate::report::loss_lines(report.lost, report.sent, "sent datagrams got no reply", reasons) {
+                println!("{line}");
+            }
+        }
+    }
+    if report.sent == 0 && !report.stopped_early {
+        eprintln!("error: not one datagram could be sent to {remote} (see the send errors above)");
+        return Ok(1);
+    }
+    if report.echo && report.sent > 0 && report.replies == 0 {
+        eprintln!(
+            "error: no reply to any of {} datagrams: is `flowsteer udp-echo {remote}` running there, and does a firewall let UDP port {} through both ways?",
+            report.sent,
+            remote.port()
+        );
+        return Ok(1);
     }
     if !report.replies_add_up {
         eprintln!("error: reply counters do not add up (replies != unique + duplicates + mismatched): this is a bug");
