@@ -1,5 +1,6 @@
 //! Pure helpers for what the commands print: the loss line (apart from the
-//! conservation check, which says only that the counters add up).
+//! conservation check, which says only that the counters add up) and the
+//! per-interval rates of `--interval` reports.
 
 /// Drop reasons shown on the loss line, heaviest first.
 pub const TOP_REASONS: usize = 3;
@@ -43,6 +44,22 @@ pub fn percent(n: u64, of: u64) -> String {
     }
 }
 
+/// One interval of a cumulative counter: `(count in the interval, rate per
+/// second over it)`. `prev` and `now` are the cumulative counts at the
+/// interval's start and end, `secs` its length. A counter that went
+/// backwards (a restart) counts from zero.
+pub fn interval_rate(prev: u64, now: u64, secs: f64) -> (u64, f64) {
+    let n = now.checked_sub(prev).unwrap_or(now);
+    let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    (n, rate)
+}
+
+/// The elapsed-time column of an interval line, as iperf3 prints it:
+/// `[  1.00-2.00 s]`.
+pub fn interval_label(from_s: f64, to_s: f64) -> String {
+    format!("[{from_s:>6.2}-{to_s:.2} s]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +84,16 @@ mod tests {
         );
         assert_eq!(loss_lines(1, 100_000, "x", []).len(), 1);
         assert_eq!(percent(1, 100_000), "<0.1 %");
+    }
+
+    #[test]
+    fn interval_rates_are_the_interval_own_not_the_average_since_start() {
+        // 100 kpps steady: cumulative 100k, 200k, 300k at 1, 2, 3 s.
+        let cum = [0u64, 100_000, 200_000, 300_000];
+        for w in cum.windows(2) {
+            assert_eq!(interval_rate(w[0], w[1], 1.0), (100_000, 100_000.0));
+        }
+        assert_eq!(interval_rate(50, 10, 1.0).0, 10);
+        assert_eq!(interval_label(1.0, 2.0), "[  1.00-2.00 s]");
     }
 }

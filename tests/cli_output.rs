@@ -44,3 +44,68 @@ fn udp_gen_echo_with_no_reply_at_all_fails() {
     assert!(text(&o).contains("loss: 20 of 20 sent datagrams got no reply (100.0 %)"), "{}", text(&o));
     drop(silent);
 }
+
+fn json_lines(out: &str) -> Vec<serde_json::Value> {
+    out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+#[test]
+fn run_interval_reports_carry_elapsed_time_and_the_interval_own_counts() {
+    let o = flowsteer(&["run", "--duration", "1.2", "--interval", "0.3", "--no-pin", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let docs = json_lines(&text(&o));
+    let (last, intervals) = docs.split_last().unwrap();
+    assert!(!intervals.is_empty());
+    assert_eq!(last["schema"], "flowsteer.run.v1");
+    let mut from = 0.0;
+    let mut received = 0;
+    for iv in intervals {
+        assert_eq!(iv["schema"], "flowsteer.run-interval.v1");
+        assert_eq!(iv["from_s"].as_f64().unwrap(), from, "intervals follow each other");
+        let to = iv["to_s"].as_f64().unwrap();
+        // The interval's own count: its cumulative total minus the previous one.
+        let cum = iv["totals"]["received"].as_u64().unwrap();
+        assert_eq!(iv["received"].as_u64().unwrap(), cum - received);
+        let pps = iv["delivered"].as_u64().unwrap() as f64 / (to - from);
+        assert!((iv["pps"].as_f64().unwrap() - pps).abs() < 1e-6 * pps.max(1.0), "{iv}");
+        (from, received) = (to, cum);
+    }
+    assert!(last["totals"]["received"].as_u64().unwrap() >= received);
+
+    let o = flowsteer(&["run", "--duration", "0.8", "--interval", "0.3", "--no-pin"]);
+    let out = text(&o);
+    assert!(out.lines().any(|l| l.starts_with("[  0.00-0.3") && l.contains(" s] received ")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("[  0.00-0.8") && l.ends_with("whole run")), "{out}");
+}
+
+#[test]
+fn udp_echo_interval_reports_carry_elapsed_time_and_the_interval_own_counts() {
+    let free = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let addr = format!("127.0.0.1:{port}");
+    let server = std::process::Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["udp-echo", &addr, "--cpus", "0", "--interval", "0.2", "--duration", "2", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let p = port.to_string();
+    let gen = flowsteer(&["udp-gen", "-r", "127.0.0.1", "-p", &p, "--rate", "5000", "-n", "2000", "--echo"]);
+    assert!(gen.status.success(), "{}", stderr(&gen));
+    let o = server.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let docs = json_lines(&text(&o));
+    let (last, intervals) = docs.split_last().unwrap();
+    assert!(last.get("interval").is_none());
+    let (mut from, mut received) = (0.0, 0);
+    for d in intervals {
+        let iv = &d["interval"];
+        assert_eq!(iv["from_s"].as_f64().unwrap(), from);
+        let cum = d["total"]["received"].as_u64().unwrap();
+        assert_eq!(iv["received"].as_u64().unwrap(), cum - received, "{d}");
+        (from, received) = (iv["to_s"].as_f64().unwrap(), cum);
+    }
+    assert!(received >= 2000 || last["total"]["received"].as_u64().unwrap() >= 2000);
+}

@@ -46,16 +46,30 @@ pub fn run(args: &RunArgs) -> Result<i32> {
         }
     }
     let json = args.json;
+    // Each interval report shows that interval's own rates (the engine
+    // hands over cumulative snapshots); the final table, the whole run's.
+    let mut prev: Option<Snapshot> = None;
     let report = run_engine(engine, &opts, |snap| {
-        if !json {
-            print_table(snap);
+        let iv = interval_view(prev.as_ref(), snap);
+        if json {
+            // One line per interval; the final document follows, also on one line.
+            if let Ok(line) = serde_json::to_string(&interval_json(prev.as_ref(), &iv)) {
+                println!("{line}");
+            }
+        } else {
+            println!("{}", interval_line(prev.as_ref(), &iv));
+            print_table(&iv);
             println!();
         }
+        prev = Some(snap.clone());
     });
     crate::cmd::warn_all(&report.warnings);
     if args.json {
-        print_json(&report, args, &key)?;
+        print_json(&report, args, &key, opts.interval.is_some())?;
     } else {
+        if opts.interval.is_some() {
+            println!("{} whole run", crate::report::interval_label(0.0, report.snapshot.elapsed_s));
+        }
         print_table(&report.snapshot);
         print_summary(&report);
     }
@@ -287,6 +301,63 @@ fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
     )
 }
 
+/// `now` with its rates (`pps`, per worker and in total) over the interval
+/// since `prev` (the start when `None`) instead of since the start.
+fn interval_view(prev: Option<&Snapshot>, now: &Snapshot) -> Snapshot {
+    use crate::report::interval_rate;
+    let mut iv = now.clone();
+    let from = prev.map_or(0.0, |p| p.elapsed_s);
+    let dt = now.elapsed_s - from;
+    for w in &mut iv.workers {
+        let before = prev.and_then(|p| p.workers.iter().find(|x| x.worker == w.worker)).map_or(0, |x| x.handled);
+        w.pps = interval_rate(before, w.handled, dt).1;
+    }
+    let before = prev.map_or(0, |p| p.totals.delivered);
+    iv.totals.pps = interval_rate(before, now.totals.delivered, dt).1;
+    iv
+}
+
+/// The counts of one interval: (received, delivered, dropped).
+fn interval_counts(prev: Option<&Snapshot>, iv: &Snapshot) -> (u64, u64, u64) {
+    let t = &iv.totals;
+    let p = prev.map(|p| &p.totals);
+    let d = |now: u64, f: fn(&flowsteer_engine::counters::Totals) -> u64| {
+        crate::report::interval_rate(p.map_or(0, f), now, 1.0).0
+    };
+    (d(t.received, |t| t.received), d(t.delivered, |t| t.delivered), d(t.dropped, |t| t.dropped))
+}
+
+/// The line above an interval's table: elapsed time and that interval's counts and rate.
+fn interval_line(prev: Option<&Snapshot>, iv: &Snapshot) -> String {
+    let (received, delivered, dropped) = interval_counts(prev, iv);
+    format!(
+        "{} received {received}, delivered {delivered} ({:.3} Mpps), dropped {dropped} (Mpps: this interval's)",
+        crate::report::interval_label(prev.map_or(0.0, |p| p.elapsed_s), iv.elapsed_s),
+        iv.totals.pps / 1e6
+    )
+}
+
+/// One `--json --interval` line (schema `flowsteer.run-interval.v1`).
+fn interval_json(prev: Option<&Snapshot>, iv: &Snapshot) -> serde_json::Value {
+    let (received, delivered, dropped) = interval_counts(prev, iv);
+    let workers: Vec<_> = iv
+        .workers
+        .iter()
+        .map(|w| serde_json::json!({"worker": w.worker, "cpu": w.cpu, "handled": w.handled, "pps": w.pps}))
+        .collect();
+    serde_json::json!({
+        "schema": "flowsteer.run-interval.v1",
+        "from_s": prev.map_or(0.0, |p| p.elapsed_s),
+        "to_s": iv.elapsed_s,
+        "received": received,
+        "delivered": delivered,
+        "dropped": dropped,
+        "pps": iv.totals.pps,
+        "workers": workers,
+        "totals": iv.totals,
+    })
+}
+
 /// The per-worker table, netstat -Q columns first, then ours.
 pub fn print_table(s: &Snapshot) {
     println!(
@@ -416,7 +487,7 @@ fn print_ingress(i: &flowsteer_engine::Ingress) {
     }
 }
 
-fn print_json(r: &RunReport, args: &RunArgs, key: &flowsteer_rss::RssKey) -> Result<()> {
+fn print_json(r: &RunReport, args: &RunArgs, key: &flowsteer_rss::RssKey, one_line: bool) -> Result<()> {
     let mut v = serde_json::to_value(r)?;
     v["config"] = serde_json::json!({
         "steer": args.steer,
@@ -426,7 +497,11 @@ fn print_json(r: &RunReport, args: &RunArgs, key: &flowsteer_rss::RssKey) -> Res
         "flows": args.flows,
     });
     add_drawn_key(&mut v, key);
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    if one_line {
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
     Ok(())
 }
 

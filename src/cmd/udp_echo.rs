@@ -11,7 +11,7 @@ use flowsteer_live::queues::rx_queues;
 use flowsteer_live::stop_on_signals;
 use flowsteer_udp::server::format_table;
 use flowsteer_udp::xdp::{XdpCoreCounters, XdpEcho, XdpEchoError, XdpEchoOptions};
-use flowsteer_udp::{allowed_cpus, BindMode, Reply, Server, ServerConfig, ServerStats};
+use flowsteer_udp::{allowed_cpus, BindMode, Counters, Reply, Server, ServerConfig, ServerStats};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -53,13 +53,19 @@ pub fn run(args: &UdpEchoArgs) -> Result<i32> {
 
     let started = Instant::now();
     let mut next_print = interval.map(|i| started + i);
+    // The previous interval report's totals and time: each report shows
+    // its own interval's counts and rates, not averages since the start.
+    let mut prev = (Counters::default(), 0.0);
     while !stop.load(Ordering::Relaxed) {
         if duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         if let (Some(at), Some(every)) = (next_print, interval) {
             if Instant::now() >= at {
-                emit(&server.snapshot(), args.json, true)?;
+                let snap = server.snapshot();
+                let iv = Interval::between(&prev.0, prev.1, &snap.total, snap.elapsed_s);
+                emit_interval(&snap, &iv, args.json)?;
+                prev = (snap.total.clone(), snap.elapsed_s);
                 next_print = Some(at + every);
             }
         }
@@ -79,6 +85,59 @@ pub fn run(args: &UdpEchoArgs) -> Result<i32> {
         return Ok(1);
     }
     Ok(0)
+}
+
+/// One `--interval` report: that interval's own counts and rates.
+#[derive(serde::Serialize)]
+struct Interval {
+    from_s: f64,
+    to_s: f64,
+    received: u64,
+    delivered: u64,
+    sent: u64,
+    dropped: u64,
+    received_pps: f64,
+    sent_pps: f64,
+}
+
+impl Interval {
+    fn between(prev: &Counters, from_s: f64, now: &Counters, to_s: f64) -> Interval {
+        use crate::report::interval_rate;
+        let dt = to_s - from_s;
+        let (received, received_pps) = interval_rate(prev.received, now.received, dt);
+        let (sent, sent_pps) = interval_rate(prev.sent, now.sent, dt);
+        Interval {
+            from_s,
+            to_s,
+            received,
+            delivered: interval_rate(prev.delivered, now.delivered, dt).0,
+            sent,
+            dropped: interval_rate(prev.dropped, now.dropped, dt).0,
+            received_pps,
+            sent_pps,
+        }
+    }
+}
+
+/// An interval report: text, one line as iperf3 prints it; JSON, the
+/// cumulative counters (as at the end) plus `interval`, on one line.
+fn emit_interval(stats: &ServerStats, iv: &Interval, json: bool) -> Result<()> {
+    if json {
+        let mut v = serde_json::to_value(stats)?;
+        v["interval"] = serde_json::to_value(iv)?;
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!(
+            "{} received {} ({:.1} kpps), sent {} ({:.1} kpps), dropped {}",
+            crate::report::interval_label(iv.from_s, iv.to_s),
+            iv.received,
+            iv.received_pps / 1e3,
+            iv.sent,
+            iv.sent_pps / 1e3,
+            iv.dropped
+        );
+    }
+    Ok(())
 }
 
 fn emit(stats: &ServerStats, json: bool, line: bool) -> Result<()> {
