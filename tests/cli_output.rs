@@ -56,7 +56,7 @@ fn run_interval_reports_carry_elapsed_time_and_the_interval_own_counts() {
     let docs = json_lines(&text(&o));
     let (last, intervals) = docs.split_last().unwrap();
     assert!(!intervals.is_empty());
-    assert_eq!(last["schema"], "flowsteer.run.v1");
+    assert_eq!(last["schema"], "flowsteer.run.v2");
     let mut from = 0.0;
     let mut received = 0;
     for iv in intervals {
@@ -108,4 +108,87 @@ fn udp_echo_interval_reports_carry_elapsed_time_and_the_interval_own_counts() {
         (from, received) = (iv["to_s"].as_f64().unwrap(), cum);
     }
     assert!(received >= 2000 || last["total"]["received"].as_u64().unwrap() >= 2000);
+}
+
+const PUBLIC_KEY_WARNING: &str = "the Microsoft default key is public";
+
+fn one_doc(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).expect("one JSON document")
+}
+
+#[test]
+fn run_json_describes_the_capture_that_ran_and_carries_every_warning() {
+    let dir = common::TempDir::new("output", "run-json");
+    let pcap = dir.path("t.pcap");
+    let mut w = flowsteer_capture::CaptureWriter::create(&pcap, 1).unwrap();
+    for i in 0..50u16 {
+        let f = flowsteer_wire::build::udp_frame(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            1000 + i,
+            53,
+            &[0u8; 20],
+        );
+        w.write_packet(u64::from(i) * 1000, &f, f.len() as u32).unwrap();
+    }
+    w.finish().unwrap();
+    let src = format!("pcap:{}", pcap.display());
+    let v = one_doc(&flowsteer(&["run", "--source", &src, "--loops", "2", "--json", "--no-pin"]));
+    assert_eq!(v["schema"], "flowsteer.run.v2");
+    assert!(v.get("config").is_none(), "v1's flag echo is gone");
+    let run = &v["run"];
+    assert_eq!(run["source"], src.as_str());
+    assert_eq!(run["workload"]["kind"], "capture");
+    assert_eq!(run["workload"]["frames"], 50);
+    assert_eq!(run["workload"]["loops"], 2);
+    assert!(run["workload"].get("flows").is_none(), "no generator fields for a capture: {run}");
+    let warnings: Vec<&str> = v["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert!(warnings.iter().any(|w| w.contains(PUBLIC_KEY_WARNING)), "{warnings:?}");
+    // Every warning on stderr is in the document.
+    for line in stderr(&flowsteer(&["run", "--source", &src, "--json", "--no-pin"])).lines() {
+        if let Some(w) = line.strip_prefix("warning: ") {
+            assert!(warnings.contains(&w), "{w} missing from {warnings:?}");
+        }
+    }
+
+    let v =
+        one_doc(&flowsteer(&["run", "--packets", "1000", "--duration", "30", "--flows", "64", "--json", "--no-pin"]));
+    assert_eq!(v["run"]["workload"]["kind"], "generator");
+    assert_eq!(v["run"]["workload"]["flows"], 64);
+    assert_eq!(v["run"]["packet_limit"], 1000);
+}
+
+#[test]
+fn plan_export_and_udp_gen_json_carry_the_warnings_printed() {
+    for args in
+        [&["plan", "--src-net", "10.0.0.0/24", "--dst", "10.0.0.1", "--json"][..], &["export", "eth0", "--json"][..]]
+    {
+        let o = flowsteer(args);
+        let v = one_doc(&o);
+        assert!(stderr(&o).contains(PUBLIC_KEY_WARNING));
+        let w = v["warnings"].as_array().unwrap_or_else(|| panic!("{args:?}: no warnings in {v}"));
+        assert!(w.iter().any(|w| w.as_str().unwrap().contains(PUBLIC_KEY_WARNING)), "{args:?}: {w:?}");
+    }
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    let o = flowsteer(&[
+        "udp-gen",
+        "-r",
+        "127.0.0.1",
+        "-l",
+        "127.0.0.2",
+        "-p",
+        &port,
+        "--spread",
+        "2",
+        "--hash-types",
+        "all",
+        "-n",
+        "10",
+        "--json",
+    ]);
+    let v = one_doc(&o);
+    let w = v["warnings"].as_array().unwrap();
+    assert!(w.iter().any(|w| w.as_str().unwrap().contains(PUBLIC_KEY_WARNING)), "{w:?}");
 }

@@ -12,7 +12,7 @@ fn json(o: &Output) -> serde_json::Value {
 }
 
 fn check_totals(v: &serde_json::Value) {
-    assert_eq!(v["schema"], "flowsteer.run.v1");
+    assert_eq!(v["schema"], "flowsteer.run.v2");
     assert_eq!(v["conservation_ok"], true);
     let t = &v["totals"];
     let received = t["received"].as_u64().unwrap();

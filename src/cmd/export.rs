@@ -54,6 +54,7 @@ pub fn run(args: &ExportArgs) -> Result<i32> {
             "iface": args.iface,
             "commands": script.commands().collect::<Vec<_>>(),
             "lines": lines,
+            "warnings": warnings,
         });
         add_drawn_key(&mut doc, config.key());
         println!("{}", serde_json::to_string_pretty(&doc)?);

@@ -87,6 +87,7 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             "complete": p.unreachable.is_empty(),
             "ports_ignored": p.ports_ignored,
             "note": note,
+            "warnings": warnings,
         });
         add_drawn_key(&mut doc, config.key());
         println!("{}", serde_json::to_string_pretty(&doc)?);

@@ -30,17 +30,38 @@ pub const EXIT_SOURCE_LOST: i32 = 4;
 /// The generator's seed when `--seed` is not given.
 const DEFAULT_GEN_SEED: u64 = 1;
 
+/// What `build` made of the flags: the engine, its options, the warnings
+/// to print (and to put in `--json`), the live source's guard and what the
+/// workload is.
+pub struct Built {
+    pub engine: Engine,
+    pub opts: RunOptions,
+    pub warnings: Vec<String>,
+    pub guard: Guard,
+    pub workload: Workload,
+}
+
+/// What traffic the run is fed, said in the header and in `--json` (`run.workload`).
+pub struct Workload {
+    /// One line for the header.
+    pub text: String,
+    /// The same as a JSON object (`kind`: generator, capture or live).
+    pub json: serde_json::Value,
+}
+
 pub fn run(args: &RunArgs) -> Result<i32> {
-    let (engine, mut opts, warnings, guard) = build(args)?;
+    let Built { engine, mut opts, mut warnings, guard, workload } = build(args)?;
     // Every source stops cleanly on SIGINT/SIGTERM with its final counters
     // (the XDP program is detached when `guard` drops); a second signal
     // exits at once.
     opts.stop = Some(flowsteer_live::stop_on_signals()?);
     crate::cmd::warn_all(&warnings);
     let header = describe(&engine.cfg, args);
+    let run_json = run_json(&engine.cfg, args, &workload);
     let key = engine.cfg.rss.key().clone();
     if !args.json {
         println!("{header}");
+        println!("workload: {}", workload.text);
         if let Some(line) = drawn_key_line(&key) {
             println!("{line}");
         }
@@ -65,7 +86,8 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     });
     crate::cmd::warn_all(&report.warnings);
     if args.json {
-        print_json(&report, args, &key, opts.interval.is_some())?;
+        warnings.extend(report.warnings.iter().cloned());
+        print_json(&report, run_json, &warnings, &key, opts.interval.is_some())?;
     } else {
         if opts.interval.is_some() {
             println!("{} whole run", crate::report::interval_label(0.0, report.snapshot.elapsed_s));
@@ -86,7 +108,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
 }
 
 /// Build the engine and options from the flags (shared with `bench steer`).
-pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)> {
+pub fn build(args: &RunArgs) -> Result<Built> {
     let available = available_cpus();
     let cpus: Vec<u32> = if args.cores.is_empty() { available.clone() } else { args.cores.clone() };
     if cpus.is_empty() {
@@ -177,6 +199,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     let listen = parse_listen(&args.listen)?;
     let n = cpus.len();
     let mut guard = Guard::None;
+    let workload;
     let (sources, tracked): (Vec<Box<dyn RxSource>>, usize) = if args.source == "gen" {
         let size = match args.size.as_str() {
             "imix" => SizeDist::Imix,
@@ -195,6 +218,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
             seed: args.rss.seed.unwrap_or(DEFAULT_GEN_SEED),
         };
         gen_cfg.validate().map_err(|e| usage(format!("generator: {e}")))?;
+        workload = gen_workload(&gen_cfg, &args.size, rx_queues);
         let spread = |rss: &RssConfig| {
             if rx_queues == 1 {
                 Spread::Single
@@ -209,7 +233,17 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         (sources, args.flows as usize)
     } else if let Some(path) = args.source.strip_prefix("pcap:") {
         let (replay, load_warnings) = replay::load(path, &rss, rx_queues, args.max_capture_mib)?;
-        crate::cmd::warn_all(&load_warnings);
+        warnings.extend(load_warnings);
+        let frames: usize = replay.queues.iter().map(Vec::len).sum();
+        let bytes: usize = replay.queues.iter().flatten().map(Vec::len).sum();
+        workload = Workload {
+            text: format!(
+                "capture {path} replayed from memory: {frames} frames ({:.1} MiB), {} time(s), each frame on the receive queue the RSS configuration picks",
+                bytes as f64 / (1 << 20) as f64,
+                args.loops
+            ),
+            json: serde_json::json!({"kind": "capture", "path": path, "frames": frames, "bytes": bytes, "loops": args.loops}),
+        };
         let replay = Arc::new(replay);
         let sources =
             (0..n).map(|_| Box::new(ReplaySource::new(replay.clone(), args.loops)) as Box<dyn RxSource>).collect();
@@ -234,6 +268,10 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         })?;
         warnings.extend(g.warnings().iter().cloned());
         guard = g;
+        workload = Workload {
+            text: format!("live traffic from {} (receive queues {queues:?})", args.source),
+            json: serde_json::json!({"kind": "live", "source": args.source, "rx_queues": queues}),
+        };
         (sources, 1)
     } else {
         return Err(usage(format!(
@@ -285,7 +323,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         stop: None,
         busy_poll: args.busy_poll,
     };
-    Ok((engine, opts, warnings, guard))
+    Ok(Built { engine, opts, warnings, guard, workload })
 }
 
 fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
@@ -487,15 +525,75 @@ fn print_ingress(i: &flowsteer_engine::Ingress) {
     }
 }
 
-fn print_json(r: &RunReport, args: &RunArgs, key: &flowsteer_rss::RssKey, one_line: bool) -> Result<()> {
-    let mut v = serde_json::to_value(r)?;
-    v["config"] = serde_json::json!({
-        "steer": args.steer,
-        "dispatch": args.dispatch,
+/// The built-in generator's workload.
+fn gen_workload(g: &GenConfig, size: &str, rx_queues: u16) -> Workload {
+    let size_text = if size == "imix" {
+        "IMIX frames (64/570/1518 bytes, 7:4:1)".to_string()
+    } else {
+        format!("{size}-byte frames")
+    };
+    let mut text = format!(
+        "built-in generator, in memory (no NIC): {} flows ({:.0} % IPv6, {:.0} % TCP), {size_text}",
+        g.flows,
+        g.ipv6_share * 100.0,
+        g.tcp_share * 100.0
+    );
+    if let Some(z) = g.zipf {
+        text.push_str(&format!(", Zipf {z} flow popularity"));
+    }
+    if g.frag_share > 0.0 {
+        text.push_str(&format!(", {:.0} % of UDP flows fragmented", g.frag_share * 100.0));
+    }
+    text.push_str(&format!(", spread over {rx_queues} receive queue(s) by RSS, as fast as the workers take it"));
+    Workload {
+        text,
+        json: serde_json::json!({
+            "kind": "generator",
+            "flows": g.flows,
+            "ipv6_share": g.ipv6_share,
+            "tcp_share": g.tcp_share,
+            "size": size,
+            "zipf": g.zipf,
+            "frag_share": g.frag_share,
+            "frag_every": g.frag_every,
+            "seed": g.seed,
+        }),
+    }
+}
+
+/// The `run` object of the `--json` document: what ran, as it ran.
+fn run_json(cfg: &EngineConfig, args: &RunArgs, workload: &Workload) -> serde_json::Value {
+    serde_json::json!({
         "source": args.source,
-        "duration_s": args.duration,
-        "flows": args.flows,
-    });
+        "workload": workload.json,
+        "steer": cfg.policy.name(),
+        "dispatch": cfg.dispatch.name(),
+        "cpus": cfg.cpus,
+        "rx_queues": cfg.rx_queues,
+        "buckets": cfg.buckets,
+        "duration_limit_s": args.duration,
+        "packet_limit": args.packets,
+        "interval_s": args.interval,
+    })
+}
+
+/// Version of the `run --json` document (`schema`). v2: the `run` object
+/// (what ran: source, workload, limits) replaced v1's `config` (the flags,
+/// generator ones even for a capture), and `warnings` carries every warning
+/// printed, not only the engine's.
+const RUN_SCHEMA: &str = "flowsteer.run.v2";
+
+fn print_json(
+    r: &RunReport,
+    run: serde_json::Value,
+    warnings: &[String],
+    key: &flowsteer_rss::RssKey,
+    one_line: bool,
+) -> Result<()> {
+    let mut v = serde_json::to_value(r)?;
+    v["schema"] = RUN_SCHEMA.into();
+    v["run"] = run;
+    v["warnings"] = serde_json::to_value(warnings)?;
     add_drawn_key(&mut v, key);
     if one_line {
         println!("{}", serde_json::to_string(&v)?);

@@ -198,10 +198,12 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         XdpEchoError::Mtu { .. } => anyhow::anyhow!("{e}; --allow-mtu-drops serves anyway"),
         e => e.into(),
     })?;
+    let mut warnings = Vec::new();
     if claim_all {
-        crate::cmd::warn_all(&[crate::cmd::claim_all_warning(&opts.iface)]);
+        warnings.push(crate::cmd::claim_all_warning(&opts.iface));
     }
-    crate::cmd::warn_all(server.warnings());
+    warnings.extend(server.warnings().iter().cloned());
+    crate::cmd::warn_all(&warnings);
     eprintln!(
         "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({:?} XDP); claimed: {}",
         opts.addr,
@@ -225,6 +227,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
             "cores": rows,
             "total": total,
             "conservation_ok": ok,
+            "warnings": warnings,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {

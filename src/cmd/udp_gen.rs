@@ -34,10 +34,13 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
     };
 
     let mut key = None;
+    // Every warning printed, also carried by the --json document.
+    let mut all_warnings = Vec::new();
     let flows = match args.spread {
         Some(n) => {
             let Resolved { config, warnings } = resolve(&args.rss, Some(usize::from(n)))?;
             crate::cmd::warn_all(&warnings);
+            all_warnings.extend(warnings);
             if let Some(line) = crate::rssopts::drawn_key_line(config.key()) {
                 eprintln!("{line}");
             }
@@ -68,6 +71,7 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         if let Some(key) = &key {
             crate::rssopts::add_drawn_key(&mut doc, key);
         }
+        doc["warnings"] = serde_json::to_value(&all_warnings)?;
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", format_report(&report));
