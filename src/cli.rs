@@ -14,6 +14,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Toeplitz-hash tuples and show RETA index, queue and CPU.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::HASH))]
     Hash(HashArgs),
     /// Find addresses/ports that land on chosen queues (GF(2) solver).
     Plan(PlanArgs),
@@ -22,6 +23,7 @@ pub enum Command {
     /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
     Export(ExportArgs),
     /// Run the steering pipeline on the built-in workload.
+    #[command(after_help = crate::legend::help("Table columns (per worker)", crate::legend::RUN))]
     Run(RunArgs),
     /// Reassemble IP fragments of a capture into whole packets.
     Defrag(DefragArgs),
@@ -30,8 +32,14 @@ pub enum Command {
     /// List an interface's receive/transmit queues, RPS/XPS CPUs, IRQs and the CPU each poller would use.
     Queues(QueuesArgs),
     /// UDP echo/sink server: one socket and pinned thread per CPU (SO_REUSEPORT, steered by receiving CPU).
+    #[command(after_help = format!(
+        "{}\n{}",
+        crate::legend::help("Table columns (per socket)", crate::legend::UDP_ECHO),
+        crate::legend::help("Table columns with --mode xdp (per queue)", crate::legend::UDP_ECHO_XDP)
+    ))]
     UdpEcho(UdpEchoArgs),
     /// UDP load generator: flows (optionally spread over RSS queues), rate, echo checks, RTT percentiles.
+    #[command(after_help = crate::legend::help("Table columns (per flow)", crate::legend::UDP_GEN))]
     UdpGen(UdpGenArgs),
 }
 
@@ -319,6 +327,9 @@ pub struct RunArgs {
     /// Live sources: spin on an idle queue instead of sleeping in poll(2) (at most 1 ms at a time) until a frame comes.
     #[arg(long)]
     pub busy_poll: bool,
+    /// Also print the engine's internal figures (per-core timers fired, idle flows expired).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     #[arg(long)]
     pub json: bool,
 }

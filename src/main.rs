@@ -13,6 +13,7 @@
 
 mod cli;
 mod cmd;
+mod legend;
 mod plot;
 mod ranges;
 mod report;

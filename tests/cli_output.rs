@@ -192,3 +192,32 @@ fn plan_export_and_udp_gen_json_carry_the_warnings_printed() {
     let w = v["warnings"].as_array().unwrap();
     assert!(w.iter().any(|w| w.as_str().unwrap().contains(PUBLIC_KEY_WARNING)), "{w:?}");
 }
+
+#[test]
+fn every_table_has_a_legend_in_help_and_a_footer_and_run_names_its_workload() {
+    for (cmd, columns) in [
+        (&["run", "--help"][..], &["WSID", "HDisp'd", "QDrops", "Handled", "OrderViol"][..]),
+        (&["udp-echo", "--help"][..], &["rcvbuf_err", "cpu_miss", "KernDrops", "NotForUs"][..]),
+        (&["udp-gen", "--help"][..], &["reorder", "mismatch"][..]),
+        (&["hash", "--help"][..], &["reta", "queue"][..]),
+    ] {
+        let help = text(&flowsteer(cmd));
+        assert!(help.contains("Table columns"), "{cmd:?}: {help}");
+        for c in columns {
+            assert!(help.lines().any(|l| l.trim_start().starts_with(c)), "{cmd:?}: no legend for {c}");
+        }
+    }
+    let o = flowsteer(&["run", "--packets", "2000", "--duration", "30", "--flows", "16", "--no-pin"]);
+    let out = text(&o);
+    let workload = out.lines().find(|l| l.starts_with("workload: ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(workload.contains("built-in generator") && workload.contains("16 flows") && workload.contains("64-byte"));
+    let legend = out.lines().find(|l| l.starts_with("legend: ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(legend.contains("HDisp'd = ") && legend.contains("WMark = "), "{legend}");
+    // Internal figures only with --verbose.
+    assert!(!out.contains("timers fired"), "{out}");
+    let out = text(&flowsteer(&["run", "--packets", "2000", "--duration", "30", "--no-pin", "--verbose"]));
+    assert!(out.contains("per-core timers fired"), "{out}");
+
+    let out = text(&flowsteer(&["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"]));
+    assert!(out.lines().last().unwrap().starts_with("legend: src, dst"), "{out}");
+}

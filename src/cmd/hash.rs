@@ -74,6 +74,9 @@ pub fn run(args: &HashArgs) -> Result<i32> {
             }
         }
     }
+    if !args.json {
+        writeln!(out, "{}", crate::legend::footer(crate::legend::HASH))?;
+    }
     out.flush()?;
     if errors > 0 {
         eprintln!("error: {errors} input line(s) could not be parsed");

@@ -93,7 +93,8 @@ pub fn run(args: &RunArgs) -> Result<i32> {
             println!("{} whole run", crate::report::interval_label(0.0, report.snapshot.elapsed_s));
         }
         print_table(&report.snapshot);
-        print_summary(&report);
+        println!("{}", crate::legend::footer(crate::legend::RUN));
+        print_summary(&report, args.verbose);
     }
     drop(guard);
     if !report.snapshot.conservation_ok {
@@ -445,7 +446,7 @@ fn loss_lines(t: &flowsteer_engine::counters::Totals) -> Vec<String> {
     )
 }
 
-fn print_summary(r: &RunReport) {
+fn print_summary(r: &RunReport, verbose: bool) {
     let t = &r.snapshot.totals;
     let drops: Vec<String> = t.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!(
@@ -479,7 +480,9 @@ fn print_summary(r: &RunReport) {
             t.reassembled, t.reasm_absorbed, t.reasm_pending, t.reinjected
         );
     }
-    println!("per-core timers fired {}; idle flows expired {}", t.timers_fired, t.flows_expired);
+    if verbose {
+        println!("per-core timers fired {}; idle flows expired {}", t.timers_fired, t.flows_expired);
+    }
     for m in &r.rebalance_log {
         println!(
             "  rebalance at {:.3}s: bucket {} worker {} -> {} ({} packets in the interval)",

@@ -149,6 +149,7 @@ fn emit(stats: &ServerStats, json: bool, line: bool) -> Result<()> {
         }
     } else {
         print!("{}", format_table(stats));
+        println!("{}", crate::legend::footer(crate::legend::UDP_ECHO));
         let t = &stats.total;
         let reasons = [("truncated", t.drop_truncated), ("send_error", t.drop_send_error)];
         for line in crate::report::loss_lines(t.dropped, t.received, "received datagrams dropped", reasons) {
@@ -261,6 +262,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
             total.malformed,
             total.kernel_drops
         );
+        println!("{}", crate::legend::footer(crate::legend::UDP_ECHO_XDP));
         println!(
             "conservation: received = delivered + not for us + malformed, delivered = sent + tx full: {}",
             if ok { "OK" } else { "FAILED" }

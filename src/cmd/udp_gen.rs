@@ -75,6 +75,7 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", format_report(&report));
+        println!("{}", crate::legend::footer(crate::legend::UDP_GEN));
         if report.echo {
             let reasons = [("rcvbuf_drops (replies the kernel dropped at our sockets)", report.rcvbuf_drops)];
             for line in crate::report::loss_lines(report.lost, report.sent, "sent datagrams got no reply", reasons) {
