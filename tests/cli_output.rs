@@ -221,3 +221,27 @@ fn every_table_has_a_legend_in_help_and_a_footer_and_run_names_its_workload() {
     let out = text(&flowsteer(&["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"]));
     assert!(out.lines().last().unwrap().starts_with("legend: src, dst"), "{out}");
 }
+
+#[test]
+fn a_capture_cut_inside_its_file_header_is_an_error_for_every_command() {
+    let dir = common::TempDir::new("output", "header-cut");
+    let cap = dir.path("cut.pcap");
+    let w = flowsteer_capture::CaptureWriter::create(&cap, 1).unwrap();
+    w.finish().unwrap();
+    let bytes = std::fs::read(&cap).unwrap();
+    std::fs::write(&cap, &bytes[..10]).unwrap();
+    let c = cap.to_str().unwrap();
+    let out_path = dir.path("out.pcap");
+    let src = format!("pcap:{c}");
+    for args in [
+        &["analyze", c, "--quiet"][..],
+        &["defrag", c, "-o", out_path.to_str().unwrap()][..],
+        &["run", "--source", &src, "--no-pin"][..],
+    ] {
+        let o = flowsteer(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}: {}", text(&o));
+        assert!(stderr(&o).lines().any(|l| l.starts_with("error: ")), "{args:?}");
+    }
+    assert!(!out_path.exists(), "no output written from an unreadable capture");
+}

@@ -145,10 +145,7 @@ fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress:
         Ok(r) => r,
         Err(CaptureError::NotACapture) => bail!("{}: not a pcap or pcapng capture", path.display()),
         Err(CaptureError::Truncated { .. }) => {
-            capture.truncated = true;
-            warnings
-                .push(format!("capture truncated after 0 packets ({} ends inside its file header)", path.display()));
-            return Ok(Analysis { report: analyzer.finish(), capture, warnings });
+            bail!("{}: not a readable capture: the file ends inside its file header", path.display())
         }
         Err(e) => bail!("{}: {e}", path.display()),
     };

@@ -103,6 +103,10 @@ pub enum DefragError {
     NotACapture { path: String },
     #[error("{path}: {error}")]
     BadCapture { path: String, error: CaptureError },
+    /// The file starts as a capture but ends inside its file header: no
+    /// packet can be read from it.
+    #[error("{path}: not a readable capture: the file ends inside its file header")]
+    HeaderCut { path: String },
     #[error("{path}: {error} (after {packets} packets)")]
     BadRecord { path: String, error: CaptureError, packets: u64 },
     /// The output cannot be created: among others, it is the input.
@@ -349,11 +353,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     let reader = match CaptureReader::new(file) {
         Ok(r) => Some(r),
         Err(CaptureError::NotACapture) => return Err(DefragError::NotACapture { path: in_name }),
-        Err(CaptureError::Truncated { .. }) => {
-            truncated = true;
-            warnings.push(format!("{in_name}: capture truncated after 0 packets (the file ends inside its header)"));
-            None
-        }
+        Err(CaptureError::Truncated { .. }) => return Err(DefragError::HeaderCut { path: in_name }),
         Err(error) => return Err(DefragError::BadCapture { path: in_name, error }),
     };
     let interrupted = |packets| DefragError::Interrupted { path: args.output.display().to_string(), packets };
