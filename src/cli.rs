@@ -60,10 +60,12 @@ pub struct RssArgs {
     /// Indirection table size (power of two).
     #[arg(value_parser = crate::ranges::pow2::<1, {crate::ranges::MAX_TABLE}>, long, default_value_t = 128)]
     pub reta_size: usize,
-    /// Number of receive queues the RETA is filled with (round robin) [default: 4].
+    /// The modelled NIC's receive queues: the indirection table (RETA) is filled with queues 0..N round robin
+    /// [default: 4]. Not `run`'s engine queues (those are `run --rx-queues`) nor `udp-echo --queues` (queue ids to serve).
     #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_QUEUES}>, long)]
     pub queues: Option<usize>,
-    /// Queue -> CPU map as a comma list (queue i -> list[i % len]); default identity.
+    /// The modelled queue -> CPU map, CPU numbers as a comma list (queue i -> list[i % len]) [default: queue i on CPU i].
+    /// Only labels the cpu column; `run` places threads with --cores and --queue-cpus instead.
     #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub cpus: Vec<u32>,
     /// Hash types: comma list of ipv4,tcp4,udp4,ipv6,tcp6,udp6 or default|all|l3.
@@ -207,13 +209,16 @@ pub struct AnalyzeArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub rss: RssArgs,
-    /// Worker CPUs, one pinned worker each (e.g. 0,1) [default: every CPU].
+    /// Worker CPUs as CPU numbers, not a count: one pinned worker on each (`--cores 1` is one worker on CPU 1;
+    /// `--cores 0,1` two workers) [default: every CPU this process may use].
     #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub cores: Vec<u32>,
-    /// Receive queues (each polled by one core's thread) [default: one per core].
+    /// The engine's receive queues, a count (each polled by one worker's thread) [default: one per --cores CPU].
+    /// Also sizes the RSS table's queues (the shared --queues does not apply to `run`).
     #[arg(value_parser = crate::ranges::int::<u16, 1, 1024>, long)]
     pub rx_queues: Option<u16>,
-    /// Receive queue -> CPU of the thread that polls it, comma list [default: queue i on core i % cores].
+    /// Receive queue -> the CPU whose worker polls it, CPU numbers as a comma list, one per --rx-queues queue
+    /// (each must be one of --cores) [default: queue i on the i % n-th --cores CPU].
     #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub queue_cpus: Vec<u32>,
     /// Steering policy: rss, rps or rfs.
@@ -222,7 +227,8 @@ pub struct RunArgs {
     /// Dispatch policy (netisr): direct, deferred or hybrid.
     #[arg(long, default_value = "hybrid")]
     pub dispatch: String,
-    /// RPS CPU mask in the sysfs format (e.g. 3 or ff,ffffffff); once for all queues or once per queue.
+    /// --steer rps|rfs: the CPUs a receive queue may hand packets to, as a hex mask in the sysfs format (3 = CPUs 0
+    /// and 1; ff,ffffffff), not a list; once for all queues or once per queue.
     #[arg(long)]
     pub rps_cpus: Vec<String>,
     /// RFS desired-CPU table entries (rounded up to a power of two).
@@ -502,7 +508,8 @@ pub struct UdpEchoArgs {
     /// --mode xdp: the interface whose queues to serve.
     #[arg(long)]
     pub iface: Option<String>,
-    /// --mode xdp: queues to serve, comma list [default: every receive queue].
+    /// --mode xdp: receive queue ids of --iface to serve, comma list [default: every receive queue]
+    /// (not the shared --queues count of hash, plan and analyze).
     #[arg(value_parser = crate::ranges::int::<u32, 0, 1023>, long, value_delimiter = ',')]
     pub queues: Vec<u32>,
     /// --mode xdp: XDP attach mode: auto (native, then generic), native or skb.
@@ -516,7 +523,7 @@ pub struct UdpEchoArgs {
     /// bytes): such datagrams to the served port are dropped and counted.
     #[arg(long)]
     pub allow_mtu_drops: bool,
-    /// CPUs to serve on, one socket and pinned thread each [default: every CPU this process may use].
+    /// CPUs to serve on as CPU numbers, one socket and pinned thread each [default: every CPU this process may use].
     #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub cpus: Vec<u32>,
     /// How a socket is tied to its CPU: incoming-cpu (SO_INCOMING_CPU, Linux >= 6.1) or cbpf (reuseport BPF program).

@@ -225,6 +225,20 @@ fn every_numeric_flag_out_of_range_is_a_one_line_usage_error_naming_the_flag_and
 }
 
 #[test]
+fn overlapping_flag_names_say_which_meaning_they_have() {
+    let help = |cmd: &[&str]| String::from_utf8_lossy(&flowsteer(cmd).stdout).into_owned();
+    let run = help(&["run", "--help"]);
+    assert!(run.contains("not a count") && run.contains("`--cores 1` is one worker on CPU 1"), "{run}");
+    assert!(run.contains("the shared --queues does not apply to `run`"), "{run}");
+    assert!(run.contains("hex mask"), "{run}");
+    let hash = help(&["hash", "--help"]);
+    assert!(hash.contains("The modelled NIC's receive queues") && hash.contains("run --rx-queues"), "{hash}");
+    assert!(hash.contains("The modelled queue -> CPU map"), "{hash}");
+    let echo = help(&["udp-echo", "--help"]);
+    assert!(echo.contains("receive queue ids of --iface"), "{echo}");
+}
+
+#[test]
 fn contradicting_flags_are_usage_errors_with_nothing_on_stdout() {
     for args in [
         &["hash", "--src", "x", "--dst", "10.0.0.2"][..],
@@ -234,6 +248,16 @@ fn contradicting_flags_are_usage_errors_with_nothing_on_stdout() {
         &["run", "--queues", "2"][..],
         &["run", "--rx-queues", "2", "--queue-cpus", "0,0,0"][..],
         &["export", "eth0", "--rps-cpus", "3"][..],
+        // Overlapping names: each flag has one meaning, and a flag that does
+        // not apply to the command or mode given is refused.
+        &["run", "--cpus", "0"][..],
+        &["run", "--rps-cpus", "3"][..],
+        &["run", "--allow-mtu-drops"][..],
+        &["udp-echo", "127.0.0.1:9", "--queues", "0"][..],
+        &["udp-echo", "127.0.0.1:9", "--iface", "lo"][..],
+        &["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo", "--rcvbuf", "100000"][..],
+        &["udp-gen", "-r", "127.0.0.1", "-p", "9", "--queues", "4"][..],
+        &["udp-gen", "-r", "127.0.0.1", "-p", "9", "--cpus", "0,1"][..],
     ] {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let o = flowsteer(&args.iter().map(String::as_str).collect::<Vec<_>>());

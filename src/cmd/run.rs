@@ -153,6 +153,14 @@ pub fn build(args: &RunArgs) -> Result<Built> {
     if rx_queues == 0 {
         return Err(usage("--rx-queues must be at least 1"));
     }
+    if !args.rss.cpus.is_empty() {
+        return Err(usage(
+            "`run` places workers with --cores and receive queues with --queue-cpus; --cpus (the modelled queue -> CPU map of hash, plan and analyze) does not apply",
+        ));
+    }
+    if args.allow_mtu_drops && !args.source.starts_with("afxdp:") {
+        return Err(usage("--allow-mtu-drops applies to --source afxdp:IFACE only"));
+    }
     if args.rss.queues.is_some() {
         return Err(usage(
             "`run` takes the receive queue count from --rx-queues (the engine's queues), not --queues (the modelled table of hash, plan, analyze and export)",
@@ -172,6 +180,9 @@ pub fn build(args: &RunArgs) -> Result<Built> {
             "--rps-cpus given {} times for {rx_queues} receive queues (give it once, or once per queue)",
             rps_cpus.len()
         )));
+    }
+    if policy == Policy::Rss && !rps_cpus.is_empty() {
+        return Err(usage("--rps-cpus applies to --steer rps or rfs, not --steer rss"));
     }
     if policy == Policy::Rps && rps_cpus.is_empty() {
         warnings.push("--steer rps without --rps-cpus: RPS is off, packets stay on the polling core".into());

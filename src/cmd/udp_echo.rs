@@ -23,7 +23,19 @@ pub fn parse_socket_addr(s: &str) -> Result<SocketAddr> {
 
 pub fn run(args: &UdpEchoArgs) -> Result<i32> {
     match args.mode.as_str() {
-        "kernel" => {}
+        "kernel" => {
+            let xdp_only = [
+                ("--iface", args.iface.is_some()),
+                ("--queues", !args.queues.is_empty()),
+                ("--allow-mtu-drops", args.allow_mtu_drops),
+            ];
+            if let Some((flag, _)) = xdp_only.iter().find(|(_, given)| *given) {
+                return Err(usage(format!("{flag} applies to --mode xdp; --mode kernel serves every CPU's socket")));
+            }
+        }
+        "xdp" if args.rcvbuf.is_some() => {
+            return Err(usage("--rcvbuf sizes a kernel socket's buffer; --mode xdp has none (its rings are fixed)"))
+        }
         "xdp" => return run_xdp(args),
         other => return Err(usage(format!("unknown --mode '{other}' (expected kernel or xdp)"))),
     }

@@ -33,6 +33,19 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         None => None,
     };
 
+    if args.spread.is_none() {
+        let rss_only = [
+            ("--queues", args.rss.queues.is_some()),
+            ("--cpus", !args.rss.cpus.is_empty()),
+            ("--ethtool-x", args.rss.ethtool_x.is_some()),
+            ("--seed", args.rss.seed.is_some()),
+        ];
+        if let Some((flag, _)) = rss_only.iter().find(|(_, given)| *given) {
+            return Err(usage(format!(
+                "{flag} describes the receiver's RSS configuration, which only --spread N uses; give --spread or drop {flag}"
+            )));
+        }
+    }
     let mut key = None;
     // Every warning printed, also carried by the --json document.
     let mut all_warnings = Vec::new();
