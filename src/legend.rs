@@ -57,7 +57,7 @@ pub const UDP_GEN: Legend = &[
     ("flow", "flow number"),
     ("local", "the flow's local address and port"),
     ("queue", "the receive queue --spread planned it for (- without --spread)"),
-    ("cpu", "the CPU that queue maps to in the RSS flags (- without --spread)"),
+    ("cpu", "the CPU --cpus maps that queue to (- without --spread and --cpus)"),
     ("sent", "datagrams sent"),
     ("replies", "replies received (--echo)"),
     ("lost", "datagrams never answered"),

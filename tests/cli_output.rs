@@ -245,3 +245,26 @@ fn a_capture_cut_inside_its_file_header_is_an_error_for_every_command() {
     }
     assert!(!out_path.exists(), "no output written from an unreadable capture");
 }
+
+#[test]
+fn udp_gen_spread_says_it_plans_a_model_and_checks_it_against_this_host() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    let base = ["udp-gen", "-r", "127.0.0.1", "-l", "127.0.0.2", "-p", &port, "--spread", "4", "--hash-types", "all"];
+    let mut args = base.to_vec();
+    args.extend(["-n", "4", "--json"]);
+    let v = one_doc(&flowsteer(&args));
+    let warnings: Vec<&str> = v["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert!(warnings.iter().any(|w| w.contains("modelled receiver") && w.contains("--ethtool-x")), "{warnings:?}");
+    // 127.0.0.1 is on lo, which has one receive queue.
+    assert!(warnings.iter().any(|w| w.contains("this host's lo") && w.contains("at most 1 of the 4")), "{warnings:?}");
+    // No --cpus: no CPU is claimed.
+    for f in v["per_flow"].as_array().unwrap() {
+        assert!(f["cpu"].is_null(), "{f}");
+    }
+    args.extend(["--cpus", "0,4095"]);
+    let v = one_doc(&flowsteer(&args));
+    let warnings: Vec<&str> = v["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert!(warnings.iter().any(|w| w.contains("--cpus names CPU(s) 4095")), "{warnings:?}");
+    drop(silent);
+}

@@ -18,6 +18,46 @@ use std::time::Duration;
 /// Sending time when neither --count nor --duration is given.
 const DEFAULT_DURATION: Duration = Duration::from_secs(3);
 
+/// What `--spread N` cannot know and says: the plan is against a model of
+/// the receiver unless `--ethtool-x` gives its real table; when the remote
+/// address is on this host, the model is checked against the interface
+/// that holds it (its receive queues) and this machine's CPUs.
+fn spread_warnings(args: &UdpGenArgs, config: &flowsteer_rss::RssConfig, remote: SocketAddr, n: u16) -> Vec<String> {
+    let mut w = Vec::new();
+    if args.rss.ethtool_x.is_none() {
+        w.push(format!(
+            "--spread {n} plans against a modelled receiver ({} queues round robin in a {}-entry table, the --key given), \
+             not its real table: the flows land on {n} distinct queues only if the receiver is configured so \
+             (--ethtool-x FILE, the output of `ethtool -x IFACE` there, plans against the real one)",
+            config.queue_count(),
+            config.reta.len()
+        ));
+    }
+    let Some(iface) = crate::sys::iface_with_addr(remote.ip()) else {
+        return w;
+    };
+    if let Ok(queues) = flowsteer_live::queues::rx_queues(&iface) {
+        if usize::from(n) > queues.len() {
+            w.push(format!(
+                "--spread {n}: {} is on this host's {iface}, which has {} receive queue(s): at most {} of the {n} planned queues exist",
+                remote.ip(),
+                queues.len(),
+                queues.len()
+            ));
+        }
+    }
+    let available = flowsteer_live::available_cpus();
+    let missing: Vec<String> = args.rss.cpus.iter().filter(|c| !available.contains(c)).map(u32::to_string).collect();
+    if !missing.is_empty() {
+        w.push(format!(
+            "--cpus names CPU(s) {} that this host (where {} is) does not have (available: {available:?})",
+            missing.join(", "),
+            remote.ip()
+        ));
+    }
+    w
+}
+
 pub fn run(args: &UdpGenArgs) -> Result<i32> {
     let remote_ip: IpAddr =
         args.remote.parse().map_err(|_| usage(format!("--remote '{}' is not an IP address", args.remote)))?;
@@ -63,7 +103,18 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
                 locals.push(route_source(remote)?);
             }
             let count = args.flows.unwrap_or(usize::from(n));
-            spread_flows(&config, &locals, remote, n, count, sports)?
+            let receiver = spread_warnings(args, &config, remote, n);
+            crate::cmd::warn_all(&receiver);
+            all_warnings.extend(receiver);
+            let mut flows = spread_flows(&config, &locals, remote, n, count, sports)?;
+            if args.rss.cpus.is_empty() {
+                // Without --cpus the model's queue i -> CPU i says nothing
+                // about the receiver's CPUs: claim none.
+                for f in &mut flows {
+                    f.cpu = None;
+                }
+            }
+            flows
         }
         None => plain_flows(&locals, remote, args.flows.unwrap_or(1))?,
     };
