@@ -443,6 +443,9 @@ pub struct DefragArgs {
     /// Write frames that do not parse (and frames of an unsupported link type) unchanged instead of dropping them; those that may hold an IP fragment, and every fragment reassembly rejects, are dropped all the same.
     #[arg(long)]
     pub keep_malformed: bool,
+    /// No progress bar (drawn only when stderr is a terminal, never with --json).
+    #[arg(long)]
+    pub quiet: bool,
     #[arg(long)]
     pub json: bool,
 }

@@ -15,6 +15,7 @@ mod cli;
 mod cmd;
 mod legend;
 mod plot;
+mod progress;
 mod ranges;
 mod report;
 mod rssopts;

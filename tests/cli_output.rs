@@ -268,3 +268,40 @@ fn udp_gen_spread_says_it_plans_a_model_and_checks_it_against_this_host() {
     assert!(warnings.iter().any(|w| w.contains("--cpus names CPU(s) 4095")), "{warnings:?}");
     drop(silent);
 }
+
+/// Runs `args` with stdout and stderr on a pseudo-terminal (`script`), or
+/// `None` when `script` (util-linux) is missing.
+fn on_a_terminal(args: &[&str]) -> Option<String> {
+    let bin = env!("CARGO_BIN_EXE_flowsteer");
+    let cmd = std::iter::once(bin).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
+    let o = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().ok()?;
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn long_work_shows_progress_on_a_terminal_only() {
+    let dir = common::TempDir::new("output", "progress");
+    let cap = dir.path("in.pcap");
+    let mut w = flowsteer_capture::CaptureWriter::create(&cap, 1).unwrap();
+    let f = flowsteer_wire::build::udp_frame("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 1, 2, &[0; 20]);
+    for i in 0..1000u64 {
+        w.write_packet(i * 1000, &f, f.len() as u32).unwrap();
+    }
+    w.finish().unwrap();
+    let (c, out) = (cap.to_str().unwrap(), dir.path("out.pcap"));
+    let o = out.to_str().unwrap();
+    let src = format!("pcap:{c}");
+    let Some(tty) = on_a_terminal(&["defrag", c, "-o", o]) else {
+        println!("skipped: no `script` to give the command a terminal");
+        return;
+    };
+    assert!(tty.contains("defrag: reading"), "{tty}");
+    let tty = on_a_terminal(&["run", "--source", &src, "--no-pin"]).unwrap();
+    assert!(tty.contains("loading capture"), "{tty}");
+    // Never with --json, nor when stderr is not a terminal.
+    assert!(!on_a_terminal(&["defrag", c, "-o", o, "--json"]).unwrap().contains("defrag: reading"));
+    assert!(!on_a_terminal(&["defrag", c, "-o", o, "--quiet"]).unwrap().contains("defrag: reading"));
+    assert!(!on_a_terminal(&["run", "--source", &src, "--no-pin", "--json"]).unwrap().contains("loading capture"));
+    let piped = flowsteer(&["defrag", c, "-o", o]);
+    assert!(piped.status.success() && !stderr(&piped).contains("reading"), "{}", stderr(&piped));
+}

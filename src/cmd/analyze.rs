@@ -35,7 +35,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::cell::Cell;
 use std::fs::File;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::rc::Rc;
@@ -57,7 +57,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<i32> {
         top: args.top,
         ..AnalyzeOptions::default()
     };
-    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let progress = !args.quiet && crate::progress::wanted(args.json);
     let analysis = analyze_file(&args.capture, &config, opts, progress)?;
     crate::cmd::warn_all(&analysis.warnings);
     warnings.extend(analysis.warnings.iter().cloned());

@@ -27,15 +27,27 @@ use flowsteer_reasm::ReasmConfig;
 use std::io::Write;
 
 pub fn run(args: &DefragArgs) -> Result<i32> {
-    let opts = DefragOptions {
+    let mut opts = DefragOptions {
         input: args.input.clone(),
         output: args.output.clone(),
         no_flush: args.no_flush,
         keep_malformed: args.keep_malformed,
         reasm: config(args)?,
         stop: Some(flowsteer_live::stop_on_signals()?),
+        progress: None,
     };
-    let report = defrag_file(&opts)?;
+    // A bar by bytes of the input, on a terminal only.
+    let bar = if !args.quiet && crate::progress::wanted(args.json) {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        opts.progress = Some(done.clone());
+        let total = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
+        Some(crate::progress::ByteBar::start("defrag: reading", total, done))
+    } else {
+        None
+    };
+    let report = defrag_file(&opts);
+    drop(bar);
+    let report = report?;
     crate::cmd::warn_all(&report.warnings);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

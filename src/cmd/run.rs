@@ -244,7 +244,11 @@ pub fn build(args: &RunArgs) -> Result<Built> {
             .context("generator")?;
         (sources, args.flows as usize)
     } else if let Some(path) = args.source.strip_prefix("pcap:") {
-        let (replay, load_warnings) = replay::load(path, &rss, rx_queues, args.max_capture_mib)?;
+        let spinner = crate::progress::wanted(args.json)
+            .then(|| crate::progress::Spinner::start(&format!("run: loading capture {path} into memory")));
+        let loaded = replay::load(path, &rss, rx_queues, args.max_capture_mib);
+        drop(spinner);
+        let (replay, load_warnings) = loaded?;
         warnings.extend(load_warnings);
         let frames: usize = replay.queues.iter().map(Vec::len).sum();
         let bytes: usize = replay.queues.iter().flatten().map(Vec::len).sum();

@@ -62,7 +62,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Link type written when the input holds no packet to take it from.
@@ -88,6 +88,25 @@ pub struct DefragOptions {
     /// every packet and before the output is put in place: once set, the
     /// run ends with [`DefragError::Interrupted`] and writes nothing.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Bytes of the input read so far, published for a progress display
+    /// that reads it from another thread; `None`: not counted.
+    pub progress: Option<Arc<AtomicU64>>,
+}
+
+/// Adds the bytes read through it to [`DefragOptions::progress`].
+struct Counted<R> {
+    inner: R,
+    read: Option<Arc<AtomicU64>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(r) = &self.read {
+            r.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok(n)
+    }
 }
 
 /// Why a capture could not be reassembled. The text starts with the file
@@ -350,6 +369,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     // Refused before a byte of the input is read when it is the input.
     let mut output = Output::create(args)?;
     let file = File::open(in_path).map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
+    let file = Counted { inner: file, read: opts.progress.clone() };
     let reader = match CaptureReader::new(file) {
         Ok(r) => Some(r),
         Err(CaptureError::NotACapture) => return Err(DefragError::NotACapture { path: in_name }),

@@ -62,6 +62,7 @@ fn options(input: &Path, output: &Path) -> DefragOptions {
         keep_malformed: false,
         reasm: ReasmConfig::default(),
         stop: None,
+        progress: None,
     }
 }
 
@@ -321,4 +322,15 @@ fn a_stop_request_writes_nothing() {
     assert!(err.to_string().starts_with(&*output.to_string_lossy()), "{err}");
     assert_eq!(std::fs::read(&output).unwrap(), b"the previous output");
     assert_eq!(d.names(), ["in.pcap", "out.pcap"]);
+}
+
+#[test]
+fn progress_counts_every_byte_of_the_input() {
+    let d = Dir::new("progress");
+    let (input, output) = (d.join("in.pcap"), d.join("out.pcap"));
+    write_pcap(&input, &crafted().capture());
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    defrag_file(&DefragOptions { progress: Some(read.clone()), ..options(&input, &output) }).unwrap();
+    let len = std::fs::metadata(&input).unwrap().len();
+    assert_eq!(read.load(std::sync::atomic::Ordering::Relaxed), len);
 }
