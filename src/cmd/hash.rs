@@ -7,7 +7,7 @@
 //! error record in place (text: `line N: error: ...`; JSON: `{"line": N,
 //! "error": "..."}`), the others are still hashed, and the exit code is 1.
 //! A key drawn by `--key random` is shown above the table and in every JSON
-//! record (`key`, `key_seed`).
+//! record (`key`, `key_seed`), as are the warnings (`warnings`).
 
 use crate::cli::HashArgs;
 use crate::cmd::usage;
@@ -53,7 +53,7 @@ pub fn run(args: &HashArgs) -> Result<i32> {
     }
     let mut errors = 0;
     if let Some((src, dst, ports)) = tuple {
-        emit(&mut out, &config, src, dst, ports, args.json)?;
+        emit(&mut out, &config, src, dst, ports, args.json.then_some(&warnings[..]))?;
     } else if let (Some(path), Some(reader)) = (&args.input, reader) {
         for (n, line) in reader.lines().enumerate() {
             let line = line.with_context(|| format!("{}: read error at line {}", path.display(), n + 1))?;
@@ -62,7 +62,7 @@ pub fn run(args: &HashArgs) -> Result<i32> {
                 continue;
             }
             match parse_line(text) {
-                Ok((src, dst, ports)) => emit(&mut out, &config, src, dst, ports, args.json)?,
+                Ok((src, dst, ports)) => emit(&mut out, &config, src, dst, ports, args.json.then_some(&warnings[..]))?,
                 Err(e) => {
                     errors += 1;
                     if args.json {
@@ -126,13 +126,13 @@ fn emit(
     src: IpAddr,
     dst: IpAddr,
     ports: Option<(u16, u16)>,
-    json: bool,
+    json: Option<&[String]>,
 ) -> Result<()> {
     let input = HashInput::build(src, dst, ports);
     debug_assert_ne!(input.fields(), Fields::None);
     let p = config.place_input(&input);
     let (sp, dp) = ports.map_or((None, None), |(s, d)| (Some(s), Some(d)));
-    if json {
+    if let Some(warnings) = json {
         let mut v = serde_json::json!({
             "src": src.to_string(),
             "dst": dst.to_string(),
@@ -145,6 +145,8 @@ fn emit(
             "cpu": p.cpu.0,
         });
         add_drawn_key(&mut v, config.key());
+        // Every record carries the warnings printed on stderr.
+        v["warnings"] = serde_json::json!(warnings);
         writeln!(out, "{v}")?;
     } else {
         let opt = |v: Option<u16>| v.map_or("-".to_string(), |v| v.to_string());
