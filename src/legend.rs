@@ -9,7 +9,7 @@ pub type Legend = &'static [(&'static str, &'static str)];
 pub const RUN: Legend = &[
     ("WSID", "worker id"),
     ("CPU", "the CPU the worker is pinned to"),
-    ("Len", "packets waiting in its hand-off queues now"),
+    ("Len", "packets waiting in its hand-off queues now (a level, as WMark and Flows)"),
     ("WMark", "most packets ever waiting there at once"),
     ("Disp'd", "packets processed at once by the receiving thread (--dispatch direct)"),
     ("HDisp'd", "packets processed at once by the receiving thread because it owns the flow (--dispatch hybrid)"),
@@ -18,7 +18,7 @@ pub const RUN: Legend = &[
     ("Handled", "packets it processed: Disp'd + HDisp'd + (Queued - Len)"),
     (
         "Mpps",
-        "million packets per second it handled (interval reports: over that interval; the final table: over the run)",
+        "million packets per second it handled; interval reports count and rate over that interval, the final table over the run",
     ),
     ("Flows", "flows in its flow table"),
     ("OrderViol", "packets that arrived behind a later packet of their flow"),

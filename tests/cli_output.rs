@@ -71,6 +71,18 @@ fn run_interval_reports_carry_elapsed_time_and_the_interval_own_counts() {
         (from, received) = (to, cum);
     }
     assert!(last["totals"]["received"].as_u64().unwrap() >= received);
+    // Each interval's per-worker counts are that interval's: they add up to
+    // no more than the worker's count over the whole run.
+    for w in last["workers"].as_array().unwrap() {
+        let id = &w["worker"];
+        let sum: u64 = intervals
+            .iter()
+            .flat_map(|iv| iv["workers"].as_array().unwrap())
+            .filter(|x| &x["worker"] == id)
+            .map(|x| x["handled"].as_u64().unwrap())
+            .sum();
+        assert!(sum <= w["handled"].as_u64().unwrap() && sum > 0, "worker {id}: {sum} vs {w}");
+    }
 
     let o = flowsteer(&["run", "--duration", "0.8", "--interval", "0.3", "--no-pin"]);
     let out = text(&o);

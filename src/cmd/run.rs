@@ -355,16 +355,29 @@ fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
     )
 }
 
-/// `now` with its rates (`pps`, per worker and in total) over the interval
-/// since `prev` (the start when `None`) instead of since the start.
+/// `now` as one interval's report: each worker's counts (Disp'd, HDisp'd,
+/// QDrops, Queued, Handled, OrderViol, drops) and rate over the interval
+/// since `prev` (the start when `None`) instead of since the start; its
+/// levels (Len, WMark, Flows) as they are. The totals stay cumulative
+/// except their rate.
 fn interval_view(prev: Option<&Snapshot>, now: &Snapshot) -> Snapshot {
     use crate::report::interval_rate;
     let mut iv = now.clone();
     let from = prev.map_or(0.0, |p| p.elapsed_s);
     let dt = now.elapsed_s - from;
     for w in &mut iv.workers {
-        let before = prev.and_then(|p| p.workers.iter().find(|x| x.worker == w.worker)).map_or(0, |x| x.handled);
-        w.pps = interval_rate(before, w.handled, dt).1;
+        let before = prev.and_then(|p| p.workers.iter().find(|x| x.worker == w.worker)).cloned().unwrap_or_default();
+        let d = |b: u64, n: u64| interval_rate(b, n, dt).0;
+        w.pps = interval_rate(before.handled, w.handled, dt).1;
+        w.dispatched = d(before.dispatched, w.dispatched);
+        w.hdispatched = d(before.hdispatched, w.hdispatched);
+        w.qdrops = d(before.qdrops, w.qdrops);
+        w.queued = d(before.queued, w.queued);
+        w.handled = d(before.handled, w.handled);
+        w.order_violations = d(before.order_violations, w.order_violations);
+        for (reason, n) in &mut w.drops {
+            *n = d(before.drops.get(reason).copied().unwrap_or(0), *n);
+        }
     }
     let before = prev.map_or(0, |p| p.totals.delivered);
     iv.totals.pps = interval_rate(before, now.totals.delivered, dt).1;
@@ -385,7 +398,7 @@ fn interval_counts(prev: Option<&Snapshot>, iv: &Snapshot) -> (u64, u64, u64) {
 fn interval_line(prev: Option<&Snapshot>, iv: &Snapshot) -> String {
     let (received, delivered, dropped) = interval_counts(prev, iv);
     format!(
-        "{} received {received}, delivered {delivered} ({:.3} Mpps), dropped {dropped} (Mpps: this interval's)",
+        "{} received {received}, delivered {delivered} ({:.3} Mpps), dropped {dropped} (counts and rates: this interval's)",
         crate::report::interval_label(prev.map_or(0.0, |p| p.elapsed_s), iv.elapsed_s),
         iv.totals.pps / 1e6
     )
