@@ -96,18 +96,24 @@ fn udp_echo_interval_reports_carry_elapsed_time_and_the_interval_own_counts() {
     let port = free.local_addr().unwrap().port();
     drop(free);
     let addr = format!("127.0.0.1:{port}");
-    let server = std::process::Command::new(env!("CARGO_BIN_EXE_flowsteer"))
-        .args(["udp-echo", &addr, "--cpus", "0", "--interval", "0.2", "--duration", "2", "--json"])
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["udp-echo", &addr, "--cpus", "0", "--interval", "0.2", "--duration", "3", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // Serving once it says so (after its self-test).
+    // (The pipe stays open until the end: a closed one would end the server.)
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    assert!(line.starts_with("udp-echo: serving"), "{line}");
     let p = port.to_string();
     let gen = flowsteer(&["udp-gen", "-r", "127.0.0.1", "-p", &p, "--rate", "5000", "-n", "2000", "--echo"]);
     assert!(gen.status.success(), "{}", stderr(&gen));
     let o = server.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    drop(err);
+    assert!(o.status.success(), "{:?}", o.status);
     let docs = json_lines(&text(&o));
     let (last, intervals) = docs.split_last().unwrap();
     assert!(last.get("interval").is_none());
