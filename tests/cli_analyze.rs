@@ -245,11 +245,12 @@ fn a_truncated_capture_is_reported_with_a_warning() {
     assert_eq!(doc["capture"]["truncated"], true);
     assert_eq!(doc["conservation_ok"], true);
 
-    // Cut inside the file header: still a (empty) report.
+    // Cut inside the file header: no packet can be read, an error (exit 1).
     std::fs::write(&cap, &bytes[..10]).unwrap();
     let out = analyze(&cap, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("capture truncated after 0 packets"));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("ends inside its file header"), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
 }
 
 #[test]

@@ -35,7 +35,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::cell::Cell;
 use std::fs::File;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::rc::Rc;
@@ -57,7 +57,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<i32> {
         top: args.top,
         ..AnalyzeOptions::default()
     };
-    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let progress = !args.quiet && crate::progress::wanted(args.json);
     let analysis = analyze_file(&args.capture, &config, opts, progress)?;
     crate::cmd::warn_all(&analysis.warnings);
     warnings.extend(analysis.warnings.iter().cloned());
@@ -151,10 +151,7 @@ fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress:
         Ok(r) => r,
         Err(CaptureError::NotACapture) => bail!("{}: not a pcap or pcapng capture", path.display()),
         Err(CaptureError::Truncated { .. }) => {
-            capture.truncated = true;
-            warnings
-                .push(format!("capture truncated after 0 packets ({} ends inside its file header)", path.display()));
-            return Ok(Analysis { report: analyzer.finish(), capture, warnings });
+            bail!("{}: not a readable capture: the file ends inside its file header", path.display())
         }
         Err(e) => bail!("{}: {e}", path.display()),
     };

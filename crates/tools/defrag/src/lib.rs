@@ -67,7 +67,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Link type written when the input holds no packet to take it from.
@@ -93,6 +93,25 @@ pub struct DefragOptions {
     /// every packet and before the output is put in place: once set, the
     /// run ends with [`DefragError::Interrupted`] and writes nothing.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Bytes of the input read so far, published for a progress display
+    /// that reads it from another thread; `None`: not counted.
+    pub progress: Option<Arc<AtomicU64>>,
+}
+
+/// Adds the bytes read through it to [`DefragOptions::progress`].
+struct Counted<R> {
+    inner: R,
+    read: Option<Arc<AtomicU64>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(r) = &self.read {
+            r.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok(n)
+    }
 }
 
 /// Why a capture could not be reassembled. The text starts with the file
@@ -108,6 +127,10 @@ pub enum DefragError {
     NotACapture { path: String },
     #[error("{path}: {error}")]
     BadCapture { path: String, error: CaptureError },
+    /// The file starts as a capture but ends inside its file header: no
+    /// packet can be read from it.
+    #[error("{path}: not a readable capture: the file ends inside its file header")]
+    HeaderCut { path: String },
     #[error("{path}: {error} (after {packets} packets)")]
     BadRecord { path: String, error: CaptureError, packets: u64 },
     /// The output cannot be created: among others, it is the input.
@@ -481,17 +504,15 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     // Refused before a byte of the input is read when it is the input.
     let mut output = Output::create(args)?;
     let file = File::open(in_path).map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
+    // Progress counts the bytes of the file as stored (compressed or not).
+    let file = Counted { inner: file, read: opts.progress.clone() };
     let file = Decompressed::new(std::io::BufReader::with_capacity(64 * 1024, file))
         .map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
     let compression = file.compression().name();
     let reader = match CaptureReader::new(file) {
         Ok(r) => Some(r),
         Err(CaptureError::NotACapture) => return Err(DefragError::NotACapture { path: in_name }),
-        Err(CaptureError::Truncated { .. }) => {
-            truncated = true;
-            warnings.push(format!("{in_name}: capture truncated after 0 packets (the file ends inside its header)"));
-            None
-        }
+        Err(CaptureError::Truncated { .. }) => return Err(DefragError::HeaderCut { path: in_name }),
         Err(error) => return Err(DefragError::BadCapture { path: in_name, error }),
     };
     let interrupted = |packets| DefragError::Interrupted { path: args.output.display().to_string(), packets };

@@ -62,6 +62,7 @@ fn options(input: &Path, output: &Path) -> DefragOptions {
         keep_malformed: false,
         reasm: ReasmConfig::default(),
         stop: None,
+        progress: None,
     }
 }
 
@@ -407,4 +408,15 @@ fn a_pcap_output_refuses_only_a_second_link_type_it_would_write() {
     // Kept, it would be a second link type in one pcap: refused.
     let e = defrag_file(&DefragOptions { keep_malformed: true, ..options(&input, &output) }).unwrap_err();
     assert!(matches!(e, DefragError::MixedLinkTypes { first: 147, other: 1, .. }), "{e:?}");
+}
+
+#[test]
+fn progress_counts_every_byte_of_the_input() {
+    let d = Dir::new("progress");
+    let (input, output) = (d.join("in.pcap"), d.join("out.pcap"));
+    write_pcap(&input, &crafted().capture());
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    defrag_file(&DefragOptions { progress: Some(read.clone()), ..options(&input, &output) }).unwrap();
+    let len = std::fs::metadata(&input).unwrap().len();
+    assert_eq!(read.load(std::sync::atomic::Ordering::Relaxed), len);
 }
