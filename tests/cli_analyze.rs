@@ -459,7 +459,7 @@ fn zstd(bytes: &[u8]) -> Vec<u8> {
 fn gzip_and_zstd_captures_give_the_plain_capture_report() {
     let dir = TempDir::new("cli-analyze", "compressed");
     let plain = dir.path("mixed.pcap");
-    write_capture(&plain, &mixed_frames(40));
+    write_capture(&plain, &mixed_frames(2000));
     let bytes = std::fs::read(&plain).unwrap();
     let base = json(&analyze(&plain, &["--json", "--queues", "4"]));
     // Named without a telling extension: recognised by content.
@@ -478,6 +478,11 @@ fn gzip_and_zstd_captures_give_the_plain_capture_report() {
         assert_eq!(doc["capture"]["truncated"], true, "{name}");
         assert!(doc["packets_read"].as_u64().unwrap() < base["packets_read"].as_u64().unwrap());
         assert!(text(&out.stderr).contains("capture truncated after"), "{}", text(&out.stderr));
+        // Cut before a whole file header decompresses: unreadable, exit 1.
+        std::fs::write(&path, &data[..12]).unwrap();
+        let out = analyze(&path, &["--json"]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("ends inside its file header"), "{}", text(&out.stderr));
     }
 }
 
