@@ -14,6 +14,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Toeplitz-hash tuples and show RETA index, queue and CPU.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::HASH))]
     Hash(HashArgs),
     /// Find addresses/ports that land on chosen queues (GF(2) solver).
     Plan(PlanArgs),
@@ -22,6 +23,7 @@ pub enum Command {
     /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
     Export(ExportArgs),
     /// Run the steering pipeline on the built-in workload.
+    #[command(after_help = crate::legend::help("Table columns (per worker)", crate::legend::RUN))]
     Run(RunArgs),
     /// Reassemble IP fragments of a capture into whole packets.
     Defrag(DefragArgs),
@@ -30,8 +32,14 @@ pub enum Command {
     /// List an interface's receive/transmit queues, RPS/XPS CPUs, IRQs and the CPU each poller would use.
     Queues(QueuesArgs),
     /// UDP echo/sink server: one socket and pinned thread per CPU (SO_REUSEPORT, steered by receiving CPU).
+    #[command(after_help = format!(
+        "{}\n{}",
+        crate::legend::help("Table columns (per socket)", crate::legend::UDP_ECHO),
+        crate::legend::help("Table columns with --mode xdp (per queue)", crate::legend::UDP_ECHO_XDP)
+    ))]
     UdpEcho(UdpEchoArgs),
     /// UDP load generator: flows (optionally spread over RSS queues), rate, echo checks, RTT percentiles.
+    #[command(after_help = crate::legend::help("Table columns (per flow)", crate::legend::UDP_GEN))]
     UdpGen(UdpGenArgs),
     /// RFC 2544 throughput: NDR and PDR by binary search per device under test and frame size (AF_XDP generator, namespaces it builds).
     Rfc2544(Rfc2544Args),
@@ -46,19 +54,21 @@ pub struct RssArgs {
     pub key: String,
     /// Seed for --key random: the key is drawn from SplitMix64(SEED) instead of OS randomness, so a run
     /// repeats (`run` also seeds its traffic generator with it [default: 1]).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::ranges::int::<u64, 0, { u64::MAX }>)]
     pub seed: Option<u64>,
     /// Key length for --key symmetric|random (bytes, >= 40).
-    #[arg(long, default_value_t = 52)]
+    #[arg(value_parser = crate::ranges::int::<usize, 40, 256>, long, default_value_t = 52)]
     pub key_len: usize,
     /// Indirection table size (power of two).
-    #[arg(long, default_value_t = 128)]
+    #[arg(value_parser = crate::ranges::pow2::<1, {crate::ranges::MAX_TABLE}>, long, default_value_t = 128)]
     pub reta_size: usize,
-    /// Number of receive queues the RETA is filled with (round robin) [default: 4].
-    #[arg(long)]
+    /// The modelled NIC's receive queues: the indirection table (RETA) is filled with queues 0..N round robin
+    /// [default: 4]. Not `run`'s engine queues (those are `run --rx-queues`) nor `udp-echo --queues` (queue ids to serve).
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_QUEUES}>, long)]
     pub queues: Option<usize>,
-    /// Queue -> CPU map as a comma list (queue i -> list[i % len]); default identity.
-    #[arg(long, value_delimiter = ',')]
+    /// The modelled queue -> CPU map, CPU numbers as a comma list (queue i -> list[i % len]) [default: queue i on CPU i].
+    /// Only labels the cpu column; `run` places threads with --cores and --queue-cpus instead.
+    #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub cpus: Vec<u32>,
     /// Hash types: comma list of ipv4,tcp4,udp4,ipv6,tcp6,udp6 or default|all|l3.
     #[arg(long, default_value = "default")]
@@ -82,7 +92,7 @@ pub struct QueuesArgs {
     /// Interface name (in the current network namespace).
     pub iface: String,
     /// Receive queue -> poller CPU, comma list (queue i on list[i % len]) [default: the CPUs this process may use].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub queue_cpus: Vec<u32>,
     /// Print JSON (schema flowsteer.queues.v1).
     #[arg(long)]
@@ -100,10 +110,10 @@ pub struct HashArgs {
     #[arg(long)]
     pub dst: Option<String>,
     /// Source port (with --dport: 4-tuple input).
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<u16, 0, 65535>, long)]
     pub sport: Option<u16>,
     /// Destination port.
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<u16, 0, 65535>, long)]
     pub dport: Option<u16>,
     /// Read tuples, one per line `src,dst[,sport,dport]`, from FILE (`-` for stdin).
     #[arg(long, value_name = "FILE")]
@@ -124,7 +134,7 @@ pub struct PlanArgs {
     #[arg(long)]
     pub dst: String,
     /// Fixed source port.
-    #[arg(long, conflicts_with = "sport_range")]
+    #[arg(value_parser = crate::ranges::int::<u16, 0, 65535>, long, conflicts_with = "sport_range")]
     pub sport: Option<u16>,
     /// Source port range to pick from, e.g. 1024-65535.
     #[arg(long)]
@@ -136,10 +146,10 @@ pub struct PlanArgs {
     #[arg(long, default_value = "udp")]
     pub proto: String,
     /// Plan for queues 0..N-1 (also sets --queues when that is not given).
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<u16, 1, {crate::ranges::MAX_QUEUES}>, long)]
     pub buckets: Option<u16>,
     /// Tuples per bucket.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 65536>, long, default_value_t = 1)]
     pub per_bucket: usize,
     #[arg(long)]
     pub json: bool,
@@ -159,10 +169,10 @@ pub struct ExportArgs {
     #[arg(long)]
     pub rps_cpus: Vec<String>,
     /// RFS: /proc/sys/net/core/rps_sock_flow_entries (rounded up to a power of two).
-    #[arg(long, default_value_t = 32768)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_RFS}>, long, default_value_t = 32768)]
     pub rfs_entries: usize,
     /// RFS: rps_flow_cnt of every receive queue (rounded up to a power of two).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_RFS}>, long, default_value_t = 4096)]
     pub rfs_flow_cnt: usize,
     /// Print JSON (schema flowsteer.export.v1).
     #[arg(long)]
@@ -173,19 +183,19 @@ pub struct ExportArgs {
 pub struct AnalyzeArgs {
     #[command(flatten)]
     pub rss: RssArgs,
-    /// Capture file (pcap or pcapng).
+    /// Capture file (pcap or pcapng, gzip or zstd compressed or not).
     pub capture: PathBuf,
-    /// Also hash the inner headers of VXLAN, GRE, IP-in-IP and PPPoE traffic and show the spread.
+    /// Also hash the inner headers of VXLAN, Geneve, VXLAN-GPE, GTP-U, GRE, IP-in-IP and PPPoE traffic and show the spread.
     #[arg(long)]
     pub inner: bool,
     /// VXLAN UDP port.
-    #[arg(long, default_value_t = 4789)]
+    #[arg(value_parser = crate::ranges::int::<u16, 1, 65535>, long, default_value_t = 4789)]
     pub vxlan_port: u16,
     /// Most flows tracked (memory bound); further new flows are counted, not tracked.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {1 << 28}>, long, default_value_t = 1_000_000)]
     pub max_flows: usize,
     /// Heaviest flows to list.
-    #[arg(long, default_value_t = 10)]
+    #[arg(value_parser = crate::ranges::int::<usize, 0, 100000>, long, default_value_t = 10)]
     pub top: usize,
     /// Write a per-queue load chart (.svg or .png).
     #[arg(long, value_name = "FILE")]
@@ -201,14 +211,17 @@ pub struct AnalyzeArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub rss: RssArgs,
-    /// Worker CPUs, one pinned worker each (e.g. 0,1) [default: every CPU].
-    #[arg(long, value_delimiter = ',')]
+    /// Worker CPUs as CPU numbers, not a count: one pinned worker on each (`--cores 1` is one worker on CPU 1;
+    /// `--cores 0,1` two workers) [default: every CPU this process may use].
+    #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub cores: Vec<u32>,
-    /// Receive queues (each polled by one core's thread) [default: one per core].
-    #[arg(long)]
+    /// The engine's receive queues, a count (each polled by one worker's thread) [default: one per --cores CPU].
+    /// Also sizes the RSS table's queues (the shared --queues does not apply to `run`).
+    #[arg(value_parser = crate::ranges::int::<u16, 1, 1024>, long)]
     pub rx_queues: Option<u16>,
-    /// Receive queue -> CPU of the thread that polls it, comma list [default: queue i on core i % cores].
-    #[arg(long, value_delimiter = ',')]
+    /// Receive queue -> the CPU whose worker polls it, CPU numbers as a comma list, one per --rx-queues queue
+    /// (each must be one of --cores) [default: queue i on the i % n-th --cores CPU].
+    #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub queue_cpus: Vec<u32>,
     /// Steering policy: rss, rps or rfs.
     #[arg(long, default_value = "rss")]
@@ -216,30 +229,31 @@ pub struct RunArgs {
     /// Dispatch policy (netisr): direct, deferred or hybrid.
     #[arg(long, default_value = "hybrid")]
     pub dispatch: String,
-    /// RPS CPU mask in the sysfs format (e.g. 3 or ff,ffffffff); once for all queues or once per queue.
+    /// --steer rps|rfs: the CPUs a receive queue may hand packets to, as a hex mask in the sysfs format (3 = CPUs 0
+    /// and 1; ff,ffffffff), not a list; once for all queues or once per queue.
     #[arg(long)]
     pub rps_cpus: Vec<String>,
     /// RFS desired-CPU table entries (rounded up to a power of two).
-    #[arg(long, default_value_t = 32768)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_RFS}>, long, default_value_t = 32768)]
     pub rfs_entries: usize,
     /// RFS flow slots per receive queue (rounded up to a power of two).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_RFS}>, long, default_value_t = 4096)]
     pub rfs_flow_cnt: usize,
     /// Software RSS buckets (bucket -> worker map), power of two.
-    #[arg(long, default_value_t = 128)]
+    #[arg(value_parser = crate::ranges::pow2::<1, {crate::ranges::MAX_TABLE}>, long, default_value_t = 128)]
     pub buckets: usize,
     /// Hand-off queue capacity (descriptors, rounded up to a power of two).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_RING}>, long, default_value_t = 1024)]
     pub ring_size: usize,
     /// Packets per receive poll and per queue pop.
-    #[arg(long, default_value_t = 32)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_BATCH}>, long, default_value_t = 32)]
     pub burst: usize,
     /// Flow table capacity per worker [default: 65536 for captures; for the
     /// generator its flow count rounded up to a power of two, 1024..=65536].
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_FLOW_TABLE}>, long)]
     pub flow_capacity: Option<usize>,
     /// Idle flow timeout in seconds.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 30.0)]
     pub flow_timeout: f64,
     /// Packet source: gen (built-in generator), pcap:FILE (replayed from memory), afxdp:IFACE[:Q,...] (AF_XDP socket per queue) or afpacket:IFACE (TPACKET_V3 rings in a fanout group, one per receive queue).
     #[arg(long, default_value = "gen")]
@@ -260,55 +274,55 @@ pub struct RunArgs {
     #[arg(long, default_value = "rss")]
     pub fanout: String,
     /// Times to replay a capture.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::ranges::int::<u64, 1, {u64::MAX}>, long, default_value_t = 1)]
     pub loops: u64,
     /// Largest capture loaded into memory, in MiB.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::ranges::int::<u64, 1, {1 << 20}>, long, default_value_t = 1024)]
     pub max_capture_mib: u64,
     /// Generator: number of flows.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::ranges::int::<u32, 1, {1 << 24}>, long, default_value_t = 1024)]
     pub flows: u32,
     /// Generator: share of IPv6 flows.
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(value_parser = crate::ranges::share, long, default_value_t = 0.25)]
     pub ipv6_share: f64,
     /// Generator: share of TCP flows.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(value_parser = crate::ranges::share, long, default_value_t = 0.5)]
     pub tcp_share: f64,
     /// Generator: frame size in bytes, or imix.
-    #[arg(long, default_value = "64")]
+    #[arg(value_parser = crate::ranges::frame_size, long, default_value = "64")]
     pub size: String,
     /// Generator: Zipf exponent of flow popularity (heavy hitters), e.g. 1.1.
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::zipf, long)]
     pub zipf: Option<f64>,
     /// Generator: share of UDP flows sent as IP fragments.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(value_parser = crate::ranges::share, long, default_value_t = 0.0)]
     pub frag_share: f64,
     /// Generator: fragmenting flows send one datagram in N as fragments and the others whole (mixed-size flows; needs one receive queue).
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::ranges::int::<u32, 1, 1000000>, long, default_value_t = 1)]
     pub frag_every: u32,
     /// Fragments: owner (the first fragment's ports pick the flow's worker, which reassembles), rehash (FreeBSD: reassemble where the 2-tuple hash sends them, re-inject to the owner), local (reassemble on the receiving core) or off.
     #[arg(long, default_value = "owner")]
     pub frag_steer: String,
     /// Reassembly memory limit per core in bytes (high threshold; eviction down to 3/4).
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_MEM}>, long, default_value_t = 4 * 1024 * 1024)]
     pub reasm_mem: usize,
     /// Present all traffic on one receive queue (the case RPS exists for).
     #[arg(long)]
     pub single_queue: bool,
     /// Run time in seconds.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 3.0)]
     pub duration: f64,
     /// Stop after this many packets.
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<u64, 1, {u64::MAX}>, long)]
     pub packets: Option<u64>,
     /// Print the table every N seconds.
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::seconds, long)]
     pub interval: Option<f64>,
     /// Move buckets from overloaded workers to lighter ones while running.
     #[arg(long)]
     pub rebalance: bool,
     /// Move every flow's consumer to the next core every N seconds (shows RFS at work).
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::seconds, long)]
     pub migrate: Option<f64>,
     /// Application listeners as proto:port list (e.g. udp:53,tcp:80): one per bucket on its core plus a
     /// wildcard per core; packets to other ports are dropped as no_listener [default: accept everything].
@@ -321,6 +335,9 @@ pub struct RunArgs {
     /// Live sources: spin on an idle queue instead of sleeping in poll(2) (at most 1 ms at a time) until a frame comes.
     #[arg(long)]
     pub busy_poll: bool,
+    /// Also print the engine's internal figures (per-core timers fired, idle flows expired).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -348,16 +365,16 @@ pub enum BenchWhat {
 #[derive(Args, Debug)]
 pub struct BenchUdpArgs {
     /// Seconds of traffic per measurement.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 2.0)]
     pub seconds: f64,
     /// UDP payload bytes.
-    #[arg(long, default_value_t = 64)]
+    #[arg(value_parser = crate::ranges::int::<usize, 32, 65507>, long, default_value_t = 64)]
     pub size: usize,
     /// Flows in the mode comparison.
-    #[arg(long, default_value_t = 8)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 4096>, long, default_value_t = 8)]
     pub flows: usize,
     /// The flows experiment adds flows one per bucket up to this many.
-    #[arg(long, default_value_t = 4)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 4096>, long, default_value_t = 4)]
     pub max_flows: usize,
     /// Modes to compare (kernel-single, kernel, xdp).
     #[arg(long, value_delimiter = ',', default_value = "kernel-single,kernel,xdp")]
@@ -373,7 +390,7 @@ pub struct BenchUdpArgs {
 #[derive(Args, Debug)]
 pub struct BenchReasmArgs {
     /// Seconds per measurement.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 0.5)]
     pub seconds: f64,
     #[arg(long)]
     pub json: bool,
@@ -393,34 +410,34 @@ pub struct BenchReasmArgs {
     #[arg(long)]
     pub order: Option<String>,
     /// Run on this CPU (pinned).
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::cpu, long)]
     pub cpu: Option<u32>,
     /// Run DPDK's rte_ip_frag beside every warm chain row, on the same CPU, with this harness (`make -C bench/dpdk` builds bench/dpdk/reasm-dpdk; needs Debian's libdpdk-dev) and print the comparison.
     #[arg(long)]
     pub dpdk: Option<PathBuf>,
     /// IPv4 max-distance rule of the in-flight cases (default 64, as Linux's ipfrag_max_dist; 0 turns it off, as DPDK has no such rule: the comparison with the same feature set).
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<u32, 0, {u32::MAX as u64}>, long)]
     pub max_dist: Option<u32>,
     /// With --dpdk: rounds of flowsteer-then-DPDK per case, default 3 (each reported as the median over rounds; ratios are paired per round).
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 1000>, long)]
     pub rounds: Option<usize>,
 }
 
 #[derive(Args, Debug)]
 pub struct DefragArgs {
-    /// Input capture (pcap or pcapng).
+    /// Input capture (pcap or pcapng, gzip or zstd compressed or not).
     pub input: PathBuf,
-    /// Output capture (pcap): unfragmented packets unchanged, reassembled datagrams as one packet each; never the input, written in full or not at all.
+    /// Output capture (pcapng when its name ends in .pcapng, else pcap, which refuses an input of several link types): unfragmented packets unchanged, reassembled datagrams as one packet each; never the input, written in full or not at all.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
     /// Memory limit of the reassembler in bytes (high threshold; eviction down to 3/4 of it).
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_MEM}>, long, default_value_t = 4 * 1024 * 1024)]
     pub mem_limit: usize,
     /// Reassembly timeout in seconds (both families) [default: 30 for IPv4, 60 for IPv6].
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::seconds, long)]
     pub timeout: Option<f64>,
     /// Most fragments per datagram.
-    #[arg(long, default_value_t = 64)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 8192>, long, default_value_t = 64)]
     pub max_frags: usize,
     /// Do not drop still-pending datagrams at the end of the capture (they are reported as pending).
     #[arg(long)]
@@ -428,6 +445,9 @@ pub struct DefragArgs {
     /// Write frames that do not parse (and frames of an unsupported link type) unchanged instead of dropping them; those that may hold an IP fragment, and every fragment reassembly rejects, are dropped all the same.
     #[arg(long)]
     pub keep_malformed: bool,
+    /// No progress bar (drawn only when stderr is a terminal, never with --json).
+    #[arg(long)]
+    pub quiet: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -435,16 +455,16 @@ pub struct DefragArgs {
 #[derive(Args, Debug)]
 pub struct BenchSteerArgs {
     /// Seconds per engine measurement.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 1.0)]
     pub seconds: f64,
     /// Flow counts to measure (comma list).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1u32, 1000, 1_000_000])]
+    #[arg(value_parser = crate::ranges::int::<u32, 1, {1 << 24}>, long, value_delimiter = ',', default_values_t = vec![1u32, 1000, 1_000_000])]
     pub flows: Vec<u32>,
     /// Repetitions per engine case (the median is reported, with min and max).
-    #[arg(long, default_value_t = 3)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 1000>, long, default_value_t = 3)]
     pub reps: usize,
     /// Items moved through the ring in the ring-alone measurement.
-    #[arg(long, default_value_t = 50_000_000)]
+    #[arg(value_parser = crate::ranges::int::<u64, 1, {u64::MAX}>, long, default_value_t = 50_000_000)]
     pub ring_items: u64,
     #[arg(long)]
     pub json: bool,
@@ -453,10 +473,10 @@ pub struct BenchSteerArgs {
 #[derive(Args, Debug)]
 pub struct BenchAnalyzeArgs {
     /// Packets in the generated capture.
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(value_parser = crate::ranges::int::<u64, 1, {u64::MAX}>, long, default_value_t = 10_000_000)]
     pub packets: u64,
     /// Distinct flows in the generated capture.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(value_parser = crate::ranges::int::<u64, 1, {1 << 24}>, long, default_value_t = 100_000)]
     pub flows: u64,
     /// Keep the generated capture at this path (default: a temporary file, removed after).
     #[arg(long, value_name = "FILE")]
@@ -468,10 +488,10 @@ pub struct BenchAnalyzeArgs {
 #[derive(Args, Debug)]
 pub struct BenchHashArgs {
     /// Seconds per measurement (median of repetitions is reported).
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 0.2)]
     pub seconds: f64,
     /// Repetitions per measurement.
-    #[arg(long, default_value_t = 5)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 1000>, long, default_value_t = 5)]
     pub reps: usize,
     #[arg(long)]
     pub json: bool,
@@ -493,8 +513,9 @@ pub struct UdpEchoArgs {
     /// --mode xdp: the interface whose queues to serve.
     #[arg(long)]
     pub iface: Option<String>,
-    /// --mode xdp: queues to serve, comma list [default: every receive queue].
-    #[arg(long, value_delimiter = ',')]
+    /// --mode xdp: receive queue ids of --iface to serve, comma list [default: every receive queue]
+    /// (not the shared --queues count of hash, plan and analyze).
+    #[arg(value_parser = crate::ranges::int::<u32, 0, 1023>, long, value_delimiter = ',')]
     pub queues: Vec<u32>,
     /// --mode xdp: XDP attach mode: auto (native, then generic), native or skb.
     #[arg(long, default_value = "auto")]
@@ -507,26 +528,26 @@ pub struct UdpEchoArgs {
     /// bytes): such datagrams to the served port are dropped and counted.
     #[arg(long)]
     pub allow_mtu_drops: bool,
-    /// CPUs to serve on, one socket and pinned thread each [default: every CPU this process may use].
-    #[arg(long, value_delimiter = ',')]
+    /// CPUs to serve on as CPU numbers, one socket and pinned thread each [default: every CPU this process may use].
+    #[arg(value_parser = crate::ranges::cpu, long, value_delimiter = ',')]
     pub cpus: Vec<u32>,
     /// How a socket is tied to its CPU: incoming-cpu (SO_INCOMING_CPU, Linux >= 6.1) or cbpf (reuseport BPF program).
     #[arg(long, default_value = "incoming-cpu")]
     pub bind: String,
     /// Stop after this many seconds [default: run until SIGINT or SIGTERM].
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::seconds, long)]
     pub duration: Option<f64>,
     /// Print the counters every N seconds.
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::seconds, long)]
     pub interval: Option<f64>,
     /// Datagrams per recvmmsg/sendmmsg call (1..=1024).
-    #[arg(long, default_value_t = 32)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_BATCH}>, long, default_value_t = 32)]
     pub batch: usize,
     /// Receive slot per datagram in bytes; longer datagrams are dropped as truncated (memory per core = batch * this).
-    #[arg(long, default_value_t = 65535)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 65535>, long, default_value_t = 65535)]
     pub max_size: usize,
     /// Socket receive buffer in bytes (SO_RCVBUFFORCE with CAP_NET_ADMIN) [default: the system's].
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {i32::MAX as u64}>, long)]
     pub rcvbuf: Option<usize>,
     /// Print JSON (one object at the end; with --interval one per line).
     #[arg(long)]
@@ -542,28 +563,28 @@ pub struct UdpGenArgs {
     #[arg(short = 'r', long)]
     pub remote: String,
     /// Remote UDP port.
-    #[arg(short = 'p', long)]
+    #[arg(value_parser = crate::ranges::int::<u16, 1, 65535>, short = 'p', long)]
     pub port: u16,
     /// Local address to send from; repeatable, flows use them round robin [default: the routed source address].
     #[arg(short = 'l', long = "local")]
     pub local: Vec<String>,
     /// Datagrams to send over all flows [default: run for --duration, 3 s when neither is given].
-    #[arg(short = 'n', long)]
+    #[arg(value_parser = crate::ranges::int::<u64, 1, {u64::MAX}>, short = 'n', long)]
     pub count: Option<u64>,
     /// Datagram size in bytes (32..=65507; the first 32 are the header).
-    #[arg(short = 's', long, default_value_t = 64)]
+    #[arg(value_parser = crate::ranges::int::<usize, 32, 65507>, short = 's', long, default_value_t = 64)]
     pub size: usize,
     /// Datagrams per second over all flows (0 = as fast as possible).
-    #[arg(long, default_value_t = 0)]
+    #[arg(value_parser = crate::ranges::int::<u64, 0, {u64::MAX}>, long, default_value_t = 0)]
     pub rate: u64,
     /// Seconds to send.
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::seconds, long)]
     pub duration: Option<f64>,
     /// Flows (connected sockets, distinct source ports) [default: --spread N, else 1].
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 4096>, long)]
     pub flows: Option<usize>,
     /// Plan source ports (or pick local addresses) so the flows land on N distinct receive queues of the RSS configuration.
-    #[arg(long)]
+    #[arg(value_parser = crate::ranges::int::<u16, 1, 4096>, long)]
     pub spread: Option<u16>,
     /// Source ports --spread may use.
     #[arg(long, default_value = "1024-65535")]
@@ -572,10 +593,10 @@ pub struct UdpGenArgs {
     #[arg(long)]
     pub echo: bool,
     /// Seconds to wait for outstanding replies after the last send.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(value_parser = crate::ranges::seconds_or_zero, long, default_value_t = 1.0)]
     pub drain: f64,
     /// Datagrams per sendmmsg call (1..=1024).
-    #[arg(long, default_value_t = 32)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_BATCH}>, long, default_value_t = 32)]
     pub batch: usize,
     #[arg(long)]
     pub json: bool,

@@ -1,8 +1,11 @@
 //! flowsteer: the command-line front end. Thin: parse arguments once, call
 //! the library crates, print, choose the exit code.
 //!
-//! Exit codes: 0 success; 1 error (bad input file, bad value, I/O); 2 usage
-//! error (unknown flag, missing argument: clap's code); 3 `plan` could not
+//! Exit codes: 0 success; 1 failure (bad input file, I/O, a device or
+//! peer that did not do its part, packets lost where the command's purpose
+//! was to deliver them); 2 usage error (unknown flag, missing argument, a
+//! value outside its flag's range, flags that contradict each other: one
+//! line on stderr, nothing on stdout); 3 `plan` could not
 //! serve every bucket (the plan printed says which and why); 4 `run` stopped
 //! because its live source lost its interface (deleted or set down: the
 //! final counters are printed, then the error). SIGINT and SIGTERM stop a
@@ -10,7 +13,11 @@
 
 mod cli;
 mod cmd;
+mod legend;
 mod plot;
+mod progress;
+mod ranges;
+mod report;
 mod rssopts;
 mod sys;
 
@@ -18,7 +25,10 @@ use clap::Parser;
 
 fn main() {
     sys::default_sigpipe();
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => usage_exit(e),
+    };
     let result = match &cli.command {
         cli::Command::Hash(a) => cmd::hash::run(a),
         cli::Command::Plan(a) => cmd::plan::run(a),
@@ -43,7 +53,38 @@ fn main() {
         Err(e) => {
             // One line: the chain of causes joined by ": ".
             eprintln!("error: {e:#}");
-            std::process::exit(1);
+            std::process::exit(if cmd::is_usage(&e) { 2 } else { 1 });
         }
     }
+}
+
+/// A command line clap refused: `--help` and `--version` print as clap
+/// prints them; an error is one line on stderr (clap's message with its
+/// usage block cut off) and exit code 2.
+fn usage_exit(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    eprintln!("{}", one_line(&e.render().to_string()));
+    std::process::exit(2);
+}
+
+/// clap's multi-line message as one line: the text before its `Usage:`
+/// block and `For more information` tip, lines joined by a space.
+fn one_line(text: &str) -> String {
+    let mut parts = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line);
+        }
+    }
+    format!("{} (see --help)", parts.join(" "))
 }

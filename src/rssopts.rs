@@ -2,6 +2,7 @@
 //! user must see.
 
 use crate::cli::RssArgs;
+use crate::cmd::usage;
 use anyhow::{bail, Context, Result};
 use flowsteer_plan::ethtool::parse_ethtool_x;
 use flowsteer_rss::{CoreId, HashTypes, Impl, KeyKind, Mapping, Reta, RssConfig, RssKey};
@@ -30,12 +31,21 @@ pub fn resolve(args: &RssArgs, queues_override: Option<usize>) -> Result<Resolve
 
 pub fn resolve_with(args: &RssArgs, queues_override: Option<usize>, seed_use: SeedUse) -> Result<Resolved> {
     if args.seed.is_some() && args.key != "random" && seed_use == SeedUse::KeyOnly {
-        bail!("--seed draws a --key random key; --key {} is fixed (drop --seed, or use --key random)", args.key);
+        return Err(usage(format!(
+            "--seed draws a --key random key; --key {} is fixed (drop --seed, or use --key random)",
+            args.key
+        )));
     }
     let mut warnings = Vec::new();
-    let mut types = HashTypes::parse(&args.hash_types)?;
+    let mut types = HashTypes::parse(&args.hash_types).map_err(|e| usage(format!("--hash-types: {e}")))?;
     types.fragments_on_2tuple = !args.frag_4tuple;
     let queues = args.queues.or(queues_override).unwrap_or(DEFAULT_QUEUES);
+    if let Some(q) = args.queues.filter(|&q| q > args.reta_size && args.ethtool_x.is_none()) {
+        return Err(usage(format!(
+            "--queues {q} exceeds --reta-size {}: the table would never name queues {}..{q}",
+            args.reta_size, args.reta_size
+        )));
+    }
 
     let (key, reta) = match &args.ethtool_x {
         Some(path) => {
@@ -104,7 +114,7 @@ pub fn resolve_with(args: &RssArgs, queues_override: Option<usize>, seed_use: Se
     let mapping = match args.mapping.as_str() {
         "reta" => Mapping::Reta,
         "rps" => Mapping::RpsScale,
-        other => bail!("unknown --mapping '{other}' (expected reta or rps)"),
+        other => return Err(usage(format!("unknown --mapping '{other}' (expected reta or rps)"))),
     };
     let imp = match args.imp.as_str() {
         "auto" => Impl::best(),
@@ -116,7 +126,7 @@ pub fn resolve_with(args: &RssArgs, queues_override: Option<usize>, seed_use: Se
             }
             Impl::Gfni
         }
-        other => bail!("unknown --impl '{other}' (expected auto, reference, table or gfni)"),
+        other => return Err(usage(format!("unknown --impl '{other}' (expected auto, reference, table or gfni)"))),
     };
     let cpus = args.cpus.iter().copied().map(CoreId).collect();
     let config = RssConfig::new(key, types, reta).with_mapping(mapping).with_impl(imp).with_queue_cpus(cpus);
@@ -131,7 +141,7 @@ fn key_from_flag(args: &RssArgs) -> Result<RssKey> {
             Some(seed) => RssKey::from_seed(args.key_len, seed)?,
             None => RssKey::random(args.key_len)?,
         },
-        hex => RssKey::parse_hex(hex).context("--key")?,
+        hex => RssKey::parse_hex(hex).map_err(|e| usage(format!("--key: {e}")))?,
     })
 }
 

@@ -245,11 +245,12 @@ fn a_truncated_capture_is_reported_with_a_warning() {
     assert_eq!(doc["capture"]["truncated"], true);
     assert_eq!(doc["conservation_ok"], true);
 
-    // Cut inside the file header: still a (empty) report.
+    // Cut inside the file header: no packet can be read, an error (exit 1).
     std::fs::write(&cap, &bytes[..10]).unwrap();
     let out = analyze(&cap, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("capture truncated after 0 packets"));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("ends inside its file header"), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
 }
 
 #[test]
@@ -338,4 +339,175 @@ fn a_random_key_is_shown_and_reproduces_the_report() {
     let out = analyze(&cap, &["--queues", "8", "--key", "random", "--seed", "5"]);
     assert!(out.status.success());
     assert!(text(&out.stdout).lines().any(|l| l.starts_with("key (--key random --seed 5") && l.ends_with(&key)));
+}
+
+/// A classic pcap (little-endian, microseconds) of `linktype` built byte by
+/// byte: `(data, orig_len)` per record, so a record may claim any length.
+fn raw_pcap(path: &Path, linktype: u32, records: &[(Vec<u8>, u32)]) {
+    let mut v = Vec::new();
+    for x in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, linktype] {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    for (i, (data, orig)) in records.iter().enumerate() {
+        for x in [1_000_000 + i as u32, 0, data.len() as u32, *orig] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(data);
+    }
+    std::fs::write(path, v).unwrap();
+}
+
+/// Two TCP connections over loopback, both directions each: 4 flows.
+fn loopback_frames() -> Vec<Vec<u8>> {
+    let (a, b) = (ip("127.0.0.1"), ip("::1"));
+    vec![
+        build::tcp_frame(a, a, 50000, 8080, 1, 0x02, b""),
+        build::tcp_frame(a, a, 8080, 50000, 1, 0x12, b""),
+        build::tcp_frame(b, b, 50001, 443, 1, 0x02, b""),
+        build::tcp_frame(b, b, 443, 50001, 1, 0x12, b"hi"),
+    ]
+}
+
+#[test]
+fn bsd_loopback_captures_count_their_flows() {
+    let dir = TempDir::new("cli-analyze", "loopback");
+    for (lt, name) in [(flowsteer_wire::LinkType::Null, "null.pcap"), (flowsteer_wire::LinkType::Loop, "loop.pcap")] {
+        let cap = dir.path(name);
+        let frames: Vec<(Vec<u8>, u32)> = loopback_frames()
+            .iter()
+            .map(|f| {
+                let g = build::convert_link(f, lt);
+                let len = g.len() as u32;
+                (g, len)
+            })
+            .collect();
+        raw_pcap(&cap, lt.to_pcap(), &frames);
+        let doc = json(&analyze(&cap, &["--json"]));
+        assert_eq!(doc["drops"]["total"], 0, "{name}: {doc}");
+        assert_eq!(doc["analysed_packets"], 4, "{name}");
+        assert_eq!(doc["flows"]["tracked"], 4, "{name}");
+        assert_eq!(doc["split_flows"]["directions"]["connections"], 2, "{name}");
+    }
+}
+
+#[test]
+fn pcapng_interfaces_of_several_link_types_are_all_read() {
+    use flowsteer_capture::{NgInterface, PcapNgWriter};
+    use flowsteer_wire::LinkType;
+    let dir = TempDir::new("cli-analyze", "ng-links");
+    let cap = dir.path("mixed.pcapng");
+    let mut w = PcapNgWriter::new(std::fs::File::create(&cap).unwrap()).unwrap();
+    let links = [
+        (LinkType::Ethernet, 1u32),
+        (LinkType::Null, 0),
+        (LinkType::Loop, 108),
+        (LinkType::LinuxSll, 113),
+        (LinkType::LinuxSll2, 276),
+        (LinkType::RawIp, 101),
+        (LinkType::RawIp, 228),
+        (LinkType::RawIp, 229),
+    ];
+    let mut packets = 0;
+    for (i, (link, linktype)) in links.iter().enumerate() {
+        let id = w.add_interface(&NgInterface { linktype: *linktype, name: format!("if{i}"), tsresol: 9 }).unwrap();
+        let frame = if *linktype == 229 {
+            build::udp_frame(ip("2001:db8::1"), ip("2001:db8::2"), 1000 + i as u16, 53, b"q")
+        } else {
+            build::udp_frame(ip("10.0.0.1"), ip("10.0.0.2"), 1000 + i as u16, 53, b"q")
+        };
+        let f = build::convert_link(&frame, *link);
+        w.write_packet(id, 1_000_000_000 + i as u64, &f, f.len() as u32).unwrap();
+        packets += 1;
+    }
+    w.finish().unwrap();
+    let doc = json(&analyze(&cap, &["--json"]));
+    assert_eq!(doc["capture"]["format"], "pcapng");
+    assert_eq!(doc["drops"]["total"], 0, "{doc}");
+    assert_eq!(doc["analysed_packets"], packets);
+    assert_eq!(doc["flows"]["tracked"], packets);
+}
+
+#[test]
+fn a_record_captured_beyond_its_original_length_counts_its_captured_bytes() {
+    let dir = TempDir::new("cli-analyze", "caplen");
+    let cap = dir.path("bad-len.pcap");
+    let f = build::udp_frame(ip("10.0.0.1"), ip("10.0.0.2"), 1, 2, b"payload");
+    let g = build::udp_frame(ip("10.0.0.1"), ip("10.0.0.2"), 1, 2, b"x");
+    raw_pcap(&cap, 1, &[(f.clone(), 20), (g.clone(), g.len() as u32), (f.clone(), 30)]);
+    let out = analyze(&cap, &["--json"]);
+    let doc = json(&out);
+    assert_eq!(doc["packets_read"], 3);
+    assert_eq!(doc["bytes_read"], (2 * f.len() + g.len()) as u64);
+    let warnings: Vec<&str> = doc["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    let about: Vec<&&str> = warnings.iter().filter(|w| w.contains("captured length above")).collect();
+    assert_eq!(about.len(), 1, "{warnings:?}");
+    assert!(about[0].starts_with("2 records"), "{warnings:?}");
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+fn zstd(bytes: &[u8]) -> Vec<u8> {
+    ruzstd::encoding::compress_to_vec(bytes, ruzstd::encoding::CompressionLevel::Fastest)
+}
+
+#[test]
+fn gzip_and_zstd_captures_give_the_plain_capture_report() {
+    let dir = TempDir::new("cli-analyze", "compressed");
+    let plain = dir.path("mixed.pcap");
+    write_capture(&plain, &mixed_frames(2000));
+    let bytes = std::fs::read(&plain).unwrap();
+    let base = json(&analyze(&plain, &["--json", "--queues", "4"]));
+    // Named without a telling extension: recognised by content.
+    for (name, data, compression) in [("gz.cap", gzip(&bytes), "gzip"), ("zst.cap", zstd(&bytes), "zstd")] {
+        let path = dir.path(name);
+        std::fs::write(&path, &data).unwrap();
+        let doc = json(&analyze(&path, &["--json", "--queues", "4"]));
+        assert_eq!(doc["capture"]["compression"], compression);
+        for key in ["packets_read", "bytes_read", "queues", "flows", "split_flows", "drops"] {
+            assert_eq!(doc[key], base[key], "{name}: {key}");
+        }
+        // Cut in the middle: the packets before the cut, and a warning.
+        std::fs::write(&path, &data[..data.len() / 2]).unwrap();
+        let out = analyze(&path, &["--json"]);
+        let doc = json(&out);
+        assert_eq!(doc["capture"]["truncated"], true, "{name}");
+        assert!(doc["packets_read"].as_u64().unwrap() < base["packets_read"].as_u64().unwrap());
+        assert!(text(&out.stderr).contains("capture truncated after"), "{}", text(&out.stderr));
+        // Cut before a whole file header decompresses: unreadable, exit 1.
+        std::fs::write(&path, &data[..12]).unwrap();
+        let out = analyze(&path, &["--json"]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("ends inside its file header"), "{}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn a_pcapng_section_of_an_unknown_version_is_skipped_with_a_warning() {
+    use flowsteer_capture::{NgInterface, PcapNgWriter};
+    let dir = TempDir::new("cli-analyze", "ng-version");
+    let cap = dir.path("v2.pcapng");
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let id = w.add_interface(&NgInterface { linktype: 1, name: "eth0".into(), tsresol: 6 }).unwrap();
+    let f = build::udp_frame(ip("10.0.0.1"), ip("10.0.0.2"), 1, 2, b"x");
+    w.write_packet(id, 0, &f, f.len() as u32).unwrap();
+    let mut bytes = w.finish().unwrap();
+    // A second section, the same, of major version 2.
+    let second = bytes.clone();
+    bytes.extend_from_slice(&second);
+    let at = second.len() + 12;
+    bytes[at..at + 2].copy_from_slice(&2u16.to_le_bytes());
+    std::fs::write(&cap, &bytes).unwrap();
+    let out = analyze(&cap, &["--json"]);
+    let doc = json(&out);
+    assert_eq!(doc["packets_read"], 1);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("1 pcapng sections of an unknown major version were skipped (1 packets in them)"),
+        "{stderr}"
+    );
 }

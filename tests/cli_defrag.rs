@@ -648,3 +648,64 @@ fn defrag_never_writes_rejected_or_unparseable_fragments() {
         }
     }
 }
+
+#[test]
+fn defrag_reads_a_record_captured_beyond_its_original_length() {
+    let input = Tmp::new("caplen-in.pcap");
+    let output = Tmp::new("caplen-out.pcap");
+    let whole = udp_frame(IpAddr::V4(V4A), IpAddr::V4(V4B), 7, 9, b"payload");
+    let frags = ipv4_fragments(V4A, V4B, 1, 2, 77, &payload(1, 3000), 1480);
+    // Little-endian microsecond pcap written by hand: the first record says
+    // its packet was 20 bytes long but holds the whole frame.
+    let mut v = Vec::new();
+    for x in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    let mut records = vec![(whole.clone(), 20u32)];
+    records.extend(frags.iter().map(|f| (f.clone(), f.len() as u32)));
+    for (i, (data, orig)) in records.iter().enumerate() {
+        for x in [1 + i as u32, 0, data.len() as u32, *orig] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(data);
+    }
+    std::fs::write(&input.0, v).unwrap();
+    let out = defrag(&[input.0.to_str().unwrap(), "-o", output.0.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "defrag failed: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_laws(&doc);
+    assert_eq!((n(&doc, "packets_in"), n(&doc, "packets_out"), n(&doc, "datagrams_reassembled")), (4, 2, 1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("captured length above their original length").count(), 1, "{stderr}");
+    let mut r = CaptureReader::open(&output.0).unwrap();
+    let p = r.next_packet().unwrap().unwrap();
+    assert_eq!((p.data, p.orig_len), (&whole[..], whole.len() as u32));
+    assert!(r.next_packet().unwrap().is_some());
+    assert!(r.next_packet().unwrap().is_none());
+    assert_eq!(r.stats().inconsistent_lengths, 0);
+}
+
+#[test]
+fn defrag_reads_gzip_and_zstd_captures() {
+    let plain = Tmp::new("plain.pcap");
+    let frames = ipv4_fragments(V4A, V4B, 1, 2, 5, &payload(2, 5000), 1480);
+    write_capture(&plain.0, &frames);
+    let bytes = std::fs::read(&plain.0).unwrap();
+    let gz = {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let zst = ruzstd::encoding::compress_to_vec(&bytes[..], ruzstd::encoding::CompressionLevel::Fastest);
+    for (data, compression) in [(gz, "gzip"), (zst, "zstd")] {
+        let input = Tmp::new("compressed.pcap.x");
+        let output = Tmp::new("out.pcap");
+        std::fs::write(&input.0, data).unwrap();
+        let v = defrag_json(&input.0, &output.0, &[]);
+        check_laws(&v);
+        assert_eq!(v["compression"], compression);
+        assert_eq!((n(&v, "packets_in"), n(&v, "datagrams_reassembled")), (frames.len() as u64, 1));
+        assert_eq!(read_capture(&output.0).len(), 1);
+    }
+}

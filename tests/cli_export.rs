@@ -97,7 +97,7 @@ fn export_bad_flags_give_one_line_errors() {
         &["export", "eth0", "--seed", "3"][..],
     ] {
         let o = flowsteer(args);
-        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: usage errors");
         let e = String::from_utf8_lossy(&o.stderr);
         let err: Vec<&str> = e.lines().filter(|l| !l.starts_with("warning:")).collect();
         assert_eq!(err.len(), 1, "{args:?}: {e}");

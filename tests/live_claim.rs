@@ -300,14 +300,14 @@ fn afxdp_run_needs_listen_or_an_explicit_claim_all_which_warns_and_cuts_ping() {
     let Some(lab) = lab("cla", 1500) else { return };
     let src = format!("afxdp:{}", lab.dev(Side::B));
     let (st, out, err) = Proc::spawn(&lab, &["run", "--source", &src, "--cores", "0,1", "--duration", "1"]).finish();
-    assert_eq!(st.code(), Some(1), "{out}");
+    assert_eq!(st.code(), Some(2), "{out}");
     let err = err.join("\n");
     assert!(err.contains("--listen") && err.contains("--xdp-claim all") && err.contains("SSH"), "{err}");
     assert!(!xdp_attached(&lab));
 
     let (st, _, err) =
         Proc::spawn(&lab, &["run", "--source", &src, "--xdp-claim", "maybe", "--duration", "1"]).finish();
-    assert_eq!(st.code(), Some(1));
+    assert_eq!(st.code(), Some(2));
     assert!(err.join("\n").contains("expected listeners or all"), "{err:?}");
 
     let mut run =

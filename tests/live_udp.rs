@@ -299,7 +299,16 @@ fn sigterm_during_traffic_exits_zero_with_counters_that_add_up() {
 }
 
 fn one_line_error(st: ExitStatus, err: &[String], needle: &str) {
-    assert_eq!(st.code(), Some(1), "{err:?}");
+    one_line_error_with(st, err, needle, 1);
+}
+
+/// A command line that cannot run as given: exit 2.
+fn one_line_usage_error(st: ExitStatus, err: &[String], needle: &str) {
+    one_line_error_with(st, err, needle, 2);
+}
+
+fn one_line_error_with(st: ExitStatus, err: &[String], needle: &str, code: i32) {
+    assert_eq!(st.code(), Some(code), "{err:?}");
     assert_eq!(err.len(), 1, "one line expected: {err:?}");
     assert!(err[0].starts_with("error: ") && err[0].contains(needle), "{err:?}");
 }
@@ -314,7 +323,7 @@ fn run_plain(args: &[&str]) -> (ExitStatus, Vec<String>) {
 #[test]
 fn xdp_mode_needs_an_interface() {
     let (st, err) = run_plain(&["udp-echo", "127.0.0.1:9", "--mode", "xdp"]);
-    one_line_error(st, &err, "needs --iface");
+    one_line_usage_error(st, &err, "needs --iface");
     let (st, err) = run_plain(&["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "fs-no-such-if0"]);
     one_line_error(st, &err, "fs-no-such-if0");
 }
@@ -391,11 +400,11 @@ fn xdp_echo_is_byte_exact_lossless_and_answered_by_the_receiving_core() {
 }
 
 #[test]
-fn bad_addresses_fail_with_one_line_and_exit_1() {
+fn bad_addresses_fail_with_one_line_and_exit_2_or_1() {
     let (st, err) = run_plain(&["udp-echo", "not-an-address"]);
-    one_line_error(st, &err, "is not ADDR:PORT");
+    one_line_usage_error(st, &err, "is not ADDR:PORT");
     let (st, err) = run_plain(&["udp-gen", "-r", "999.1.1.1", "-p", "9", "-n", "1"]);
-    one_line_error(st, &err, "is not an IP address");
+    one_line_usage_error(st, &err, "is not an IP address");
     if let Some(why) = skip_reason() {
         println!("skipped (non-local addresses in a namespace): {why}");
         return;

@@ -11,11 +11,13 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, frame)) = data.split_first() else {
         return;
     };
-    let link = match sel & 0x03 {
-        0 => LinkType::Ethernet,
+    let link = match sel & 0x07 {
+        0 | 6 => LinkType::Ethernet,
         1 => LinkType::RawIp,
         2 => LinkType::LinuxSll,
-        _ => LinkType::LinuxSll2,
+        3 => LinkType::LinuxSll2,
+        4 => LinkType::Null,
+        _ => LinkType::Loop,
     };
     let opts =
         ParseOptions { inner: sel & 0x04 != 0, vxlan_port: if sel & 0x08 != 0 { 4789 } else { u16::from(sel) << 4 } };

@@ -29,13 +29,13 @@ use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_analyze::{report, AnalyzeOptions, Analyzer, Report};
 use flowsteer_capture::output::check_not_input;
-use flowsteer_capture::{CaptureError, CaptureReader, Format};
+use flowsteer_capture::{CaptureError, CaptureReader, Decompressed, Format};
 use flowsteer_rss::RssConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::cell::Cell;
 use std::fs::File;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::rc::Rc;
@@ -57,7 +57,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<i32> {
         top: args.top,
         ..AnalyzeOptions::default()
     };
-    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let progress = !args.quiet && crate::progress::wanted(args.json);
     let analysis = analyze_file(&args.capture, &config, opts, progress)?;
     crate::cmd::warn_all(&analysis.warnings);
     warnings.extend(analysis.warnings.iter().cloned());
@@ -96,6 +96,9 @@ struct CaptureSummary {
     path: String,
     /// `pcap` or `pcapng` (null when the file ends inside its header).
     format: Option<&'static str>,
+    /// `none`, `gzip` or `zstd`: recognised by content, decompressed as read.
+    compression: &'static str,
+    /// Bytes of the file (compressed, when it is).
     file_bytes: u64,
     /// The file ends inside a record; the report covers the records before.
     truncated: bool,
@@ -135,20 +138,20 @@ fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress:
     let mut capture = CaptureSummary {
         path: path.display().to_string(),
         format: None,
+        compression: "none",
         file_bytes,
         truncated: false,
         skipped_unknown_interface: 0,
     };
     let mut warnings = Vec::new();
     let mut analyzer = Analyzer::new(config, opts);
+    let source = Decompressed::new(source).with_context(|| path.display().to_string())?;
+    capture.compression = source.compression().name();
     let mut reader = match CaptureReader::new(source) {
         Ok(r) => r,
         Err(CaptureError::NotACapture) => bail!("{}: not a pcap or pcapng capture", path.display()),
         Err(CaptureError::Truncated { .. }) => {
-            capture.truncated = true;
-            warnings
-                .push(format!("capture truncated after 0 packets ({} ends inside its file header)", path.display()));
-            return Ok(Analysis { report: analyzer.finish(), capture, warnings });
+            bail!("{}: not a readable capture: the file ends inside its file header", path.display())
         }
         Err(e) => bail!("{}: {e}", path.display()),
     };
@@ -192,6 +195,7 @@ fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress:
             capture.skipped_unknown_interface
         ));
     }
+    warnings.extend(reader.stats().warnings());
     Ok(Analysis { report: analyzer.finish(), capture, warnings })
 }
 
@@ -279,12 +283,12 @@ fn write_text(
     let seen: Vec<_> = r.encap.iter().filter(|(_, e)| e.packets > 0).collect();
     writeln!(out, "\nEncapsulation:{}", if seen.is_empty() { " none" } else { "" })?;
     if !seen.is_empty() {
-        writeln!(out, "  {:<6} {:>12} {:>15} {:>7} {:>7}  NIC", "Kind", "Packets", "Bytes", "Queues", "Inner")?;
+        writeln!(out, "  {:<9} {:>12} {:>15} {:>7} {:>7}  NIC", "Kind", "Packets", "Bytes", "Queues", "Inner")?;
         for (kind, e) in seen {
             let inner = e.inner_queues_hit.map_or_else(|| "-".to_string(), |n| n.to_string());
             writeln!(
                 out,
-                "  {:<6} {:>12} {:>15} {:>7} {:>7}  {}",
+                "  {:<9} {:>12} {:>15} {:>7} {:>7}  {}",
                 kind, e.packets, e.bytes, e.queues_hit, inner, e.nic
             )?;
         }
@@ -302,6 +306,20 @@ fn write_text(
             .collect();
         write_queue_table(out, &rows, None)?;
         write_imbalance(out, &inner.imbalance)?;
+        let outer = &inner.hashed_on_outer;
+        let why: Vec<String> = outer
+            .by_reason
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| format!("{} {n}", r.replace('_', " ")))
+            .collect();
+        writeln!(
+            out,
+            "  hashed on an inner header: {}; on the outer headers: {}{}",
+            inner.hashed_on_inner,
+            outer.packets,
+            if why.is_empty() { String::new() } else { format!(" ({})", why.join(", ")) }
+        )?;
     }
 
     if !r.top_flows.is_empty() {

@@ -8,8 +8,9 @@
 //! Exit codes: 0 the script was printed; 1 a flag is invalid.
 
 use crate::cli::ExportArgs;
+use crate::cmd::usage;
 use crate::rssopts::{add_drawn_key, resolve, Resolved};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use flowsteer_plan::export::{nic_script, Line, RfsTables, SoftSteering};
 use flowsteer_steer::cpuset::CpuSet;
 use flowsteer_steer::steer::{table_size, Policy};
@@ -17,30 +18,28 @@ use flowsteer_steer::steer::{table_size, Policy};
 pub fn run(args: &ExportArgs) -> Result<i32> {
     let Resolved { config, warnings } = resolve(&args.rss, None)?;
     crate::cmd::warn_all(&warnings);
-    let policy = Policy::parse(&args.steer).context("--steer")?;
+    let policy = Policy::parse(&args.steer).map_err(|e| usage(format!("--steer: {e}")))?;
     let rps_cpus = args
         .rps_cpus
         .iter()
-        .map(|m| CpuSet::parse(m).map_err(|e| anyhow::anyhow!("--rps-cpus '{m}': {e}")))
+        .map(|m| CpuSet::parse(m).map_err(|e| usage(format!("--rps-cpus '{m}': {e}"))))
         .collect::<Result<Vec<_>>>()?;
     let rx_queues = u16::try_from(config.queue_count()).context("too many receive queues")?;
     let steering = match policy {
-        Policy::Rss if !rps_cpus.is_empty() => bail!("--rps-cpus applies to --steer rps or rfs"),
+        Policy::Rss if !rps_cpus.is_empty() => return Err(usage("--rps-cpus applies to --steer rps or rfs")),
         Policy::Rss => None,
         Policy::Rps if rps_cpus.is_empty() => {
-            bail!("--steer rps needs --rps-cpus (the CPUs each queue hands packets to)")
+            return Err(usage("--steer rps needs --rps-cpus (the CPUs each queue hands packets to)"))
         }
         Policy::Rps => Some(SoftSteering { rx_queues, rps_cpus: &rps_cpus, rfs: None }),
         Policy::Rfs => {
-            if args.rfs_entries == 0 || args.rfs_flow_cnt == 0 {
-                bail!("--rfs-entries and --rfs-flow-cnt must be at least 1");
-            }
             let rfs =
                 RfsTables { sock_flow_entries: table_size(args.rfs_entries), flow_cnt: table_size(args.rfs_flow_cnt) };
             Some(SoftSteering { rx_queues, rps_cpus: &rps_cpus, rfs: Some(rfs) })
         }
     };
-    let script = nic_script(&args.iface, &config, steering.as_ref())?;
+    // Both of its errors are about the arguments given.
+    let script = nic_script(&args.iface, &config, steering.as_ref()).map_err(|e| usage(e.to_string()))?;
     if args.json {
         let lines: Vec<_> = script
             .lines
@@ -55,6 +54,7 @@ pub fn run(args: &ExportArgs) -> Result<i32> {
             "iface": args.iface,
             "commands": script.commands().collect::<Vec<_>>(),
             "lines": lines,
+            "warnings": warnings,
         });
         add_drawn_key(&mut doc, config.key());
         println!("{}", serde_json::to_string_pretty(&doc)?);

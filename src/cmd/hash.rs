@@ -7,11 +7,12 @@
 //! error record in place (text: `line N: error: ...`; JSON: `{"line": N,
 //! "error": "..."}`), the others are still hashed, and the exit code is 1.
 //! A key drawn by `--key random` is shown above the table and in every JSON
-//! record (`key`, `key_seed`).
+//! record (`key`, `key_seed`), as are the warnings (`warnings`).
 
 use crate::cli::HashArgs;
+use crate::cmd::usage;
 use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use flowsteer_rss::{Fields, HashInput, RssConfig};
 use std::io::{BufRead, BufReader, Write};
 use std::net::IpAddr;
@@ -19,13 +20,25 @@ use std::net::IpAddr;
 pub fn run(args: &HashArgs) -> Result<i32> {
     let single = args.src.is_some() || args.dst.is_some() || args.sport.is_some() || args.dport.is_some();
     if single && args.input.is_some() {
-        bail!("give either --src/--dst[/--sport/--dport] or --input, not both");
+        return Err(usage("give either --src/--dst[/--sport/--dport] or --input, not both"));
     }
     if !single && args.input.is_none() {
-        bail!("nothing to hash: give --src and --dst (and optionally --sport and --dport), or --input FILE");
+        return Err(usage(
+            "nothing to hash: give --src and --dst (and optionally --sport and --dport), or --input FILE",
+        ));
     }
+    // Every flag is checked before the first line is printed.
+    let tuple = if single { Some(single_tuple(args)?) } else { None };
     let Resolved { config, warnings } = resolve(&args.rss, None)?;
     crate::cmd::warn_all(&warnings);
+    let reader: Option<Box<dyn BufRead>> = match &args.input {
+        Some(path) if path.as_os_str() == "-" => Some(Box::new(BufReader::new(std::io::stdin()))),
+        Some(path) => {
+            let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            Some(Box::new(BufReader::new(f)))
+        }
+        None => None,
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if !args.json {
@@ -39,28 +52,9 @@ pub fn run(args: &HashArgs) -> Result<i32> {
         )?;
     }
     let mut errors = 0;
-    if single {
-        let (Some(src), Some(dst)) = (&args.src, &args.dst) else {
-            bail!("--src and --dst are both required");
-        };
-        let ports = match (args.sport, args.dport) {
-            (Some(s), Some(d)) => Some((s, d)),
-            (None, None) => None,
-            _ => bail!("give both --sport and --dport (4-tuple) or neither (2-tuple)"),
-        };
-        let src: IpAddr = src.parse().with_context(|| format!("--src '{src}' is not an IP address"))?;
-        let dst: IpAddr = dst.parse().with_context(|| format!("--dst '{dst}' is not an IP address"))?;
-        if src.is_ipv4() != dst.is_ipv4() {
-            bail!("--src and --dst must both be IPv4 or both IPv6");
-        }
-        emit(&mut out, &config, src, dst, ports, args.json)?;
-    } else if let Some(path) = &args.input {
-        let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
-            Box::new(BufReader::new(std::io::stdin()))
-        } else {
-            let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-            Box::new(BufReader::new(f))
-        };
+    if let Some((src, dst, ports)) = tuple {
+        emit(&mut out, &config, src, dst, ports, args.json.then_some(&warnings[..]))?;
+    } else if let (Some(path), Some(reader)) = (&args.input, reader) {
         for (n, line) in reader.lines().enumerate() {
             let line = line.with_context(|| format!("{}: read error at line {}", path.display(), n + 1))?;
             let text = line.trim();
@@ -68,7 +62,7 @@ pub fn run(args: &HashArgs) -> Result<i32> {
                 continue;
             }
             match parse_line(text) {
-                Ok((src, dst, ports)) => emit(&mut out, &config, src, dst, ports, args.json)?,
+                Ok((src, dst, ports)) => emit(&mut out, &config, src, dst, ports, args.json.then_some(&warnings[..]))?,
                 Err(e) => {
                     errors += 1;
                     if args.json {
@@ -80,6 +74,9 @@ pub fn run(args: &HashArgs) -> Result<i32> {
             }
         }
     }
+    if !args.json {
+        writeln!(out, "{}", crate::legend::footer(crate::legend::HASH))?;
+    }
     out.flush()?;
     if errors > 0 {
         eprintln!("error: {errors} input line(s) could not be parsed");
@@ -89,6 +86,24 @@ pub fn run(args: &HashArgs) -> Result<i32> {
 }
 
 type Tuple = (IpAddr, IpAddr, Option<(u16, u16)>);
+
+/// The tuple of `--src`, `--dst`, `--sport`, `--dport`.
+fn single_tuple(args: &HashArgs) -> Result<Tuple> {
+    let (Some(src), Some(dst)) = (&args.src, &args.dst) else {
+        return Err(usage("--src and --dst are both required"));
+    };
+    let ports = match (args.sport, args.dport) {
+        (Some(s), Some(d)) => Some((s, d)),
+        (None, None) => None,
+        _ => return Err(usage("give both --sport and --dport (4-tuple) or neither (2-tuple)")),
+    };
+    let src: IpAddr = src.parse().map_err(|e| usage(format!("--src '{src}' is not an IP address: {e}")))?;
+    let dst: IpAddr = dst.parse().map_err(|e| usage(format!("--dst '{dst}' is not an IP address: {e}")))?;
+    if src.is_ipv4() != dst.is_ipv4() {
+        return Err(usage("--src and --dst must both be IPv4 or both IPv6"));
+    }
+    Ok((src, dst, ports))
+}
 
 fn parse_line(text: &str) -> Result<Tuple, String> {
     let fields: Vec<&str> = text.split(',').map(str::trim).collect();
@@ -111,13 +126,13 @@ fn emit(
     src: IpAddr,
     dst: IpAddr,
     ports: Option<(u16, u16)>,
-    json: bool,
+    json: Option<&[String]>,
 ) -> Result<()> {
     let input = HashInput::build(src, dst, ports);
     debug_assert_ne!(input.fields(), Fields::None);
     let p = config.place_input(&input);
     let (sp, dp) = ports.map_or((None, None), |(s, d)| (Some(s), Some(d)));
-    if json {
+    if let Some(warnings) = json {
         let mut v = serde_json::json!({
             "src": src.to_string(),
             "dst": dst.to_string(),
@@ -130,6 +145,8 @@ fn emit(
             "cpu": p.cpu.0,
         });
         add_drawn_key(&mut v, config.key());
+        // Every record carries the warnings printed on stderr.
+        v["warnings"] = serde_json::json!(warnings);
         writeln!(out, "{v}")?;
     } else {
         let opt = |v: Option<u16>| v.map_or("-".to_string(), |v| v.to_string());

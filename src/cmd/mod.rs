@@ -12,6 +12,29 @@ pub mod run;
 pub mod udp_echo;
 pub mod udp_gen;
 
+/// A command line that cannot run as given (a value outside its range, flags
+/// that contradict each other): `main` exits 2 for it, 1 for other errors.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// A usage error (exit 2) with this message.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage(msg.into()))
+}
+
+/// Whether `e` (or any error in its chain) is a [`Usage`] error.
+pub fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<Usage>())
+}
+
 /// Print warnings once, to stderr.
 pub fn warn_all(warnings: &[String]) {
     for w in warnings {
@@ -26,7 +49,7 @@ pub fn xdp_mode(mode: &str) -> anyhow::Result<flowsteer_xsk::XdpMode> {
         "auto" => Ok(XdpMode::Auto),
         "native" => Ok(XdpMode::Native),
         "skb" => Ok(XdpMode::Skb),
-        m => anyhow::bail!("--xdp-mode '{m}': expected auto, native or skb"),
+        m => Err(usage(format!("--xdp-mode '{m}': expected auto, native or skb"))),
     }
 }
 
@@ -36,7 +59,7 @@ pub fn xdp_claim_all(claim: &str) -> anyhow::Result<bool> {
     match claim {
         "listeners" => Ok(false),
         "all" => Ok(true),
-        c => anyhow::bail!("--xdp-claim '{c}': expected listeners or all"),
+        c => Err(usage(format!("--xdp-claim '{c}': expected listeners or all"))),
     }
 }
 

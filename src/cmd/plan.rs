@@ -1,8 +1,9 @@
 //! `flowsteer plan`: tuples for every bucket, from the GF(2) solver.
 
 use crate::cli::PlanArgs;
+use crate::cmd::usage;
 use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use flowsteer_plan::plan::{plan, AddrRange, PlanRequest, PortRange, DEFAULT_MAX_CANDIDATES};
 use flowsteer_rss::{HashTypes, QueueId, RssConfig};
 use flowsteer_wire::proto;
@@ -14,26 +15,29 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
     let proto_num = match args.proto.to_ascii_lowercase().as_str() {
         "udp" => proto::UDP,
         "tcp" => proto::TCP,
-        other => bail!("--proto '{other}': expected udp or tcp"),
+        other => return Err(usage(format!("--proto '{other}': expected udp or tcp"))),
     };
-    let src: AddrRange = args.src_net.parse().context("--src-net")?;
-    let dst: AddrRange = args.dst.parse().context("--dst")?;
+    let src: AddrRange = args.src_net.parse().map_err(|e| usage(format!("--src-net: {e}")))?;
+    let dst: AddrRange = args.dst.parse().map_err(|e| usage(format!("--dst: {e}")))?;
     let sport: Option<PortRange> = match (&args.sport, &args.sport_range) {
         (Some(p), _) => Some(PortRange { lo: *p, hi: *p }),
-        (None, Some(r)) => Some(r.parse().context("--sport-range")?),
+        (None, Some(r)) => Some(r.parse().map_err(|e| usage(format!("--sport-range: {e}")))?),
         (None, None) => None,
     };
     let dport: Option<PortRange> = match &args.dport {
-        Some(r) => Some(r.parse().context("--dport")?),
+        Some(r) => Some(r.parse().map_err(|e| usage(format!("--dport: {e}")))?),
         None => None,
     };
-    if args.per_bucket == 0 {
-        bail!("--per-bucket must be at least 1");
+    if let (Some(b), Some(q)) = (args.buckets, args.rss.queues) {
+        if usize::from(b) > q {
+            return Err(usage(format!(
+                "--buckets {b} plans for queues 0..{b} but --queues {q} fills the table with queues 0..{q} only"
+            )));
+        }
     }
     let Resolved { config, warnings } = resolve(&args.rss, args.buckets.map(usize::from))?;
     crate::cmd::warn_all(&warnings);
     let buckets: Vec<QueueId> = match args.buckets {
-        Some(0) => bail!("--buckets must be at least 1"),
         Some(n) => (0..n).map(QueueId).collect(),
         None => (0..config.queue_count() as u16).map(QueueId).collect(),
     };
@@ -83,6 +87,7 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
             "complete": p.unreachable.is_empty(),
             "ports_ignored": p.ports_ignored,
             "note": note,
+            "warnings": warnings,
         });
         add_drawn_key(&mut doc, config.key());
         println!("{}", serde_json::to_string_pretty(&doc)?);

@@ -8,6 +8,7 @@
 //! files print `-` (veth has no interrupts and no NUMA node).
 
 use crate::cli::QueuesArgs;
+use crate::cmd::usage;
 use anyhow::{bail, Result};
 use flowsteer_live::cpus::{available_cpus, list_text};
 use flowsteer_live::queues::{read_interface, InterfaceQueues};
@@ -32,7 +33,9 @@ pub fn run(args: &QueuesArgs) -> Result<i32> {
     let pollers: &[u32] = if args.queue_cpus.is_empty() { &available } else { &args.queue_cpus };
     for c in pollers {
         if !available.contains(c) {
-            bail!("--queue-cpus: CPU {c} is not available to this process (available: {available:?})");
+            return Err(usage(format!(
+                "--queue-cpus: CPU {c} is not available to this process (available: {available:?})"
+            )));
         }
     }
     let report = Report { schema: "flowsteer.queues.v1", interface: read_interface(&args.iface, pollers)? };

@@ -2,6 +2,7 @@
 //! replayed capture, with the `netstat -Q`-style table.
 
 use crate::cli::RunArgs;
+use crate::cmd::usage;
 use crate::rssopts::{add_drawn_key, drawn_key_line, resolve_with, Resolved, SeedUse};
 use anyhow::{bail, Context, Result};
 use flowsteer_engine::counters::Snapshot;
@@ -29,34 +30,71 @@ pub const EXIT_SOURCE_LOST: i32 = 4;
 /// The generator's seed when `--seed` is not given.
 const DEFAULT_GEN_SEED: u64 = 1;
 
+/// What `build` made of the flags: the engine, its options, the warnings
+/// to print (and to put in `--json`), the live source's guard and what the
+/// workload is.
+pub struct Built {
+    pub engine: Engine,
+    pub opts: RunOptions,
+    pub warnings: Vec<String>,
+    pub guard: Guard,
+    pub workload: Workload,
+}
+
+/// What traffic the run is fed, said in the header and in `--json` (`run.workload`).
+pub struct Workload {
+    /// One line for the header.
+    pub text: String,
+    /// The same as a JSON object (`kind`: generator, capture or live).
+    pub json: serde_json::Value,
+}
+
 pub fn run(args: &RunArgs) -> Result<i32> {
-    let (engine, mut opts, warnings, guard) = build(args)?;
+    let Built { engine, mut opts, mut warnings, guard, workload } = build(args)?;
     // Every source stops cleanly on SIGINT/SIGTERM with its final counters
     // (the XDP program is detached when `guard` drops); a second signal
     // exits at once.
     opts.stop = Some(flowsteer_live::stop_on_signals()?);
     crate::cmd::warn_all(&warnings);
     let header = describe(&engine.cfg, args);
+    let run_json = run_json(&engine.cfg, args, &workload);
     let key = engine.cfg.rss.key().clone();
     if !args.json {
         println!("{header}");
+        println!("workload: {}", workload.text);
         if let Some(line) = drawn_key_line(&key) {
             println!("{line}");
         }
     }
     let json = args.json;
+    // Each interval report shows that interval's own rates (the engine
+    // hands over cumulative snapshots); the final table, the whole run's.
+    let mut prev: Option<Snapshot> = None;
     let report = run_engine(engine, &opts, |snap| {
-        if !json {
-            print_table(snap);
+        let iv = interval_view(prev.as_ref(), snap);
+        if json {
+            // One line per interval; the final document follows, also on one line.
+            if let Ok(line) = serde_json::to_string(&interval_json(prev.as_ref(), &iv)) {
+                println!("{line}");
+            }
+        } else {
+            println!("{}", interval_line(prev.as_ref(), &iv));
+            print_table(&iv);
             println!();
         }
+        prev = Some(snap.clone());
     });
     crate::cmd::warn_all(&report.warnings);
     if args.json {
-        print_json(&report, args, &key)?;
+        warnings.extend(report.warnings.iter().cloned());
+        print_json(&report, run_json, &warnings, &key, opts.interval.is_some())?;
     } else {
+        if opts.interval.is_some() {
+            println!("{} whole run", crate::report::interval_label(0.0, report.snapshot.elapsed_s));
+        }
         print_table(&report.snapshot);
-        print_summary(&report);
+        println!("{}", crate::legend::footer(crate::legend::RUN));
+        print_summary(&report, args.verbose);
     }
     drop(guard);
     if !report.snapshot.conservation_ok {
@@ -71,7 +109,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
 }
 
 /// Build the engine and options from the flags (shared with `bench steer`).
-pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)> {
+pub fn build(args: &RunArgs) -> Result<Built> {
     let available = available_cpus();
     let cpus: Vec<u32> = if args.cores.is_empty() { available.clone() } else { args.cores.clone() };
     if cpus.is_empty() {
@@ -79,25 +117,29 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     }
     for c in &cpus {
         if !available.contains(c) {
-            bail!("--cores: CPU {c} is not available to this process (available: {available:?})");
+            return Err(usage(format!("--cores: CPU {c} is not available to this process (available: {available:?})")));
         }
     }
     let mut sorted = cpus.clone();
     sorted.sort_unstable();
     sorted.dedup();
     if sorted.len() != cpus.len() {
-        bail!("--cores lists a CPU twice");
+        return Err(usage("--cores lists a CPU twice"));
     }
     let single = args.single_queue;
-    let live = LiveSpec::parse(&args.source).map_err(|e| anyhow::anyhow!("--source '{}': {e}", args.source))?;
+    let live = LiveSpec::parse(&args.source).map_err(|e| usage(format!("--source '{}': {e}", args.source)))?;
     let live_queues = match &live {
         Some(spec) => {
             let q = spec.rx_queues(args.rx_queues.unwrap_or(cpus.len() as u16))?;
             if let Some(n) = args.rx_queues.filter(|&n| usize::from(n) != q.len()) {
-                bail!("--rx-queues {n} but --source {} names {} queue(s): {q:?}", args.source, q.len());
+                return Err(usage(format!(
+                    "--rx-queues {n} but --source {} names {} queue(s): {q:?}",
+                    args.source,
+                    q.len()
+                )));
             }
             if single {
-                bail!("--single-queue does not apply to a live source (its queues are the device's)");
+                return Err(usage("--single-queue does not apply to a live source (its queues are the device's)"));
             }
             Some(q)
         }
@@ -109,46 +151,50 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         None => args.rx_queues.unwrap_or(cpus.len() as u16),
     };
     if rx_queues == 0 {
-        bail!("--rx-queues must be at least 1");
+        return Err(usage("--rx-queues must be at least 1"));
     }
-    if args.buckets == 0 || args.burst == 0 || args.rfs_entries == 0 || args.rfs_flow_cnt == 0 {
-        bail!("--buckets, --burst, --rfs-entries and --rfs-flow-cnt must be at least 1");
+    if !args.rss.cpus.is_empty() {
+        return Err(usage(
+            "`run` places workers with --cores and receive queues with --queue-cpus; --cpus (the modelled queue -> CPU map of hash, plan and analyze) does not apply",
+        ));
     }
-    if args.burst > 1024 {
-        bail!("--burst {} exceeds the maximum 1024", args.burst);
+    if args.allow_mtu_drops && !args.source.starts_with("afxdp:") {
+        return Err(usage("--allow-mtu-drops applies to --source afxdp:IFACE only"));
     }
     if args.rss.queues.is_some() {
-        bail!("`run` takes the receive queue count from --rx-queues, not --queues");
+        return Err(usage(
+            "`run` takes the receive queue count from --rx-queues (the engine's queues), not --queues (the modelled table of hash, plan, analyze and export)",
+        ));
     }
     let Resolved { config: rss, mut warnings } =
         resolve_with(&args.rss, Some(usize::from(rx_queues)), SeedUse::KeyAndGenerator)?;
-    let policy = Policy::parse(&args.steer).context("--steer")?;
-    let dispatch = Dispatch::parse(&args.dispatch).context("--dispatch")?;
+    let policy = Policy::parse(&args.steer).map_err(|e| usage(format!("--steer: {e}")))?;
+    let dispatch = Dispatch::parse(&args.dispatch).map_err(|e| usage(format!("--dispatch: {e}")))?;
     let rps_cpus = args
         .rps_cpus
         .iter()
-        .map(|m| CpuSet::parse(m).map_err(|e| anyhow::anyhow!("--rps-cpus '{m}': {e}")))
+        .map(|m| CpuSet::parse(m).map_err(|e| usage(format!("--rps-cpus '{m}': {e}"))))
         .collect::<Result<Vec<_>>>()?;
     if rps_cpus.len() > 1 && rps_cpus.len() != usize::from(rx_queues) {
-        bail!(
+        return Err(usage(format!(
             "--rps-cpus given {} times for {rx_queues} receive queues (give it once, or once per queue)",
             rps_cpus.len()
-        );
+        )));
+    }
+    if policy == Policy::Rss && !rps_cpus.is_empty() {
+        return Err(usage("--rps-cpus applies to --steer rps or rfs, not --steer rss"));
     }
     if policy == Policy::Rps && rps_cpus.is_empty() {
         warnings.push("--steer rps without --rps-cpus: RPS is off, packets stay on the polling core".into());
-    }
-    if !(args.duration > 0.0 && args.duration.is_finite()) {
-        bail!("--duration must be a positive number of seconds");
-    }
-    if !(args.flow_timeout > 0.0 && args.flow_timeout.is_finite()) {
-        bail!("--flow-timeout must be positive");
     }
     let rxq_worker = if args.queue_cpus.is_empty() {
         None
     } else {
         if args.queue_cpus.len() != usize::from(rx_queues) {
-            bail!("--queue-cpus has {} entries for {rx_queues} receive queues", args.queue_cpus.len());
+            return Err(usage(format!(
+                "--queue-cpus has {} entries for {rx_queues} receive queues",
+                args.queue_cpus.len()
+            )));
         }
         Some(
             args.queue_cpus
@@ -157,7 +203,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
                     cpus.iter()
                         .position(|x| x == c)
                         .map(|p| WorkerId(p as u16))
-                        .ok_or_else(|| anyhow::anyhow!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})"))
+                        .ok_or_else(|| usage(format!("--queue-cpus: CPU {c} runs no worker (--cores {cpus:?})")))
                 })
                 .collect::<Result<Vec<_>>>()?,
         )
@@ -165,12 +211,13 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     let listen = parse_listen(&args.listen)?;
     let n = cpus.len();
     let mut guard = Guard::None;
+    let workload;
     let (sources, tracked): (Vec<Box<dyn RxSource>>, usize) = if args.source == "gen" {
         let size = match args.size.as_str() {
             "imix" => SizeDist::Imix,
-            s => SizeDist::Fixed(
-                s.parse().map_err(|_| anyhow::anyhow!("--size '{s}': a frame length in bytes or imix"))?,
-            ),
+            s => {
+                SizeDist::Fixed(s.parse().map_err(|_| usage(format!("--size '{s}': a frame length in bytes or imix")))?)
+            }
         };
         let gen_cfg = GenConfig {
             flows: args.flows,
@@ -182,7 +229,8 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
             frag_every: args.frag_every,
             seed: args.rss.seed.unwrap_or(DEFAULT_GEN_SEED),
         };
-        gen_cfg.validate().map_err(|e| anyhow::anyhow!("generator: {e}"))?;
+        gen_cfg.validate().map_err(|e| usage(format!("generator: {e}")))?;
+        workload = gen_workload(&gen_cfg, &args.size, rx_queues);
         let spread = |rss: &RssConfig| {
             if rx_queues == 1 {
                 Spread::Single
@@ -196,8 +244,22 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
             .context("generator")?;
         (sources, args.flows as usize)
     } else if let Some(path) = args.source.strip_prefix("pcap:") {
-        let (replay, load_warnings) = replay::load(path, &rss, rx_queues, args.max_capture_mib)?;
-        crate::cmd::warn_all(&load_warnings);
+        let spinner = crate::progress::wanted(args.json)
+            .then(|| crate::progress::Spinner::start(&format!("run: loading capture {path} into memory")));
+        let loaded = replay::load(path, &rss, rx_queues, args.max_capture_mib);
+        drop(spinner);
+        let (replay, load_warnings) = loaded?;
+        warnings.extend(load_warnings);
+        let frames: usize = replay.queues.iter().map(Vec::len).sum();
+        let bytes: usize = replay.queues.iter().flatten().map(Vec::len).sum();
+        workload = Workload {
+            text: format!(
+                "capture {path} replayed from memory: {frames} frames ({:.1} MiB), {} time(s), each frame on the receive queue the RSS configuration picks",
+                bytes as f64 / (1 << 20) as f64,
+                args.loops
+            ),
+            json: serde_json::json!({"kind": "capture", "path": path, "frames": frames, "bytes": bytes, "loops": args.loops}),
+        };
         let replay = Arc::new(replay);
         let sources =
             (0..n).map(|_| Box::new(ReplaySource::new(replay.clone(), args.loops)) as Box<dyn RxSource>).collect();
@@ -222,9 +284,16 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         })?;
         warnings.extend(g.warnings().iter().cloned());
         guard = g;
+        workload = Workload {
+            text: format!("live traffic from {} (receive queues {queues:?})", args.source),
+            json: serde_json::json!({"kind": "live", "source": args.source, "rx_queues": queues}),
+        };
         (sources, 1)
     } else {
-        bail!("--source '{}': expected gen, pcap:FILE, afxdp:IFACE[:Q,...] or afpacket:IFACE", args.source);
+        return Err(usage(format!(
+            "--source '{}': expected gen, pcap:FILE, afxdp:IFACE[:Q,...] or afpacket:IFACE",
+            args.source
+        )));
     };
     let mut cfg = EngineConfig::new(cpus, rss);
     cfg.rx_queues = rx_queues;
@@ -249,7 +318,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
     cfg.flow_table = FlowTableConfig { capacity, idle_timeout_ns: (args.flow_timeout * 1e9) as u64 };
     cfg.tracked_flows = tracked;
     cfg.frag_steer = flowsteer_engine::engine::FragSteer::parse(&args.frag_steer)
-        .with_context(|| format!("--frag-steer '{}'", args.frag_steer))?;
+        .map_err(|e| usage(format!("--frag-steer '{}': {e}", args.frag_steer)))?;
     cfg.reasm = flowsteer_reasm::ReasmConfig {
         high_thresh: args.reasm_mem,
         low_thresh: args.reasm_mem / 4 * 3,
@@ -270,7 +339,7 @@ pub fn build(args: &RunArgs) -> Result<(Engine, RunOptions, Vec<String>, Guard)>
         stop: None,
         busy_poll: args.busy_poll,
     };
-    Ok((engine, opts, warnings, guard))
+    Ok(Built { engine, opts, warnings, guard, workload })
 }
 
 fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
@@ -284,6 +353,76 @@ fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
         args.source,
         args.duration
     )
+}
+
+/// `now` as one interval's report: each worker's counts (Disp'd, HDisp'd,
+/// QDrops, Queued, Handled, OrderViol, drops) and rate over the interval
+/// since `prev` (the start when `None`) instead of since the start; its
+/// levels (Len, WMark, Flows) as they are. The totals stay cumulative
+/// except their rate.
+fn interval_view(prev: Option<&Snapshot>, now: &Snapshot) -> Snapshot {
+    use crate::report::interval_rate;
+    let mut iv = now.clone();
+    let from = prev.map_or(0.0, |p| p.elapsed_s);
+    let dt = now.elapsed_s - from;
+    for w in &mut iv.workers {
+        let before = prev.and_then(|p| p.workers.iter().find(|x| x.worker == w.worker)).cloned().unwrap_or_default();
+        let d = |b: u64, n: u64| interval_rate(b, n, dt).0;
+        w.pps = interval_rate(before.handled, w.handled, dt).1;
+        w.dispatched = d(before.dispatched, w.dispatched);
+        w.hdispatched = d(before.hdispatched, w.hdispatched);
+        w.qdrops = d(before.qdrops, w.qdrops);
+        w.queued = d(before.queued, w.queued);
+        w.handled = d(before.handled, w.handled);
+        w.order_violations = d(before.order_violations, w.order_violations);
+        for (reason, n) in &mut w.drops {
+            *n = d(before.drops.get(reason).copied().unwrap_or(0), *n);
+        }
+    }
+    let before = prev.map_or(0, |p| p.totals.delivered);
+    iv.totals.pps = interval_rate(before, now.totals.delivered, dt).1;
+    iv
+}
+
+/// The counts of one interval: (received, delivered, dropped).
+fn interval_counts(prev: Option<&Snapshot>, iv: &Snapshot) -> (u64, u64, u64) {
+    let t = &iv.totals;
+    let p = prev.map(|p| &p.totals);
+    let d = |now: u64, f: fn(&flowsteer_engine::counters::Totals) -> u64| {
+        crate::report::interval_rate(p.map_or(0, f), now, 1.0).0
+    };
+    (d(t.received, |t| t.received), d(t.delivered, |t| t.delivered), d(t.dropped, |t| t.dropped))
+}
+
+/// The line above an interval's table: elapsed time and that interval's counts and rate.
+fn interval_line(prev: Option<&Snapshot>, iv: &Snapshot) -> String {
+    let (received, delivered, dropped) = interval_counts(prev, iv);
+    format!(
+        "{} received {received}, delivered {delivered} ({:.3} Mpps), dropped {dropped} (counts and rates: this interval's)",
+        crate::report::interval_label(prev.map_or(0.0, |p| p.elapsed_s), iv.elapsed_s),
+        iv.totals.pps / 1e6
+    )
+}
+
+/// One `--json --interval` line (schema `flowsteer.run-interval.v1`).
+fn interval_json(prev: Option<&Snapshot>, iv: &Snapshot) -> serde_json::Value {
+    let (received, delivered, dropped) = interval_counts(prev, iv);
+    let workers: Vec<_> = iv
+        .workers
+        .iter()
+        .map(|w| serde_json::json!({"worker": w.worker, "cpu": w.cpu, "handled": w.handled, "pps": w.pps}))
+        .collect();
+    serde_json::json!({
+        "schema": "flowsteer.run-interval.v1",
+        "from_s": prev.map_or(0.0, |p| p.elapsed_s),
+        "to_s": iv.elapsed_s,
+        "received": received,
+        "delivered": delivered,
+        "dropped": dropped,
+        "pps": iv.totals.pps,
+        "workers": workers,
+        "totals": iv.totals,
+    })
 }
 
 /// The per-worker table, netstat -Q columns first, then ours.
@@ -325,7 +464,17 @@ pub fn print_table(s: &Snapshot) {
     }
 }
 
-fn print_summary(r: &RunReport) {
+/// The loss line (and its top reasons) of a run's totals.
+fn loss_lines(t: &flowsteer_engine::counters::Totals) -> Vec<String> {
+    crate::report::loss_lines(
+        t.dropped,
+        t.received,
+        "received packets dropped",
+        t.drops.iter().map(|(k, v)| (k.as_str(), *v)),
+    )
+}
+
+fn print_summary(r: &RunReport, verbose: bool) {
     let t = &r.snapshot.totals;
     let drops: Vec<String> = t.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!(
@@ -359,7 +508,9 @@ fn print_summary(r: &RunReport) {
             t.reassembled, t.reasm_absorbed, t.reasm_pending, t.reinjected
         );
     }
-    println!("per-core timers fired {}; idle flows expired {}", t.timers_fired, t.flows_expired);
+    if verbose {
+        println!("per-core timers fired {}; idle flows expired {}", t.timers_fired, t.flows_expired);
+    }
     for m in &r.rebalance_log {
         println!(
             "  rebalance at {:.3}s: bucket {} worker {} -> {} ({} packets in the interval)",
@@ -368,6 +519,9 @@ fn print_summary(r: &RunReport) {
     }
     if let Some(i) = &r.snapshot.ingress {
         print_ingress(i);
+    }
+    for line in loss_lines(t) {
+        println!("{line}");
     }
     println!(
         "conservation: received + reassembled = delivered + dropped + in flight + absorbed fragments: {}",
@@ -402,17 +556,81 @@ fn print_ingress(i: &flowsteer_engine::Ingress) {
     }
 }
 
-fn print_json(r: &RunReport, args: &RunArgs, key: &flowsteer_rss::RssKey) -> Result<()> {
-    let mut v = serde_json::to_value(r)?;
-    v["config"] = serde_json::json!({
-        "steer": args.steer,
-        "dispatch": args.dispatch,
+/// The built-in generator's workload.
+fn gen_workload(g: &GenConfig, size: &str, rx_queues: u16) -> Workload {
+    let size_text = if size == "imix" {
+        "IMIX frames (64/570/1518 bytes, 7:4:1)".to_string()
+    } else {
+        format!("{size}-byte frames")
+    };
+    let mut text = format!(
+        "built-in generator, in memory (no NIC): {} flows ({:.0} % IPv6, {:.0} % TCP), {size_text}",
+        g.flows,
+        g.ipv6_share * 100.0,
+        g.tcp_share * 100.0
+    );
+    if let Some(z) = g.zipf {
+        text.push_str(&format!(", Zipf {z} flow popularity"));
+    }
+    if g.frag_share > 0.0 {
+        text.push_str(&format!(", {:.0} % of UDP flows fragmented", g.frag_share * 100.0));
+    }
+    text.push_str(&format!(", spread over {rx_queues} receive queue(s) by RSS, as fast as the workers take it"));
+    Workload {
+        text,
+        json: serde_json::json!({
+            "kind": "generator",
+            "flows": g.flows,
+            "ipv6_share": g.ipv6_share,
+            "tcp_share": g.tcp_share,
+            "size": size,
+            "zipf": g.zipf,
+            "frag_share": g.frag_share,
+            "frag_every": g.frag_every,
+            "seed": g.seed,
+        }),
+    }
+}
+
+/// The `run` object of the `--json` document: what ran, as it ran.
+fn run_json(cfg: &EngineConfig, args: &RunArgs, workload: &Workload) -> serde_json::Value {
+    serde_json::json!({
         "source": args.source,
-        "duration_s": args.duration,
-        "flows": args.flows,
-    });
+        "workload": workload.json,
+        "steer": cfg.policy.name(),
+        "dispatch": cfg.dispatch.name(),
+        "cpus": cfg.cpus,
+        "rx_queues": cfg.rx_queues,
+        "buckets": cfg.buckets,
+        "duration_limit_s": args.duration,
+        "packet_limit": args.packets,
+        "interval_s": args.interval,
+    })
+}
+
+/// Version of the `run --json` document (`schema`). v2: the `run` object
+/// (what ran: source, workload, limits) replaced v1's `config` (the flags,
+/// generator ones even for a capture), and `warnings` carries every warning
+/// printed, not only the engine's.
+const RUN_SCHEMA: &str = "flowsteer.run.v2";
+
+fn print_json(
+    r: &RunReport,
+    run: serde_json::Value,
+    warnings: &[String],
+    key: &flowsteer_rss::RssKey,
+    one_line: bool,
+) -> Result<()> {
+    let mut v = serde_json::to_value(r)?;
+    v["schema"] = RUN_SCHEMA.into();
+    v["run"] = run;
+    v["warnings"] = serde_json::to_value(warnings)?;
     add_drawn_key(&mut v, key);
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    if one_line {
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
     Ok(())
 }
 
@@ -424,7 +642,7 @@ fn fanout_choice(mode: &str) -> Result<FanoutChoice> {
         "cpu" => FanoutChoice::Cpu,
         "qm" => FanoutChoice::QueueMapping,
         "lb" => FanoutChoice::LoadBalance,
-        m => bail!("--fanout '{m}': expected rss, hash, cpu, qm or lb"),
+        m => return Err(usage(format!("--fanout '{m}': expected rss, hash, cpu, qm or lb"))),
     })
 }
 
@@ -433,13 +651,13 @@ fn parse_listen(list: &[String]) -> Result<Vec<(u8, u16)>> {
     list.iter()
         .map(|l| {
             let (proto, port) =
-                l.split_once(':').ok_or_else(|| anyhow::anyhow!("--listen '{l}': expected proto:port"))?;
+                l.split_once(':').ok_or_else(|| usage(format!("--listen '{l}': expected proto:port")))?;
             let proto = match proto {
                 "udp" => flowsteer_wire::proto::UDP,
                 "tcp" => flowsteer_wire::proto::TCP,
-                _ => bail!("--listen '{l}': protocol must be udp or tcp"),
+                _ => return Err(usage(format!("--listen '{l}': protocol must be udp or tcp"))),
             };
-            let port: u16 = port.parse().map_err(|_| anyhow::anyhow!("--listen '{l}': bad port"))?;
+            let port: u16 = port.parse().map_err(|_| usage(format!("--listen '{l}': bad port (0..=65535)")))?;
             Ok((proto, port))
         })
         .collect()
@@ -456,11 +674,11 @@ fn xdp_claim(args: &RunArgs, listen: &[(u8, u16)], iface: &str, warnings: &mut V
         return Ok(Claim::All);
     }
     if listen.is_empty() {
-        bail!(
+        return Err(usage(format!(
             "--source afxdp:{iface} takes from the kernel only the ports flowsteer listens on: give --listen \
              PROTO:PORT[,...] (e.g. --listen udp:9000), or --xdp-claim all to take every IP packet of {iface} \
              (cuts off ping, SSH and everything else the kernel handles there)"
-        );
+        )));
     }
     let ports = |proto: u8| listen.iter().filter(|(p, _)| *p == proto).map(|(_, port)| *port).collect();
     Ok(Claim::Ports {

@@ -6,8 +6,9 @@
 //! sending early and still print the report.
 
 use crate::cli::UdpGenArgs;
+use crate::cmd::usage;
 use crate::rssopts::{resolve, Resolved};
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use flowsteer_live::stop_on_signals;
 use flowsteer_udp::client::{self, format_report};
 use flowsteer_udp::{plain_flows, route_source, spread_flows, ClientConfig, PortRange};
@@ -17,43 +18,103 @@ use std::time::Duration;
 /// Sending time when neither --count nor --duration is given.
 const DEFAULT_DURATION: Duration = Duration::from_secs(3);
 
+/// What `--spread N` cannot know and says: the plan is against a model of
+/// the receiver unless `--ethtool-x` gives its real table; when the remote
+/// address is on this host, the model is checked against the interface
+/// that holds it (its receive queues) and this machine's CPUs.
+fn spread_warnings(args: &UdpGenArgs, config: &flowsteer_rss::RssConfig, remote: SocketAddr, n: u16) -> Vec<String> {
+    let mut w = Vec::new();
+    if args.rss.ethtool_x.is_none() {
+        w.push(format!(
+            "--spread {n} plans against a modelled receiver ({} queues round robin in a {}-entry table, the --key given), \
+             not its real table: the flows land on {n} distinct queues only if the receiver is configured so \
+             (--ethtool-x FILE, the output of `ethtool -x IFACE` there, plans against the real one)",
+            config.queue_count(),
+            config.reta.len()
+        ));
+    }
+    let Some(iface) = crate::sys::iface_with_addr(remote.ip()) else {
+        return w;
+    };
+    if let Ok(queues) = flowsteer_live::queues::rx_queues(&iface) {
+        if usize::from(n) > queues.len() {
+            w.push(format!(
+                "--spread {n}: {} is on this host's {iface}, which has {} receive queue(s): at most {} of the {n} planned queues exist",
+                remote.ip(),
+                queues.len(),
+                queues.len()
+            ));
+        }
+    }
+    let available = flowsteer_live::available_cpus();
+    let missing: Vec<String> = args.rss.cpus.iter().filter(|c| !available.contains(c)).map(u32::to_string).collect();
+    if !missing.is_empty() {
+        w.push(format!(
+            "--cpus names CPU(s) {} that this host (where {} is) does not have (available: {available:?})",
+            missing.join(", "),
+            remote.ip()
+        ));
+    }
+    w
+}
+
 pub fn run(args: &UdpGenArgs) -> Result<i32> {
     let remote_ip: IpAddr =
-        args.remote.parse().map_err(|_| anyhow::anyhow!("-r '{}' is not an IP address", args.remote))?;
-    if args.port == 0 {
-        bail!("-p: port 0 cannot be sent to");
-    }
+        args.remote.parse().map_err(|_| usage(format!("--remote '{}' is not an IP address", args.remote)))?;
     let remote = SocketAddr::new(remote_ip, args.port);
     let mut locals = Vec::new();
     for l in &args.local {
-        let ip: IpAddr = l.parse().map_err(|_| anyhow::anyhow!("-l '{l}' is not an IP address"))?;
+        let ip: IpAddr = l.parse().map_err(|_| usage(format!("--local '{l}' is not an IP address")))?;
         locals.push(ip);
     }
     let duration = match args.duration {
-        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
         Some(d) => Some(Duration::from_secs_f64(d)),
         None if args.count.is_none() => Some(DEFAULT_DURATION),
         None => None,
     };
-    if !(args.drain >= 0.0 && args.drain.is_finite()) {
-        bail!("--drain must be a non-negative number of seconds");
-    }
 
+    if args.spread.is_none() {
+        let rss_only = [
+            ("--queues", args.rss.queues.is_some()),
+            ("--cpus", !args.rss.cpus.is_empty()),
+            ("--ethtool-x", args.rss.ethtool_x.is_some()),
+            ("--seed", args.rss.seed.is_some()),
+        ];
+        if let Some((flag, _)) = rss_only.iter().find(|(_, given)| *given) {
+            return Err(usage(format!(
+                "{flag} describes the receiver's RSS configuration, which only --spread N uses; give --spread or drop {flag}"
+            )));
+        }
+    }
     let mut key = None;
+    // Every warning printed, also carried by the --json document.
+    let mut all_warnings = Vec::new();
     let flows = match args.spread {
         Some(n) => {
             let Resolved { config, warnings } = resolve(&args.rss, Some(usize::from(n)))?;
             crate::cmd::warn_all(&warnings);
+            all_warnings.extend(warnings);
             if let Some(line) = crate::rssopts::drawn_key_line(config.key()) {
                 eprintln!("{line}");
             }
             key = Some(config.key().clone());
-            let sports: PortRange = args.sport_range.parse().context("--sport-range")?;
+            let sports: PortRange = args.sport_range.parse().map_err(|e| usage(format!("--sport-range: {e}")))?;
             if locals.is_empty() {
                 locals.push(route_source(remote)?);
             }
             let count = args.flows.unwrap_or(usize::from(n));
-            spread_flows(&config, &locals, remote, n, count, sports)?
+            let receiver = spread_warnings(args, &config, remote, n);
+            crate::cmd::warn_all(&receiver);
+            all_warnings.extend(receiver);
+            let mut flows = spread_flows(&config, &locals, remote, n, count, sports)?;
+            if args.rss.cpus.is_empty() {
+                // Without --cpus the model's queue i -> CPU i says nothing
+                // about the receiver's CPUs: claim none.
+                for f in &mut flows {
+                    f.cpu = None;
+                }
+            }
+            flows
         }
         None => plain_flows(&locals, remote, args.flows.unwrap_or(1))?,
     };
@@ -74,9 +135,29 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         if let Some(key) = &key {
             crate::rssopts::add_drawn_key(&mut doc, key);
         }
+        doc["warnings"] = serde_json::to_value(&all_warnings)?;
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", format_report(&report));
+        println!("{}", crate::legend::footer(crate::legend::UDP_GEN));
+        if report.echo {
+            let reasons = [("rcvbuf_drops (replies the kernel dropped at our sockets)", report.rcvbuf_drops)];
+            for line in crate::report::loss_lines(report.lost, report.sent, "sent datagrams got no reply", reasons) {
+                println!("{line}");
+            }
+        }
+    }
+    if report.sent == 0 && !report.stopped_early {
+        eprintln!("error: not one datagram could be sent to {remote} (see the send errors above)");
+        return Ok(1);
+    }
+    if report.echo && report.sent > 0 && report.replies == 0 {
+        eprintln!(
+            "error: no reply to any of {} datagrams: is `flowsteer udp-echo {remote}` running there, and does a firewall let UDP port {} through both ways?",
+            report.sent,
+            remote.port()
+        );
+        return Ok(1);
     }
     if !report.replies_add_up {
         eprintln!("error: reply counters do not add up (replies != unique + duplicates + mismatched): this is a bug");

@@ -594,6 +594,79 @@ pub fn vxlan_frame(outer_src: IpAddr, outer_dst: IpAddr, sport: u16, vni: u32, i
     buf
 }
 
+/// Ethernet / IP / UDP(`sport` -> `dport`) / `header` / `inner`: the frame
+/// of any UDP tunnel.
+pub fn udp_tunnel_frame(
+    outer_src: IpAddr,
+    outer_dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    header: &[u8],
+    inner: &[u8],
+) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(inner.len().saturating_add(header.len()).saturating_add(80));
+    let b = outer_builder(outer_src, outer_dst, L4Spec::Udp { sport, dport });
+    write_ethernet(&mut buf, DST_MAC, SRC_MAC, &[], outer_ethertype(&b));
+    write_ip_parts(&mut buf, &b, &[header, inner]);
+    buf
+}
+
+/// A Geneve frame (UDP to 6081): version 0, `options` (padded to whole
+/// words, at most 252 bytes used), protocol type `protocol` (0x6558
+/// Ethernet, 0x0800 IPv4, 0x86DD IPv6), VNI `vni`, then `inner`.
+pub fn geneve_frame(
+    outer_src: IpAddr,
+    outer_dst: IpAddr,
+    sport: u16,
+    vni: u32,
+    protocol: u16,
+    options: &[u8],
+    inner: &[u8],
+) -> Vec<u8> {
+    let mut opts = options.get(..options.len().min(252)).unwrap_or(&[]).to_vec();
+    opts.resize(opts.len().saturating_add(3) & !3, 0);
+    let words = u8::try_from(opts.len() / 4).unwrap_or(63);
+    let p = protocol.to_be_bytes();
+    let v = (vni & 0x00ff_ffff).to_be_bytes();
+    let mut header = vec![words, 0, p[0], p[1], v[1], v[2], v[3], 0];
+    header.extend_from_slice(&opts);
+    udp_tunnel_frame(outer_src, outer_dst, sport, crate::GENEVE_PORT, &header, inner)
+}
+
+/// A VXLAN-GPE frame (UDP to 4790): I and P flags, next protocol
+/// `next_protocol` (1 IPv4, 2 IPv6, 3 Ethernet), VNI `vni`, then `inner`.
+pub fn vxlan_gpe_frame(
+    outer_src: IpAddr,
+    outer_dst: IpAddr,
+    sport: u16,
+    vni: u32,
+    next_protocol: u8,
+    inner: &[u8],
+) -> Vec<u8> {
+    let v = (vni & 0x00ff_ffff).to_be_bytes();
+    let header = [0x0c, 0, 0, next_protocol, v[1], v[2], v[3], 0];
+    udp_tunnel_frame(outer_src, outer_dst, sport, crate::VXLAN_GPE_PORT, &header, inner)
+}
+
+/// A GTP-U G-PDU frame (UDP 2152 -> 2152) carrying `inner_ip` on tunnel
+/// `teid`; with `pdu_session` a PDU session container extension header
+/// (what 5G user planes send) sits between the header and the packet.
+pub fn gtpu_frame(outer_src: IpAddr, outer_dst: IpAddr, teid: u32, pdu_session: bool, inner_ip: &[u8]) -> Vec<u8> {
+    let t = teid.to_be_bytes();
+    let flags = if pdu_session { 0x34 } else { 0x30 };
+    let mut header = vec![flags, crate::gtpu::MSG_GPDU, 0, 0, t[0], t[1], t[2], t[3]];
+    if pdu_session {
+        // Sequence number, N-PDU number, next type 0x85; the container
+        // (one word: length, PDU type / QFI, next type 0).
+        header.extend_from_slice(&[0, 0, 0, 0x85, 1, 0x10, 0x09, 0]);
+    }
+    let len = u16::try_from(header.len().saturating_sub(8).saturating_add(inner_ip.len())).unwrap_or(u16::MAX);
+    if let Some(l) = header.get_mut(2..4) {
+        l.copy_from_slice(&len.to_be_bytes());
+    }
+    udp_tunnel_frame(outer_src, outer_dst, crate::GTPU_PORT, crate::GTPU_PORT, &header, inner_ip)
+}
+
 fn outer_ethertype(b: &FrameBuilder<'_>) -> u16 {
     if b.is_ipv6() {
         ETHERTYPE_IPV6
@@ -687,7 +760,10 @@ pub fn pppoe_frame(session: u16, inner_ip: &[u8]) -> Vec<u8> {
 /// RawIp drops the Ethernet header and VLAN tags; LinuxSll / LinuxSll2
 /// replace the Ethernet header (tags stay, behind a protocol field holding
 /// the first TPID) with a cooked header (packet type "to us", ARPHRD_ETHER,
-/// the source MAC). A frame shorter than 14 bytes is returned unchanged.
+/// the source MAC); Null / Loop replace the Ethernet header and VLAN tags
+/// with a BSD loopback header (family 2 for IPv4, 30 for IPv6, 0 for
+/// anything else; little-endian for Null, network order for Loop). A frame
+/// shorter than 14 bytes is returned unchanged.
 pub fn convert_link(eth_frame: &[u8], link: LinkType) -> Vec<u8> {
     let (Some(src_mac), Some(&[t0, t1]), Some(rest)) =
         (eth_frame.get(6..12), eth_frame.get(12..14), eth_frame.get(14..))
@@ -707,6 +783,23 @@ pub fn convert_link(eth_frame: &[u8], link: LinkType) -> Vec<u8> {
             buf.extend_from_slice(src_mac);
             buf.extend_from_slice(&[0, 0, t0, t1]);
             buf.extend_from_slice(rest);
+        }
+        LinkType::Null | LinkType::Loop => {
+            let stack = crate::ethernet::walk_vlans(eth_frame, u16::from_be_bytes([t0, t1]), 14).ok();
+            let (ethertype, start) = stack.map_or((0, 14), |s| (s.ethertype, s.payload_offset));
+            let family = match ethertype {
+                crate::ethernet::ETHERTYPE_IPV4 => crate::loopback::AF_INET,
+                // macOS's value.
+                crate::ethernet::ETHERTYPE_IPV6 => 30,
+                _ => 0,
+            };
+            // NULL as a little-endian machine writes it; LOOP in network order.
+            if link == LinkType::Null {
+                buf.extend_from_slice(&family.to_le_bytes());
+            } else {
+                buf.extend_from_slice(&family.to_be_bytes());
+            }
+            buf.extend_from_slice(eth_frame.get(start..).unwrap_or(&[]));
         }
         LinkType::LinuxSll2 => {
             buf.extend_from_slice(&[t0, t1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6]);
@@ -930,5 +1023,9 @@ mod tests {
         assert_eq!(sll2.len(), f.len() + 6);
         assert_eq!(&sll2[..2], &[0x81, 0x00]);
         assert_eq!(convert_link(&[1, 2], LinkType::RawIp), vec![1, 2]);
+        let null = convert_link(&f, LinkType::Null);
+        assert_eq!((&null[..4], &null[4..]), (&[2, 0, 0, 0][..], &f[18..]));
+        let lo = convert_link(&f, LinkType::Loop);
+        assert_eq!((&lo[..4], &lo[4..]), (&[0, 0, 0, 2][..], &f[18..]));
     }
 }

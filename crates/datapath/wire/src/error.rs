@@ -27,11 +27,17 @@ pub enum Layer {
     Vxlan,
     /// Linux cooked capture header (SLL or SLL2).
     LinuxSll,
+    /// BSD loopback header (link types NULL and LOOP).
+    Loopback,
+    /// Geneve header with its options.
+    Geneve,
+    /// GTP-U header with its extension headers.
+    GtpU,
 }
 
 impl Layer {
     /// Every layer, in [`Layer::index`] order.
-    pub const ALL: [Layer; 11] = [
+    pub const ALL: [Layer; 14] = [
         Layer::Ethernet,
         Layer::Vlan,
         Layer::Pppoe,
@@ -43,6 +49,9 @@ impl Layer {
         Layer::Gre,
         Layer::Vxlan,
         Layer::LinuxSll,
+        Layer::Loopback,
+        Layer::Geneve,
+        Layer::GtpU,
     ];
 
     /// Number of layers.
@@ -67,6 +76,9 @@ impl Layer {
             Layer::Gre => "gre",
             Layer::Vxlan => "vxlan",
             Layer::LinuxSll => "linux_sll",
+            Layer::Loopback => "loopback",
+            Layer::Geneve => "geneve",
+            Layer::GtpU => "gtpu",
         }
     }
 
@@ -83,6 +95,9 @@ impl Layer {
             Layer::Gre => "GRE",
             Layer::Vxlan => "VXLAN",
             Layer::LinuxSll => "Linux SLL",
+            Layer::Loopback => "loopback",
+            Layer::Geneve => "Geneve",
+            Layer::GtpU => "GTP-U",
         }
     }
 }
@@ -143,6 +158,9 @@ impl ParseError {
         ParseError::Truncated { layer: Layer::Gre },
         ParseError::Truncated { layer: Layer::Vxlan },
         ParseError::Truncated { layer: Layer::LinuxSll },
+        ParseError::Truncated { layer: Layer::Loopback },
+        ParseError::Truncated { layer: Layer::Geneve },
+        ParseError::Truncated { layer: Layer::GtpU },
         ParseError::BadHeaderLen { layer: Layer::Ethernet },
         ParseError::BadHeaderLen { layer: Layer::Vlan },
         ParseError::BadHeaderLen { layer: Layer::Pppoe },
@@ -154,6 +172,9 @@ impl ParseError {
         ParseError::BadHeaderLen { layer: Layer::Gre },
         ParseError::BadHeaderLen { layer: Layer::Vxlan },
         ParseError::BadHeaderLen { layer: Layer::LinuxSll },
+        ParseError::BadHeaderLen { layer: Layer::Loopback },
+        ParseError::BadHeaderLen { layer: Layer::Geneve },
+        ParseError::BadHeaderLen { layer: Layer::GtpU },
         ParseError::BadVersion,
         ParseError::BadTotalLen,
         ParseError::TooManyVlans,
@@ -196,6 +217,9 @@ impl ParseError {
                 Layer::Gre => "truncated_gre",
                 Layer::Vxlan => "truncated_vxlan",
                 Layer::LinuxSll => "truncated_linux_sll",
+                Layer::Loopback => "truncated_loopback",
+                Layer::Geneve => "truncated_geneve",
+                Layer::GtpU => "truncated_gtpu",
             },
             ParseError::BadHeaderLen { layer } => match layer {
                 Layer::Ethernet => "bad_header_len_ethernet",
@@ -209,6 +233,9 @@ impl ParseError {
                 Layer::Gre => "bad_header_len_gre",
                 Layer::Vxlan => "bad_header_len_vxlan",
                 Layer::LinuxSll => "bad_header_len_linux_sll",
+                Layer::Loopback => "bad_header_len_loopback",
+                Layer::Geneve => "bad_header_len_geneve",
+                Layer::GtpU => "bad_header_len_gtpu",
             },
             ParseError::BadVersion => "bad_version",
             ParseError::BadTotalLen => "bad_total_len",
@@ -243,7 +270,7 @@ impl std::error::Error for ParseError {}
 mod tests {
     use super::*;
 
-    const LAYERS: [Layer; 11] = [
+    const LAYERS: [Layer; 14] = [
         Layer::Ethernet,
         Layer::Vlan,
         Layer::Pppoe,
@@ -255,6 +282,9 @@ mod tests {
         Layer::Gre,
         Layer::Vxlan,
         Layer::LinuxSll,
+        Layer::Loopback,
+        Layer::Geneve,
+        Layer::GtpU,
     ];
 
     #[test]

@@ -49,8 +49,8 @@
 //! # Modules
 //!
 //! One module per protocol: [`ethernet`] (incl. VLAN tags), [`sll`] (Linux
-//! cooked capture), [`ipv4`], [`ipv6`] (incl. the extension chain), [`udp`],
-//! [`tcp`], [`gre`], [`vxlan`], [`pppoe`]; [`parse`] holds the frame walk and
+//! cooked capture), [`loopback`] (BSD loopback), [`ipv4`], [`ipv6`] (incl. the extension chain), [`udp`],
+//! [`tcp`], [`gre`], [`vxlan`] (and VXLAN-GPE), [`geneve`], [`gtpu`], [`pppoe`]; [`parse`] holds the frame walk and
 //! [`build`] a packet builder for tests and traffic generators.
 #![forbid(unsafe_code)]
 #![cfg_attr(
@@ -72,11 +72,14 @@ pub mod build;
 pub mod checksum;
 mod error;
 pub mod ethernet;
+pub mod geneve;
 pub mod gre;
+pub mod gtpu;
 pub mod ipv4;
 pub mod ipv6;
 mod lengths;
 mod limits;
+pub mod loopback;
 pub mod parse;
 pub mod pppoe;
 pub mod proto;
@@ -88,9 +91,9 @@ pub mod vxlan;
 
 pub use error::{Layer, ParseError};
 pub use lengths::{check_lengths, check_lengths_in, Malformed};
-pub use limits::{MAX_IPV6_EXT_HEADERS, MAX_VLAN_DEPTH, VXLAN_PORT};
+pub use limits::{GENEVE_PORT, GTPU_PORT, MAX_IPV6_EXT_HEADERS, MAX_VLAN_DEPTH, VXLAN_GPE_PORT, VXLAN_PORT};
 pub use parse::{parse_frame, parse_frame_into};
-pub use types::{Encap, FlowTuple, FragInfo, L3Info, LinkType, ParseOptions, Parsed};
+pub use types::{Encap, FlowTuple, FragInfo, InnerMiss, L3Info, LinkType, ParseOptions, Parsed};
 
 #[cfg(test)]
 mod tests {
@@ -104,10 +107,18 @@ mod tests {
         }
         assert_eq!(LinkType::from_pcap(113), Some(LinkType::LinuxSll));
         assert_eq!(LinkType::from_pcap(276), Some(LinkType::LinuxSll2));
-        assert_eq!(LinkType::from_pcap(0), None);
+        assert_eq!(LinkType::from_pcap(0), Some(LinkType::Null));
+        assert_eq!(LinkType::from_pcap(108), Some(LinkType::Loop));
         assert_eq!(LinkType::from_pcap(105), None);
         assert_eq!(LinkType::try_from(147), Err(ParseError::UnsupportedLinkType));
-        for lt in [LinkType::Ethernet, LinkType::RawIp, LinkType::LinuxSll, LinkType::LinuxSll2] {
+        for lt in [
+            LinkType::Ethernet,
+            LinkType::RawIp,
+            LinkType::LinuxSll,
+            LinkType::LinuxSll2,
+            LinkType::Null,
+            LinkType::Loop,
+        ] {
             assert_eq!(LinkType::from_pcap(lt.to_pcap()), Some(lt));
         }
     }

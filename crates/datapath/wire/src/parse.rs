@@ -11,11 +11,13 @@
 //!   is the offset-0 fragment. A truncated L4 header is an error for a
 //!   whole packet, but only hides the ports of a first fragment (the
 //!   tiny-fragment policy belongs to reassembly).
-//! * Behind the outer header, VXLAN, GRE (version 0, protocol IPv4 / IPv6 /
-//!   transparent Ethernet bridging) and IP-in-IP are recognised (`encap`)
-//!   and, with [`ParseOptions::inner`], the inner IP header is parsed
-//!   (`inner`). A truncated or malformed tunnelled packet never fails the
-//!   parse: `inner` is then `None`. Nothing behind a non-first fragment is
+//! * Behind the outer header, VXLAN, Geneve (UDP 6081, options skipped),
+//!   VXLAN-GPE (UDP 4790), GTP-U (UDP 2152, extension headers skipped),
+//!   GRE (version 0, protocol IPv4 / IPv6 / transparent Ethernet bridging)
+//!   and IP-in-IP are recognised (`encap`) and, with
+//!   [`ParseOptions::inner`], the inner IP header is parsed (`inner`). A
+//!   truncated or malformed tunnelled packet never fails the parse: `inner`
+//!   is then `None` and `inner_miss` says why. Nothing behind a non-first fragment is
 //!   looked at.
 //! * PPPoE session frames have no outer IP header: the IP packet inside
 //!   PPPoE is always parsed into `inner` and its errors are returned, like
@@ -32,25 +34,35 @@ use crate::error::{Layer, ParseError};
 use crate::ethernet::{
     walk_vlans, EthernetFrame, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_PPPOE_SESSION, ETHERTYPE_TEB,
 };
+use crate::geneve::GenevePacket;
 use crate::gre::GrePacket;
+use crate::gtpu::{GtpuPacket, MSG_GPDU};
 use crate::ipv4::Ipv4Packet;
 use crate::ipv6::{walk_ext_chain, Ipv6Packet};
-use crate::limits::MAX_VLAN_DEPTH;
+use crate::limits::{GENEVE_PORT, GTPU_PORT, MAX_VLAN_DEPTH, VXLAN_GPE_PORT};
+use crate::loopback::{Family, LoopbackHeader};
 use crate::pppoe::{PppoeSession, PPP_IPV4, PPP_IPV6};
 use crate::proto;
 use crate::sll::{Sll2Header, SllHeader};
 use crate::tcp::TcpPacket;
-use crate::types::{Encap, FlowTuple, FragInfo, L3Info, LinkType, ParseOptions, Parsed};
+use crate::types::{Encap, FlowTuple, FragInfo, InnerMiss, L3Info, LinkType, ParseOptions, Parsed};
 use crate::udp::UdpPacket;
-use crate::vxlan::VxlanPacket;
+use crate::vxlan::{GpeNext, VxlanGpePacket, VxlanPacket};
 
 /// Parses one frame, see the [module docs](self).
 ///
 /// Never panics and never allocates.
 #[inline]
 pub fn parse_frame(frame: &[u8], link: LinkType, opts: &ParseOptions) -> Result<Parsed, ParseError> {
-    let mut parsed =
-        Parsed { vlan_count: 0, vlan_ids: [0; MAX_VLAN_DEPTH], ethertype: 0, outer: None, encap: None, inner: None };
+    let mut parsed = Parsed {
+        vlan_count: 0,
+        vlan_ids: [0; MAX_VLAN_DEPTH],
+        ethertype: 0,
+        outer: None,
+        encap: None,
+        inner: None,
+        inner_miss: None,
+    };
     walk(frame, link, opts, &mut parsed)?;
     Ok(parsed)
 }
@@ -66,6 +78,7 @@ pub fn parse_frame_into(frame: &[u8], link: LinkType, opts: &ParseOptions, out: 
     out.outer = None;
     out.encap = None;
     out.inner = None;
+    out.inner_miss = None;
     walk(frame, link, opts, out)
 }
 
@@ -85,6 +98,14 @@ fn walk(frame: &[u8], link: LinkType, opts: &ParseOptions, parsed: &mut Parsed) 
             (sll.protocol(), Sll2Header::HEADER_LEN)
         }
         LinkType::RawIp => return parse_outer(frame, 0, IpKind::Any, opts, parsed),
+        LinkType::Null | LinkType::Loop => {
+            let kind = match LoopbackHeader::new_checked(frame)?.family() {
+                Family::Ipv4 => IpKind::V4,
+                Family::Ipv6 => IpKind::V6,
+                Family::Other(_) => return Ok(()),
+            };
+            return parse_outer(frame, LoopbackHeader::HEADER_LEN, kind, opts, parsed);
+        }
     };
     let stack = walk_vlans(frame, ethertype, offset)?;
     parsed.vlan_count = stack.count;
@@ -123,6 +144,8 @@ enum InnerStart {
     Ethernet(usize),
     /// Recognised tunnel carrying something that is not IP.
     Nothing,
+    /// Recognised tunnel whose own header is cut short or malformed.
+    Broken,
 }
 
 #[inline(always)]
@@ -140,7 +163,10 @@ fn parse_outer(
     if let Some((encap, start, end)) = find_encap(buf, &ip.info, opts) {
         parsed.encap = Some(encap);
         if opts.inner {
-            parsed.inner = parse_inner(buf.get(..end).unwrap_or(&[]), start);
+            match parse_inner(buf.get(..end).unwrap_or(&[]), start) {
+                Ok(inner) => parsed.inner = Some(inner),
+                Err(miss) => parsed.inner_miss = Some(miss),
+            }
         }
     }
     Ok(())
@@ -185,43 +211,87 @@ fn find_encap(buf: &[u8], outer: &L3Info, opts: &ParseOptions) -> Option<(Encap,
         }
         proto::UDP => {
             let (_, dport) = outer.tuple.ports?;
-            if opts.vxlan_port == 0 || dport != opts.vxlan_port {
+            let is_vxlan = opts.vxlan_port != 0 && dport == opts.vxlan_port;
+            if !is_vxlan && !matches!(dport, GENEVE_PORT | VXLAN_GPE_PORT | GTPU_PORT) {
                 return None;
             }
             let udp = UdpPacket::new_checked(segment).ok()?;
             let udp_len = usize::from(udp.len_field());
             let udp_end = if udp_len >= UdpPacket::HEADER_LEN { l4.saturating_add(udp_len).min(end) } else { end };
-            let vxlan_at = l4.saturating_add(UdpPacket::HEADER_LEN);
-            let vxlan = VxlanPacket::new_checked(buf.get(vxlan_at..udp_end)?).ok()?;
-            if !vxlan.vni_valid() {
-                return None;
+            let at = l4.saturating_add(UdpPacket::HEADER_LEN);
+            let payload = buf.get(at..udp_end)?;
+            if is_vxlan {
+                let vxlan = VxlanPacket::new_checked(payload).ok()?;
+                if !vxlan.vni_valid() {
+                    return None;
+                }
+                let inner = at.saturating_add(VxlanPacket::HEADER_LEN);
+                return Some((Encap::Vxlan { vni: vxlan.vni() }, InnerStart::Ethernet(inner), udp_end));
             }
-            let inner = vxlan_at.saturating_add(VxlanPacket::HEADER_LEN);
-            Some((Encap::Vxlan { vni: vxlan.vni() }, InnerStart::Ethernet(inner), udp_end))
+            Some(match dport {
+                GENEVE_PORT => {
+                    let g = GenevePacket::new_checked(payload).ok()?;
+                    let inner = at.saturating_add(g.header_len());
+                    let start = match g.protocol() {
+                        ETHERTYPE_IPV4 => InnerStart::Ip(inner, IpKind::V4),
+                        ETHERTYPE_IPV6 => InnerStart::Ip(inner, IpKind::V6),
+                        ETHERTYPE_TEB => InnerStart::Ethernet(inner),
+                        _ => InnerStart::Nothing,
+                    };
+                    (Encap::Geneve { vni: g.vni() }, start, udp_end)
+                }
+                VXLAN_GPE_PORT => {
+                    let g = VxlanGpePacket::new_checked(payload).ok()?;
+                    let inner = at.saturating_add(VxlanGpePacket::HEADER_LEN);
+                    let start = match g.next() {
+                        GpeNext::Ipv4 => InnerStart::Ip(inner, IpKind::V4),
+                        GpeNext::Ipv6 => InnerStart::Ip(inner, IpKind::V6),
+                        GpeNext::Ethernet => InnerStart::Ethernet(inner),
+                        GpeNext::Other(_) => InnerStart::Nothing,
+                    };
+                    (Encap::VxlanGpe { vni: g.vni() }, start, udp_end)
+                }
+                _ => {
+                    // GTP-U: the header's fixed part names the tunnel even
+                    // when its extension chain is broken.
+                    let teid = payload.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok()).map(u32::from_be_bytes);
+                    match GtpuPacket::new_checked(payload) {
+                        Ok(g) if g.message_type() == MSG_GPDU => (
+                            Encap::GtpU { teid: g.teid() },
+                            InnerStart::Ip(at.saturating_add(g.header_len()), IpKind::Any),
+                            udp_end,
+                        ),
+                        Ok(g) => (Encap::GtpU { teid: g.teid() }, InnerStart::Nothing, udp_end),
+                        Err(ParseError::BadVersion) => return None,
+                        Err(_) => (Encap::GtpU { teid: teid? }, InnerStart::Broken, udp_end),
+                    }
+                }
+            })
         }
         _ => None,
     }
 }
 
-/// Parses the tunnelled packet; any error gives `None`.
+/// Parses the tunnelled packet; says why when it cannot.
 #[inline(always)]
-fn parse_inner(buf: &[u8], start: InnerStart) -> Option<L3Info> {
+fn parse_inner(buf: &[u8], start: InnerStart) -> Result<L3Info, InnerMiss> {
     let (offset, kind) = match start {
         InnerStart::Ip(offset, kind) => (offset, kind),
         InnerStart::Ethernet(offset) => {
-            let eth = EthernetFrame::new_checked(buf.get(offset..)?).ok()?;
+            let eth = EthernetFrame::new_checked(buf.get(offset..).unwrap_or(&[])).map_err(|_| InnerMiss::Malformed)?;
             let after = offset.saturating_add(EthernetFrame::HEADER_LEN);
-            let stack = walk_vlans(buf, eth.ethertype(), after).ok()?;
+            let stack = walk_vlans(buf, eth.ethertype(), after).map_err(|_| InnerMiss::Malformed)?;
             let kind = match stack.ethertype {
                 ETHERTYPE_IPV4 => IpKind::V4,
                 ETHERTYPE_IPV6 => IpKind::V6,
-                _ => return None,
+                _ => return Err(InnerMiss::NotIp),
             };
             (stack.payload_offset, kind)
         }
-        InnerStart::Nothing => return None,
+        InnerStart::Nothing => return Err(InnerMiss::NotIp),
+        InnerStart::Broken => return Err(InnerMiss::Malformed),
     };
-    parse_ip(buf, offset, kind).ok().map(|ip| ip.info)
+    parse_ip(buf, offset, kind).map(|ip| ip.info).map_err(|_| InnerMiss::Malformed)
 }
 
 /// Parses the IP header at `offset` of `buf` (which ends where the enclosing

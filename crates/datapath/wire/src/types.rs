@@ -44,14 +44,23 @@ pub enum LinkType {
     LinuxSll,
     /// Linux "cooked" capture v2 (20-byte header).
     LinuxSll2,
+    /// BSD loopback, `LINKTYPE_NULL` (0): a 4-byte address family, see
+    /// [`crate::loopback`].
+    Null,
+    /// OpenBSD loopback, `LINKTYPE_LOOP` (108): the same header as
+    /// [`LinkType::Null`].
+    Loop,
 }
 
 impl LinkType {
     /// Maps a pcap/pcapng `LINKTYPE_*` value: 1 Ethernet; 101, 12 and 14
     /// (raw IP as written by different systems), 228 (raw IPv4) and 229
-    /// (raw IPv6) RawIp; 113 Linux SLL; 276 Linux SLL2.
+    /// (raw IPv6) RawIp; 113 Linux SLL; 276 Linux SLL2; 0 NULL and 108
+    /// LOOP (BSD loopback).
     pub fn from_pcap(linktype: u32) -> Option<LinkType> {
         match linktype {
+            0 => Some(LinkType::Null),
+            108 => Some(LinkType::Loop),
             1 => Some(LinkType::Ethernet),
             12 | 14 | 101 | 228 | 229 => Some(LinkType::RawIp),
             113 => Some(LinkType::LinuxSll),
@@ -60,13 +69,15 @@ impl LinkType {
         }
     }
 
-    /// The canonical pcap `LINKTYPE_*` value (1, 101, 113, 276).
+    /// The canonical pcap `LINKTYPE_*` value (1, 101, 113, 276, 0, 108).
     pub fn to_pcap(self) -> u32 {
         match self {
             LinkType::Ethernet => 1,
             LinkType::RawIp => 101,
             LinkType::LinuxSll => 113,
             LinkType::LinuxSll2 => 276,
+            LinkType::Null => 0,
+            LinkType::Loop => 108,
         }
     }
 }
@@ -165,6 +176,32 @@ pub enum Encap {
     },
     /// IPv4 or IPv6 directly inside IP (protocol 4 / 41).
     IpInIp,
+    /// Geneve (UDP to [`crate::GENEVE_PORT`], 6081), options skipped.
+    Geneve {
+        /// Virtual network identifier (24 bits).
+        vni: u32,
+    },
+    /// VXLAN-GPE (UDP to [`crate::VXLAN_GPE_PORT`], 4790).
+    VxlanGpe {
+        /// VXLAN network identifier (24 bits).
+        vni: u32,
+    },
+    /// GTP-U (UDP to [`crate::GTPU_PORT`], 2152), extension headers skipped.
+    GtpU {
+        /// Tunnel endpoint identifier.
+        teid: u32,
+    },
+}
+
+/// Why a recognised encapsulation's inner packet was not parsed (with
+/// [`ParseOptions::inner`]): the packet is then hashed on its outer headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InnerMiss {
+    /// The tunnel carries something other than IP (GTP-U signalling, GRE
+    /// or Geneve with another protocol, an inner ARP frame, NSH, ...).
+    NotIp,
+    /// The tunnel header or the inner packet is truncated or malformed.
+    Malformed,
 }
 
 /// Summary of one frame, see [`crate::parse_frame`]. `Default` is the empty result
@@ -175,7 +212,7 @@ pub struct Parsed {
     pub vlan_count: u8,
     /// VLAN ids, outermost first; unused slots are 0.
     pub vlan_ids: [u16; MAX_VLAN_DEPTH],
-    /// Final ethertype after VLANs (0 for RawIp; the SLL protocol field for
+    /// Final ethertype after VLANs (0 for RawIp, NULL and LOOP; the SLL protocol field for
     /// Linux cooked captures; the length value for 802.3 LLC frames).
     pub ethertype: u16,
     /// The first IP header a NIC would find: not behind PPPoE. None for non-IP frames (ARP...) and for PPPoE.
@@ -183,7 +220,7 @@ pub struct Parsed {
     /// The encapsulation recognised behind the outer header (set whether or
     /// not [`ParseOptions::inner`] asks for the inner header).
     pub encap: Option<Encap>,
-    /// The IP header inside VXLAN (UDP dst port == opts.vxlan_port, flags I bit set, inner Ethernet incl. its own VLANs), GRE (proto 47, versions 0 with C/K/S bits; protocol type 0x0800/0x86DD directly, or 0x6558 transparent Ethernet bridging), IP-in-IP (proto 4 / 41), or PPPoE session (ethertype 0x8864, PPP protocol 0x0021 IPv4 / 0x0057 IPv6).
+    /// The IP header inside VXLAN (UDP dst port == opts.vxlan_port, flags I bit set, inner Ethernet incl. its own VLANs), Geneve (UDP dst port 6081, version 0, protocol IPv4 / IPv6 / Ethernet, options skipped), VXLAN-GPE (UDP dst port 4790, next protocol IPv4 / IPv6 / Ethernet), GTP-U (UDP dst port 2152, G-PDU, extension headers skipped, the IP version from the packet), GRE (proto 47, versions 0 with C/K/S bits; protocol type 0x0800/0x86DD directly, or 0x6558 transparent Ethernet bridging), IP-in-IP (proto 4 / 41), or PPPoE session (ethertype 0x8864, PPP protocol 0x0021 IPv4 / 0x0057 IPv6).
     /// Only filled when opts.inner is true, except PPPoE which always fills inner (there is no outer IP). One level of encapsulation only. None when the outer packet is a non-first fragment.
     ///
     /// A tunnelled packet that is truncated or malformed does not fail the
@@ -192,6 +229,9 @@ pub struct Parsed {
     /// the IP packet inside it are parsed like any first IP header and their
     /// errors are returned.
     pub inner: Option<L3Info>,
+    /// With [`ParseOptions::inner`], why `inner` is `None` behind a
+    /// recognised encapsulation (PPPoE excepted); `None` otherwise.
+    pub inner_miss: Option<InnerMiss>,
 }
 
 impl Parsed {

@@ -10,7 +10,14 @@ use proptest::prelude::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 fn link_type() -> impl Strategy<Value = LinkType> {
-    prop_oneof![Just(LinkType::Ethernet), Just(LinkType::RawIp), Just(LinkType::LinuxSll), Just(LinkType::LinuxSll2),]
+    prop_oneof![
+        Just(LinkType::Ethernet),
+        Just(LinkType::RawIp),
+        Just(LinkType::LinuxSll),
+        Just(LinkType::LinuxSll2),
+        Just(LinkType::Null),
+        Just(LinkType::Loop),
+    ]
 }
 
 fn options() -> impl Strategy<Value = ParseOptions> {

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use flowsteer_wire::build::{self, FrameBuilder, Ipv6Ext, VlanTag};
-use flowsteer_wire::{parse_frame, proto, Encap, FragInfo, Layer, LinkType, ParseError, ParseOptions};
+use flowsteer_wire::{parse_frame, proto, Encap, FragInfo, InnerMiss, Layer, LinkType, ParseError, ParseOptions};
 use std::net::Ipv4Addr;
 
 fn parse(f: &[u8], opts: &ParseOptions) -> Result<flowsteer_wire::Parsed, ParseError> {
@@ -527,6 +527,38 @@ fn other_link_types() {
 }
 
 #[test]
+fn bsd_loopback_link_types() {
+    let f4 = build::udp_frame(v4("127.0.0.1"), v4("127.0.0.2"), 1, 2, b"abc");
+    let f6 = build::tcp_frame(v6("::1"), v6("::2"), 3, 4, 0, 0x10, b"");
+    for (frame, family_values) in [(f4, vec![2u32]), (f6, vec![24, 28, 30])] {
+        let reference = parse(&frame, &OUTER).unwrap().outer.unwrap().tuple;
+        let ip = &frame[14..];
+        for family in family_values {
+            for header in [family.to_le_bytes(), family.to_be_bytes()] {
+                let mut g = header.to_vec();
+                g.extend_from_slice(ip);
+                for link in [LinkType::Null, LinkType::Loop] {
+                    let p = parse_frame(&g, link, &OUTER).unwrap();
+                    let o = p.outer.unwrap();
+                    assert_eq!((o.tuple, o.l3_offset), (reference, 4), "{link:?} family {family} {header:?}");
+                }
+            }
+        }
+    }
+    // Another family (AF_APPLETALK, 16) is not IP: parsed, nothing found.
+    let mut other = 16u32.to_le_bytes().to_vec();
+    other.extend_from_slice(&[0x45; 20]);
+    assert_eq!(parse_frame(&other, LinkType::Null, &OUTER).unwrap().outer, None);
+    // A version that contradicts the family is refused, as for Ethernet.
+    let mut wrong = 30u32.to_le_bytes().to_vec();
+    wrong.extend_from_slice(&[0x45; 40]);
+    assert_eq!(parse_frame(&wrong, LinkType::Null, &OUTER), Err(ParseError::BadVersion));
+    assert_eq!(parse_frame(&[2, 0], LinkType::Loop, &OUTER).unwrap_err().reason(), "truncated_loopback");
+    assert_eq!(LinkType::from_pcap(0), Some(LinkType::Null));
+    assert_eq!(LinkType::from_pcap(108), Some(LinkType::Loop));
+}
+
+#[test]
 fn every_sample_round_trips() {
     for s in samples() {
         let p = parse_frame(&s.frame, s.link, &INNER).unwrap_or_else(|e| panic!("{}: {e}", s.name));
@@ -541,4 +573,78 @@ fn every_sample_round_trips() {
         // the same frame parsed twice gives the same answer
         assert_eq!(parse_frame(&s.frame, s.link, &INNER), Ok(p));
     }
+}
+
+#[test]
+fn geneve_with_options_each_protocol() {
+    let (a, b) = (v4("10.0.0.1"), v4("10.0.0.2"));
+    let options = [0x01, 0x02, 0x80, 0x01, 0xde, 0xad, 0xbe, 0xef]; // one 4-byte option
+    for (protocol, inner) in [(0x6558, build::ip_frame(&inner_udp4())), (0x0800, inner_udp4()), (0x86dd, inner_tcp6())]
+    {
+        let f = build::geneve_frame(a, b, 40000, 0x123456, protocol, &options, &inner);
+        let p = parse(&f, &INNER).unwrap();
+        assert_eq!(p.outer.unwrap().tuple.ports, Some((40000, 6081)));
+        assert_eq!(p.encap, Some(Encap::Geneve { vni: 0x123456 }));
+        let i = p.inner.unwrap_or_else(|| panic!("protocol {protocol:#x}: {:?}", p.inner_miss));
+        assert_eq!(p.inner_miss, None);
+        let want = if protocol == 0x86dd { Some((3333, 4444)) } else { Some((1111, 2222)) };
+        assert_eq!(i.tuple.ports, want);
+        // Without --inner: recognised, not opened.
+        let p = parse(&f, &OUTER).unwrap();
+        assert_eq!((p.encap, p.inner, p.inner_miss), (Some(Encap::Geneve { vni: 0x123456 }), None, None));
+    }
+    // Another protocol (NSH, 0x894F): recognised, not IP.
+    let f = build::geneve_frame(a, b, 1, 7, 0x894f, &[], &[0; 24]);
+    let p = parse(&f, &INNER).unwrap();
+    assert_eq!((p.encap, p.inner_miss), (Some(Encap::Geneve { vni: 7 }), Some(InnerMiss::NotIp)));
+    // Options running past the datagram: not Geneve we can read.
+    let f = build::geneve_frame(a, b, 1, 7, 0x0800, &[0; 252], &[]);
+    let cut = &f[..f.len() - 100];
+    assert_eq!(parse(cut, &INNER).unwrap().encap, None);
+}
+
+#[test]
+fn vxlan_gpe_each_next_protocol() {
+    let (a, b) = (v6("2001:db8::a"), v6("2001:db8::b"));
+    for (next, inner) in [(1u8, inner_udp4()), (2, inner_tcp6()), (3, build::ip_frame(&inner_udp4()))] {
+        let f = build::vxlan_gpe_frame(a, b, 5555, 99, next, &inner);
+        let p = parse(&f, &INNER).unwrap();
+        assert_eq!(p.encap, Some(Encap::VxlanGpe { vni: 99 }));
+        assert!(p.inner.is_some(), "next {next}: {:?}", p.inner_miss);
+    }
+    let f = build::vxlan_gpe_frame(a, b, 5555, 99, 4, &[0; 16]);
+    assert_eq!(parse(&f, &INNER).unwrap().inner_miss, Some(InnerMiss::NotIp));
+    // Cut inside the inner IP header.
+    let f = build::vxlan_gpe_frame(a, b, 5555, 99, 1, &inner_udp4());
+    let p = parse(&f[..f.len() - 20], &INNER).unwrap();
+    assert_eq!((p.encap, p.inner_miss), (Some(Encap::VxlanGpe { vni: 99 }), Some(InnerMiss::Malformed)));
+}
+
+#[test]
+fn gtpu_with_and_without_extension_headers() {
+    let (a, b) = (v4("10.1.0.1"), v4("10.2.0.1"));
+    for ext in [false, true] {
+        for inner in [inner_udp4(), inner_tcp6()] {
+            let f = build::gtpu_frame(a, b, 0xdeadbeef, ext, &inner);
+            let p = parse(&f, &INNER).unwrap();
+            assert_eq!(p.encap, Some(Encap::GtpU { teid: 0xdeadbeef }));
+            let i = p.inner.unwrap_or_else(|| panic!("ext {ext}: {:?}", p.inner_miss));
+            assert!(i.tuple.ports.is_some());
+            assert_eq!(i.l3_offset, 14 + 20 + 8 + if ext { 16 } else { 8 });
+        }
+    }
+    // Echo request (type 1): GTP-U, no user packet.
+    let mut f = build::gtpu_frame(a, b, 0, false, &[]);
+    f[14 + 20 + 8 + 1] = 1;
+    let p = parse(&f, &INNER).unwrap();
+    assert_eq!((p.encap, p.inner_miss), (Some(Encap::GtpU { teid: 0 }), Some(InnerMiss::NotIp)));
+    // A broken extension chain: GTP-U, malformed.
+    let mut f = build::gtpu_frame(a, b, 5, true, &inner_udp4());
+    f[14 + 20 + 8 + 12] = 0;
+    let p = parse(&f, &INNER).unwrap();
+    assert_eq!((p.encap, p.inner_miss), (Some(Encap::GtpU { teid: 5 }), Some(InnerMiss::Malformed)));
+    // Version 2 (GTP-C) on the GTP-U port: not GTP-U.
+    let mut f = build::gtpu_frame(a, b, 5, false, &inner_udp4());
+    f[14 + 20 + 8] = 0x48;
+    assert_eq!(parse(&f, &INNER).unwrap().encap, None);
 }

@@ -8,6 +8,9 @@
 //!
 //! # Reading
 //!
+//! [`CaptureReader::open`] first recognises a gzip or zstd file by its
+//! content and decompresses it as it reads ([`Decompressed`], which
+//! [`CaptureReader::new`] callers wrap their source in the same way); then
 //! [`CaptureReader::new`] sniffs the magic number:
 //!
 //! * classic pcap in both byte orders, with the microsecond (`0xA1B2C3D4`),
@@ -33,20 +36,39 @@
 //!   interface not described in its section) is per packet: the block has been
 //!   consumed and the next call continues with the following block.
 //! * [`CaptureError::Io`] from the underlying reader consumes nothing; calling
-//!   again retries.
+//!   again retries. The exception is [`io::ErrorKind::UnexpectedEof`], what
+//!   [`Decompressed`] returns for a compressed stream cut short: it ends the
+//!   input like the end of the file, so a cut inside a record is
+//!   [`CaptureError::Truncated`], and so is a cut between records.
 //!
 //! A record whose captured length exceeds [`MAX_PACKET_LEN`] (or a pcapng
 //! SHB/IDB/packet block longer than [`MAX_BLOCK_LEN`]) is `Malformed`, so a
 //! corrupt length field never makes the reader allocate more than
 //! [`MAX_BUFFER_LEN`]. The reader is otherwise lenient: the pcap `snaplen` is
-//! not enforced, `orig_len` is reported as stored even if smaller than the
-//! captured length, and timestamp fractions are not range checked. In classic
-//! pcap only the low 16 bits of the link-type field are reported (the upper
-//! bits carry FCS information).
+//! not enforced, and timestamp fractions are not range checked.
+//!
+//! What the reader repairs or skips is counted in [`ReadStats`]
+//! ([`CaptureReader::stats`]), for the caller to warn about once:
+//!
+//! * a record whose captured length exceeds its original length (malformed,
+//!   but tshark reads it) is returned with the captured length as its
+//!   original length (`inconsistent_lengths`), so counting and writing see
+//!   one consistent length;
+//! * a pcapng section whose header has a major version other than 1 is
+//!   skipped up to the next section header, as the specification requires
+//!   (`sections_skipped`, `packets_in_skipped_sections`);
+//! * a pcapng option that runs past its block ends the block's options: the
+//!   options before it and the block's fixed part are used (`bad_options`).
+//!
+//! In classic pcap only the low 16 bits of the link-type field are reported
+//! (the upper bits carry FCS information).
 //!
 //! # Writing
 //!
-//! [`CaptureWriter`] writes classic pcap, little-endian, with the
+//! [`PcapNgWriter`] (through an [`output::OutputFile`]: [`PcapNgFile`])
+//! writes pcapng: one little-endian section, one interface description
+//! per [`NgInterface`] (link type, name, timestamp resolution), enhanced
+//! packet blocks. [`CaptureWriter`] writes classic pcap, little-endian, with the
 //! **nanosecond** magic (`0xA1B23C4D`), version 2.4, snaplen
 //! [`MAX_PACKET_LEN`] and a single link type, to any [`Write`]. A file is
 //! written through [`output::OutputFile`]: [`CaptureFile`] (also what
@@ -78,8 +100,10 @@ use std::time::Duration;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 
+pub mod decompress;
 pub mod output;
 
+pub use decompress::{Compression, Decompressed};
 use output::{OutputError, OutputFile};
 
 /// Largest captured packet length accepted by the reader and the writer
@@ -95,6 +119,9 @@ pub const MAX_BUFFER_LEN: usize = 512 * 1024;
 
 /// Most interfaces a pcapng section may describe.
 pub const MAX_INTERFACES: usize = 65_536;
+
+/// Longest interface name kept (`if_name`, cut at a character boundary).
+pub const MAX_NAME_LEN: usize = 256;
 
 const INITIAL_BUFFER_LEN: usize = 128 * 1024;
 
@@ -188,7 +215,18 @@ pub struct CapturedPacket<'a> {
     pub ts_nanos: u64,
     /// pcap `LINKTYPE_*` number (pcapng: from the packet's interface).
     pub linktype: u32,
-    /// Length of the packet on the wire.
+    /// pcapng: the packet's interface in its section (see
+    /// [`CaptureReader::interface`]); 0 for pcap.
+    pub interface: u32,
+    /// pcapng: the interface's `if_name` (empty when absent, and for pcap).
+    pub if_name: &'a str,
+    /// The timestamp resolution as a pcapng `if_tsresol` byte: the
+    /// interface's (6 when absent), or 6 / 9 for a microsecond / nanosecond
+    /// pcap.
+    pub tsresol: u8,
+    /// Length of the packet on the wire, never below the captured length: a
+    /// record that says less is read with its captured length as original
+    /// length and counted ([`ReadStats::inconsistent_lengths`]).
     pub orig_len: u32,
     /// Captured bytes (may be shorter than `orig_len`).
     pub data: &'a [u8],
@@ -233,12 +271,16 @@ impl TsRes {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Interface {
     linktype: u32,
     snaplen: u32,
     res: TsRes,
+    /// The `if_tsresol` byte as read (6, microseconds, when absent).
+    tsresol: u8,
     offset_secs: i64,
+    /// `if_name`, at most [`MAX_NAME_LEN`] bytes.
+    name: String,
 }
 
 impl Interface {
@@ -257,7 +299,67 @@ struct Meta {
     end: usize,
     ts_nanos: u64,
     linktype: u32,
+    interface: u32,
     orig_len: u32,
+}
+
+/// What a pcapng interface description block said, as
+/// [`CaptureReader::interface`] returns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InterfaceInfo<'a> {
+    /// pcap `LINKTYPE_*` number.
+    pub linktype: u32,
+    /// `if_name` (empty when absent), at most [`MAX_NAME_LEN`] bytes.
+    pub name: &'a str,
+    /// The `if_tsresol` byte (6, microseconds, when absent): 9 is
+    /// nanoseconds, see the pcapng specification for the encoding.
+    pub tsresol: u8,
+}
+
+/// What the reader skipped or repaired on the way, beside the packets it
+/// returned. Every count is also the number of the corresponding events:
+/// the CLI warns once per kind with the count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Records whose captured length exceeds their original length (a
+    /// malformed record that tshark reads too): returned with the captured
+    /// length as their original length.
+    pub inconsistent_lengths: u64,
+    /// pcapng sections skipped whole because their major version is not 1
+    /// (the specification forbids parsing them).
+    pub sections_skipped: u64,
+    /// Packet blocks in those skipped sections (not returned).
+    pub packets_in_skipped_sections: u64,
+    /// pcapng blocks with an option running past the end of the block: the
+    /// options from that one on are ignored, the rest of the block is used.
+    pub bad_options: u64,
+}
+
+impl ReadStats {
+    /// One line per kind of event that happened, with its count (what the
+    /// commands print as warnings).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.inconsistent_lengths > 0 {
+            w.push(format!(
+                "{} records have a captured length above their original length; read with the captured length as original",
+                self.inconsistent_lengths
+            ));
+        }
+        if self.sections_skipped > 0 {
+            w.push(format!(
+                "{} pcapng sections of an unknown major version were skipped ({} packets in them)",
+                self.sections_skipped, self.packets_in_skipped_sections
+            ));
+        }
+        if self.bad_options > 0 {
+            w.push(format!(
+                "{} pcapng blocks have an option running past the block; their options from there on were ignored",
+                self.bad_options
+            ));
+        }
+        w
+    }
 }
 
 enum Block {
@@ -285,6 +387,13 @@ pub struct CaptureReader<R: Read> {
     pcap_linktype: u32,
     /// pcapng: interfaces of the current section.
     ifaces: Vec<Interface>,
+    /// pcapng: the current section has an unknown major version; its
+    /// blocks are skipped up to the next section header.
+    skip_section: bool,
+    stats: ReadStats,
+    /// The source reported its data cut short (`UnexpectedEof`, as a
+    /// decompressor does for a compressed stream that ends early).
+    input_cut: bool,
     /// Bytes of a skipped pcapng block still to discard.
     pending_skip: u64,
     packets: u64,
@@ -338,53 +447,68 @@ fn rd64(b: &[u8], off: usize, big: bool) -> u64 {
     }
 }
 
-/// Why an interface description block is malformed (the text follows
-/// "malformed capture file: at byte offset N: ").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-enum IdbError {
-    #[error("interface description block shorter than 20 bytes")]
-    Short,
-    /// The option with this code runs past the block.
-    #[error("interface option {0} overruns its block")]
-    OptionOverrun(u16),
-}
-
-/// Parses an interface description block body (without the 8-byte block
-/// header and the trailing length).
-fn parse_idb(body: &[u8], big: bool) -> Result<Interface, IdbError> {
-    if body.len() < 8 {
-        return Err(IdbError::Short);
-    }
-    let mut iface = Interface {
-        linktype: u32::from(rd16(body, 0, big)),
-        snaplen: rd32(body, 4, big),
-        res: TsRes::Mul(1000),
-        offset_secs: 0,
-    };
-    let mut opts = body.get(8..).unwrap_or(&[]);
+/// Walks the options of a pcapng block (`opts`: from the first option to
+/// the end of the body), calling `each(code, value)` for every option
+/// before the end-of-options marker. False when an option runs past the
+/// block: the walk stops there.
+fn walk_options(mut opts: &[u8], big: bool, mut each: impl FnMut(u16, &[u8])) -> bool {
     while opts.len() >= 4 {
         let code = rd16(opts, 0, big);
         let olen = usize::from(rd16(opts, 2, big));
         if code == 0 {
             break;
         }
-        let value = opts.get(4..4 + olen).ok_or(IdbError::OptionOverrun(code))?;
-        match (code, olen) {
-            (9, 1) => iface.res = TsRes::from_option(value.first().copied().unwrap_or(6)),
-            (14, 8) => iface.offset_secs = rd64(value, 0, big) as i64,
-            _ => {}
-        }
+        let Some(value) = opts.get(4..4 + olen) else { return false };
+        each(code, value);
         let padded = (olen + 3) & !3;
         opts = opts.get(4 + padded..).unwrap_or(&[]);
     }
-    Ok(iface)
+    true
 }
 
-impl CaptureReader<BufReader<File>> {
-    /// Opens a capture file (buffered).
+/// Parses an interface description block body (without the 8-byte block
+/// header and the trailing length); `None` when shorter than its fixed
+/// part. The flag is false when an option runs past the block (the
+/// options before it are used).
+fn parse_idb(body: &[u8], big: bool) -> Option<(Interface, bool)> {
+    if body.len() < 8 {
+        return None;
+    }
+    let mut iface = Interface {
+        linktype: u32::from(rd16(body, 0, big)),
+        snaplen: rd32(body, 4, big),
+        res: TsRes::Mul(1000),
+        tsresol: 6,
+        offset_secs: 0,
+        name: String::new(),
+    };
+    let ok = walk_options(body.get(8..).unwrap_or(&[]), big, |code, value| match (code, value.len()) {
+        (2, _) => {
+            let text = String::from_utf8_lossy(value);
+            let text = text.trim_end_matches('\0');
+            let mut end = text.len().min(MAX_NAME_LEN);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            iface.name = text[..end].to_string();
+        }
+        (9, 1) => {
+            let v = value.first().copied().unwrap_or(6);
+            iface.res = TsRes::from_option(v);
+            iface.tsresol = v;
+        }
+        (14, 8) => iface.offset_secs = rd64(value, 0, big) as i64,
+        _ => {}
+    });
+    Some((iface, ok))
+}
+
+impl CaptureReader<Decompressed<BufReader<File>>> {
+    /// Opens a capture file (buffered), decompressing it if it is gzip or
+    /// zstd ([`Decompressed`]).
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
         let f = File::open(path)?;
-        CaptureReader::new(BufReader::with_capacity(64 * 1024, f))
+        CaptureReader::new(Decompressed::new(BufReader::with_capacity(64 * 1024, f))?)
     }
 }
 
@@ -404,12 +528,19 @@ impl<R: Read> CaptureReader<R> {
             pcap_rec_hdr: 16,
             pcap_linktype: 0,
             ifaces: Vec::new(),
+            skip_section: false,
+            stats: ReadStats::default(),
+            input_cut: false,
             pending_skip: 0,
             packets: 0,
             done: false,
         };
         if !r.fill_to(4)? {
-            return Err(CaptureError::NotACapture);
+            return Err(if r.input_cut {
+                CaptureError::Truncated { packets_read: 0 }
+            } else {
+                CaptureError::NotACapture
+            });
         }
         let magic = [r.buf[0], r.buf[1], r.buf[2], r.buf[3]];
         // (big endian, nanoseconds, record header length)
@@ -461,6 +592,34 @@ impl<R: Read> CaptureReader<R> {
         self.format
     }
 
+    /// What was skipped or repaired so far (see [`ReadStats`]).
+    pub fn stats(&self) -> ReadStats {
+        self.stats
+    }
+
+    /// The interface `id` of the current pcapng section (a packet's
+    /// [`CapturedPacket::interface`]); for pcap, interface 0 is the file's
+    /// link type with no name and the file's resolution.
+    pub fn interface(&self, id: u32) -> Option<InterfaceInfo<'_>> {
+        match self.format {
+            Format::Pcap => (id == 0).then_some(InterfaceInfo {
+                linktype: self.pcap_linktype,
+                name: "",
+                tsresol: if self.pcap_nanos { 9 } else { 6 },
+            }),
+            Format::PcapNg => self.ifaces.get(id as usize).map(|i| InterfaceInfo {
+                linktype: i.linktype,
+                name: &i.name,
+                tsresol: i.tsresol,
+            }),
+        }
+    }
+
+    /// The underlying reader.
+    pub fn source(&self) -> &R {
+        &self.src
+    }
+
     /// Next packet. `Ok(None)` at a clean end of file. A file cut in the
     /// middle of a record returns `Err(CaptureError::Truncated { .. })` once
     /// (after all complete packets), then `Ok(None)`; see the crate
@@ -476,10 +635,23 @@ impl<R: Read> CaptureReader<R> {
         match r {
             Ok(Some(m)) => {
                 self.packets += 1;
+                let captured = u32::try_from(m.end - m.start).unwrap_or(u32::MAX);
+                if captured > m.orig_len {
+                    self.stats.inconsistent_lengths += 1;
+                }
+                let (if_name, tsresol) = match self.format {
+                    Format::Pcap => ("", if self.pcap_nanos { 9 } else { 6 }),
+                    Format::PcapNg => {
+                        self.ifaces.get(m.interface as usize).map_or(("", 6), |i| (i.name.as_str(), i.tsresol))
+                    }
+                };
                 Ok(Some(CapturedPacket {
                     ts_nanos: m.ts_nanos,
                     linktype: m.linktype,
-                    orig_len: m.orig_len,
+                    interface: m.interface,
+                    if_name,
+                    tsresol,
+                    orig_len: m.orig_len.max(captured),
                     data: self.buf.get(m.start..m.end).unwrap_or(&[]),
                 }))
             }
@@ -532,11 +704,18 @@ impl<R: Read> CaptureReader<R> {
             }
         }
         while self.avail() < n {
+            if self.input_cut {
+                return Ok(false);
+            }
             let room = self.buf.len() - self.len;
             match self.src.read(&mut self.buf[self.len..]) {
                 Ok(0) => return Ok(false),
                 Ok(k) => self.len += k.min(room),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    self.input_cut = true;
+                    return Ok(false);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -556,10 +735,17 @@ impl<R: Read> CaptureReader<R> {
             self.base += self.pos as u64;
             self.pos = 0;
             self.len = 0;
+            if self.input_cut {
+                return Ok(false);
+            }
             match self.src.read(&mut self.buf[..]) {
                 Ok(0) => return Ok(false),
                 Ok(k) => self.len = k.min(self.buf.len()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    self.input_cut = true;
+                    return Ok(false);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -568,7 +754,7 @@ impl<R: Read> CaptureReader<R> {
     fn next_pcap(&mut self) -> Result<Option<Meta>, CaptureError> {
         let h = self.pcap_rec_hdr;
         if !self.fill_to(h)? {
-            return if self.avail() == 0 { Ok(None) } else { Err(self.truncated()) };
+            return if self.avail() == 0 && !self.input_cut { Ok(None) } else { Err(self.truncated()) };
         }
         let incl = rd32(&self.buf, self.pos + 8, self.big) as usize;
         if incl > MAX_PACKET_LEN {
@@ -590,6 +776,7 @@ impl<R: Read> CaptureReader<R> {
             end: p + h + incl,
             ts_nanos: ts_sec * 1_000_000_000 + frac_nanos,
             linktype: self.pcap_linktype,
+            interface: 0,
             orig_len,
         }))
     }
@@ -610,7 +797,7 @@ impl<R: Read> CaptureReader<R> {
             return Err(self.truncated());
         }
         if !self.fill_to(8)? {
-            return if self.avail() == 0 { Ok(Block::Eof) } else { Err(self.truncated()) };
+            return if self.avail() == 0 && !self.input_cut { Ok(Block::Eof) } else { Err(self.truncated()) };
         }
         let btype = rd32(&self.buf, self.pos, self.big);
         if btype == SHB {
@@ -628,7 +815,10 @@ impl<R: Read> CaptureReader<R> {
         if blen < 12 || blen & 3 != 0 {
             return Err(self.malformed(format_args!("block of type {btype:#x} has invalid length {blen}")));
         }
-        if !matches!(btype, SHB | IDB | PB | SPB | EPB) {
+        if !matches!(btype, SHB | IDB | PB | SPB | EPB) || (self.skip_section && btype != SHB) {
+            if self.skip_section && matches!(btype, PB | SPB | EPB) {
+                self.stats.packets_in_skipped_sections += 1;
+            }
             self.pending_skip = blen as u64;
             if !self.skip_pending()? {
                 return Err(self.truncated());
@@ -659,13 +849,25 @@ impl<R: Read> CaptureReader<R> {
                     return Err(self.malformed("section header block too short"));
                 }
                 self.ifaces.clear();
+                let major = rd16(&self.buf, body_start + 4, big);
+                self.skip_section = major != 1;
+                if self.skip_section {
+                    self.stats.sections_skipped += 1;
+                } else if !walk_options(&self.buf[body_start + 16..body_end], big, |_, _| {}) {
+                    self.stats.bad_options += 1;
+                }
                 Block::Consumed
             }
             IDB => {
                 if self.ifaces.len() >= MAX_INTERFACES {
                     return Err(self.malformed(format_args!("more than {MAX_INTERFACES} interfaces in one section")));
                 }
-                let iface = parse_idb(&self.buf[body_start..body_end], big).map_err(|m| self.malformed(m))?;
+                let Some((iface, options_ok)) = parse_idb(&self.buf[body_start..body_end], big) else {
+                    return Err(self.malformed("interface description block shorter than 20 bytes"));
+                };
+                if !options_ok {
+                    self.stats.bad_options += 1;
+                }
                 self.ifaces.push(iface);
                 Block::Consumed
             }
@@ -674,7 +876,7 @@ impl<R: Read> CaptureReader<R> {
                     return Err(self.malformed("simple packet block too short"));
                 }
                 let orig_len = rd32(&self.buf, body_start, big);
-                let Some(iface) = self.ifaces.first().copied() else {
+                let Some(iface) = self.ifaces.first() else {
                     self.pos += blen;
                     return Err(CaptureError::UnknownInterface(0));
                 };
@@ -687,6 +889,7 @@ impl<R: Read> CaptureReader<R> {
                     end: body_start + 4 + cap,
                     ts_nanos: 0,
                     linktype: iface.linktype,
+                    interface: 0,
                     orig_len,
                 })
             }
@@ -704,17 +907,26 @@ impl<R: Read> CaptureReader<R> {
                 if cap > body_len - 20 {
                     return Err(self.malformed(format_args!("packet block captured length {cap} exceeds its block")));
                 }
-                let Some(iface) = self.ifaces.get(id as usize).copied() else {
+                let Some(iface) = self.ifaces.get(id as usize) else {
                     self.pos += blen;
                     return Err(CaptureError::UnknownInterface(id));
                 };
-                Block::Packet(Meta {
+                let meta = Meta {
                     start: body_start + 20,
                     end: body_start + 20 + cap,
                     ts_nanos: iface.ts_nanos(ticks),
                     linktype: iface.linktype,
+                    interface: id,
                     orig_len,
-                })
+                };
+                if btype == EPB {
+                    let opts_at = body_start + 20 + ((cap + 3) & !3);
+                    let opts = self.buf.get(opts_at..body_end).unwrap_or(&[]);
+                    if !walk_options(opts, big, |_, _| {}) {
+                        self.stats.bad_options += 1;
+                    }
+                }
+                Block::Packet(meta)
             }
         };
         self.pos += blen;
@@ -831,6 +1043,160 @@ impl CaptureFile {
 
     /// Flushes the packets, syncs them to disk and renames the file into
     /// place ([`OutputFile::commit`]).
+    pub fn finish(self) -> Result<(), CaptureError> {
+        let file = self.writer.finish()?.into_inner().map_err(|e| CaptureError::Io(e.into_error()))?;
+        file.commit()?;
+        Ok(())
+    }
+}
+
+/// An interface of a pcapng file being written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NgInterface {
+    /// pcap `LINKTYPE_*` number.
+    pub linktype: u32,
+    /// `if_name` (omitted when empty).
+    pub name: String,
+    /// `if_tsresol`: decimal exponents 0 to 9 are kept (6 microseconds, 9
+    /// nanoseconds); any other value is written as 9.
+    pub tsresol: u8,
+}
+
+/// Writer of pcapng files: little-endian, one section (version 1.0, no
+/// section length), interface description blocks added as needed (with
+/// `if_name` and `if_tsresol`) and enhanced packet blocks.
+pub struct PcapNgWriter<W: Write> {
+    w: W,
+    /// Per interface: nanoseconds per tick (a power of ten).
+    ticks: Vec<u64>,
+}
+
+impl<W: Write> fmt::Debug for PcapNgWriter<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PcapNgWriter").field("interfaces", &self.ticks.len()).finish_non_exhaustive()
+    }
+}
+
+fn ng_block(w: &mut impl Write, btype: u32, body: &[u8]) -> io::Result<()> {
+    let padded = (body.len() + 3) & !3;
+    let len = u32::try_from(12 + padded).map_err(|_| io::Error::other("pcapng block too long"))?;
+    w.write_all(&btype.to_le_bytes())?;
+    w.write_all(&len.to_le_bytes())?;
+    w.write_all(body)?;
+    w.write_all(&[0u8; 3][..padded - body.len()])?;
+    w.write_all(&len.to_le_bytes())
+}
+
+fn ng_option(body: &mut Vec<u8>, code: u16, value: &[u8]) {
+    body.extend_from_slice(&code.to_le_bytes());
+    body.extend_from_slice(&(value.len() as u16).to_le_bytes());
+    body.extend_from_slice(value);
+    body.resize((body.len() + 3) & !3, 0);
+}
+
+impl<W: Write> PcapNgWriter<W> {
+    /// Writes the section header block to `w`.
+    pub fn new(mut w: W) -> Result<Self, CaptureError> {
+        let mut body = Vec::with_capacity(16);
+        body.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+        body.extend_from_slice(&1u16.to_le_bytes());
+        body.extend_from_slice(&0u16.to_le_bytes());
+        body.extend_from_slice(&u64::MAX.to_le_bytes());
+        ng_block(&mut w, SHB, &body)?;
+        Ok(PcapNgWriter { w, ticks: Vec::new() })
+    }
+
+    /// Describes one more interface; returns its id for
+    /// [`PcapNgWriter::write_packet`].
+    pub fn add_interface(&mut self, iface: &NgInterface) -> Result<u32, CaptureError> {
+        let id =
+            u32::try_from(self.ticks.len()).map_err(|_| CaptureError::InvalidPacket("too many interfaces".into()))?;
+        let linktype = u16::try_from(iface.linktype)
+            .map_err(|_| CaptureError::InvalidPacket(format!("link type {} does not fit pcapng", iface.linktype)))?;
+        let tsresol = if iface.tsresol <= 9 { iface.tsresol } else { 9 };
+        let mut body = Vec::with_capacity(64);
+        body.extend_from_slice(&linktype.to_le_bytes());
+        body.extend_from_slice(&[0, 0]);
+        body.extend_from_slice(&(MAX_PACKET_LEN as u32).to_le_bytes());
+        let name = iface.name.as_bytes();
+        if !name.is_empty() {
+            ng_option(&mut body, 2, name.get(..MAX_NAME_LEN.min(name.len())).unwrap_or(name));
+        }
+        ng_option(&mut body, 9, &[tsresol]);
+        body.extend_from_slice(&[0; 4]);
+        ng_block(&mut self.w, IDB, &body)?;
+        self.ticks.push(10u64.pow(9 - u32::from(tsresol)));
+        Ok(id)
+    }
+
+    /// Appends one packet on interface `iface`. Errors with
+    /// [`CaptureError::InvalidPacket`] for an interface not added, or if
+    /// `data` is longer than [`MAX_PACKET_LEN`] or than `orig_len`.
+    pub fn write_packet(&mut self, iface: u32, ts_nanos: u64, data: &[u8], orig_len: u32) -> Result<(), CaptureError> {
+        let Some(&per_tick) = self.ticks.get(iface as usize) else {
+            return Err(CaptureError::InvalidPacket(format!("interface {iface} was not described")));
+        };
+        if data.len() > MAX_PACKET_LEN || data.len() > orig_len as usize {
+            return Err(CaptureError::InvalidPacket(format!(
+                "captured length {} exceeds the limit of {MAX_PACKET_LEN} bytes or the original length {orig_len}",
+                data.len()
+            )));
+        }
+        let ticks = ts_nanos / per_tick;
+        let padded = (data.len() + 3) & !3;
+        let len = (32 + padded) as u32;
+        let mut head = [0u8; 28];
+        head[0..4].copy_from_slice(&EPB.to_le_bytes());
+        head[4..8].copy_from_slice(&len.to_le_bytes());
+        head[8..12].copy_from_slice(&iface.to_le_bytes());
+        head[12..16].copy_from_slice(&((ticks >> 32) as u32).to_le_bytes());
+        head[16..20].copy_from_slice(&(ticks as u32).to_le_bytes());
+        head[20..24].copy_from_slice(&(data.len() as u32).to_le_bytes());
+        head[24..28].copy_from_slice(&orig_len.to_le_bytes());
+        self.w.write_all(&head)?;
+        self.w.write_all(data)?;
+        self.w.write_all(&[0u8; 3][..padded - data.len()])?;
+        self.w.write_all(&len.to_le_bytes())?;
+        Ok(())
+    }
+
+    /// Flushes and returns the underlying writer.
+    pub fn finish(mut self) -> Result<W, CaptureError> {
+        self.w.flush()?;
+        Ok(self.w)
+    }
+}
+
+/// A pcapng file being written through an [`OutputFile`], as
+/// [`CaptureFile`] is for pcap.
+#[derive(Debug)]
+pub struct PcapNgFile {
+    writer: PcapNgWriter<BufWriter<OutputFile>>,
+}
+
+impl PcapNgFile {
+    /// Writes the section header into `file`.
+    pub fn new(file: OutputFile) -> Result<PcapNgFile, CaptureError> {
+        Ok(PcapNgFile { writer: PcapNgWriter::new(BufWriter::with_capacity(256 * 1024, file))? })
+    }
+
+    /// Creates a pcapng file at `path`, refusing a path that is one of
+    /// `inputs` ([`OutputError::SameAsInput`]).
+    pub fn create(path: &Path, inputs: &[&Path]) -> Result<PcapNgFile, CaptureError> {
+        PcapNgFile::new(OutputFile::create(path, inputs)?)
+    }
+
+    /// As [`PcapNgWriter::add_interface`].
+    pub fn add_interface(&mut self, iface: &NgInterface) -> Result<u32, CaptureError> {
+        self.writer.add_interface(iface)
+    }
+
+    /// As [`PcapNgWriter::write_packet`].
+    pub fn write_packet(&mut self, iface: u32, ts_nanos: u64, data: &[u8], orig_len: u32) -> Result<(), CaptureError> {
+        self.writer.write_packet(iface, ts_nanos, data, orig_len)
+    }
+
+    /// Flushes, syncs and renames the file into place.
     pub fn finish(self) -> Result<(), CaptureError> {
         let file = self.writer.finish()?.into_inner().map_err(|e| CaptureError::Io(e.into_error()))?;
         file.commit()?;

@@ -768,3 +768,214 @@ fn long_streams_read_completely() {
     }
     assert_eq!(n, N);
 }
+
+// ------------------------------------------- repaired and skipped input ----
+
+#[test]
+fn captured_beyond_original_is_read_with_the_captured_length() {
+    // pcap: 10 bytes captured of a packet said to be 4 long, then a sound one.
+    let bytes = pcap_bytes(false, false, false, &[(1, 0, b"0123456789", 4), (2, 0, b"ok", 2)]);
+    let mut r = CaptureReader::new(Cursor::new(&bytes)).unwrap();
+    let p = r.next_packet().unwrap().unwrap();
+    assert_eq!((p.data.len(), p.orig_len), (10, 10));
+    let p = r.next_packet().unwrap().unwrap();
+    assert_eq!((p.data.len(), p.orig_len), (2, 2));
+    assert!(r.next_packet().unwrap().is_none());
+    assert_eq!(r.stats().inconsistent_lengths, 1);
+    // pcapng: the same in an enhanced packet block.
+    let mut ng = Ng::new(false);
+    ng.idb(1, 0, &[]);
+    ng.epb(0, 0, b"abcdef", 3);
+    let mut r = CaptureReader::new(Cursor::new(&ng.out)).unwrap();
+    let p = r.next_packet().unwrap().unwrap();
+    assert_eq!((p.data.len(), p.orig_len), (6, 6));
+    assert_eq!(r.stats().inconsistent_lengths, 1);
+}
+
+#[test]
+fn pcapng_section_of_an_unknown_major_version_is_skipped() {
+    let mut ng = Ng::new(false);
+    ng.idb(1, 0, &[]);
+    ng.epb(0, 0, b"first", 5);
+    // A second section, version 2.0: its blocks are not parsed.
+    let mut b = Vec::new();
+    b.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.extend_from_slice(&[0xff; 8]);
+    ng.block(SHB, &b);
+    ng.idb(1, 0, &[]);
+    ng.epb(0, 0, b"hidden", 6);
+    ng.spb(3, b"abc\0");
+    // A third, version 1 again: read.
+    ng.shb();
+    ng.idb(101, 0, &[]);
+    ng.epb(0, 0, b"third", 5);
+    let mut r = CaptureReader::new(Cursor::new(&ng.out)).unwrap();
+    let mut got = Vec::new();
+    while let Some(p) = r.next_packet().unwrap() {
+        got.push((p.data.to_vec(), p.linktype));
+    }
+    assert_eq!(got, vec![(b"first".to_vec(), 1), (b"third".to_vec(), 101)]);
+    let s = r.stats();
+    assert_eq!((s.sections_skipped, s.packets_in_skipped_sections), (1, 2));
+}
+
+#[test]
+fn pcapng_options_past_their_block_are_counted_not_fatal() {
+    let mut ng = Ng::new(false);
+    // IDB: if_name, then an option claiming 200 bytes.
+    let mut b = Vec::new();
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&[0, 0]);
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(b"eth7");
+    b.extend_from_slice(&9u16.to_le_bytes());
+    b.extend_from_slice(&200u16.to_le_bytes());
+    b.extend_from_slice(&[9, 0, 0, 0]);
+    ng.block(IDB, &b);
+    // EPB whose option runs past the block.
+    let mut b = Vec::new();
+    for v in [0u32, 0, 1000, 2, 2] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(b"xy\0\0");
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&64u16.to_le_bytes());
+    ng.block(EPB, &b);
+    ng.epb(0, 0, b"z", 1);
+    let mut r = CaptureReader::new(Cursor::new(&ng.out)).unwrap();
+    let p = r.next_packet().unwrap().unwrap();
+    // The IDB's options before the bad one are used; the bad one (if_tsresol) is not.
+    assert_eq!((p.data, p.ts_nanos, p.interface), (&b"xy"[..], 1_000_000, 0));
+    assert_eq!(r.interface(0).unwrap(), InterfaceInfo { linktype: 1, name: "eth7", tsresol: 6 });
+    assert_eq!(r.next_packet().unwrap().unwrap().data, b"z");
+    assert!(r.next_packet().unwrap().is_none());
+    assert_eq!(r.stats().bad_options, 2);
+}
+
+#[test]
+fn pcapng_writer_round_trip_with_interfaces() {
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let eth = w.add_interface(&NgInterface { linktype: 1, name: "eth0".into(), tsresol: 9 }).unwrap();
+    let lo = w.add_interface(&NgInterface { linktype: 0, name: "lo0".into(), tsresol: 6 }).unwrap();
+    w.write_packet(eth, 1_700_000_000_123_456_789, b"hello", 60).unwrap();
+    w.write_packet(lo, 1_700_000_000_123_456_789, b"\x02\0\0\0ip", 6).unwrap();
+    assert!(w.write_packet(7, 0, b"", 0).is_err());
+    assert!(w.write_packet(eth, 0, b"ab", 1).is_err());
+    let bytes = w.finish().unwrap();
+    let mut r = CaptureReader::new(Cursor::new(&bytes)).unwrap();
+    assert_eq!(r.format(), Format::PcapNg);
+    let p = own(&r.next_packet().unwrap().unwrap());
+    assert_eq!(p, pkt(1_700_000_000_123_456_789, 1, 60, b"hello"));
+    assert_eq!(r.interface(0).unwrap(), InterfaceInfo { linktype: 1, name: "eth0", tsresol: 9 });
+    let p = r.next_packet().unwrap().unwrap();
+    assert_eq!((p.ts_nanos, p.linktype, p.interface, p.data), (1_700_000_000_123_456_000, 0, 1, &b"\x02\0\0\0ip"[..]));
+    assert_eq!(r.interface(1).unwrap(), InterfaceInfo { linktype: 0, name: "lo0", tsresol: 6 });
+    assert!(r.next_packet().unwrap().is_none());
+    assert_eq!(r.stats(), ReadStats::default());
+}
+
+// ---------------------------------------------------------- compression ----
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+fn zstd(bytes: &[u8]) -> Vec<u8> {
+    ruzstd::encoding::compress_to_vec(bytes, ruzstd::encoding::CompressionLevel::Fastest)
+}
+
+/// The packets read, then the error that ended the reading (if any).
+type ReadOutcome = Result<(Vec<Owned>, Option<CaptureError>), CaptureError>;
+
+fn read_compressed(bytes: &[u8]) -> (Compression, ReadOutcome) {
+    let d = Decompressed::new(Cursor::new(bytes)).unwrap();
+    let c = d.compression();
+    let mut r = match CaptureReader::new(d) {
+        Ok(r) => r,
+        Err(e) => return (c, Err(e)),
+    };
+    let mut got = Vec::new();
+    loop {
+        match r.next_packet() {
+            Ok(Some(p)) => got.push(own(&p)),
+            Ok(None) => return (c, Ok((got, None))),
+            Err(e) => {
+                assert!(r.next_packet().unwrap().is_none());
+                return (c, Ok((got, Some(e))));
+            }
+        }
+    }
+}
+
+#[test]
+fn compressed_captures_are_recognised_by_content() {
+    let pkts = sample_packets();
+    let plain = write_pcap(1, &pkts);
+    let (ng, ng_pkts) = ng_sample(false);
+    for (bytes, want) in [(&plain, &pkts), (&ng, &ng_pkts)] {
+        // gzip: one member, and two members (the file cut in two, each half compressed).
+        let half = bytes.len() / 2;
+        let mut two = gzip(&bytes[..half]);
+        two.extend_from_slice(&gzip(&bytes[half..]));
+        // zstd: one frame, and two frames with a skippable frame between.
+        let mut frames = zstd(&bytes[..half]);
+        frames.extend_from_slice(&0x184d_2a50u32.to_le_bytes());
+        frames.extend_from_slice(&3u32.to_le_bytes());
+        frames.extend_from_slice(b"abc");
+        frames.extend_from_slice(&zstd(&bytes[half..]));
+        for (input, compression) in [
+            (bytes.clone(), Compression::None),
+            (gzip(bytes), Compression::Gzip),
+            (two, Compression::Gzip),
+            (zstd(bytes), Compression::Zstd),
+            (frames, Compression::Zstd),
+        ] {
+            let (c, r) = read_compressed(&input);
+            assert_eq!(c, compression);
+            let (got, err) = r.unwrap();
+            assert!(err.is_none(), "{compression:?}: {err:?}");
+            assert_eq!(&got, want, "{compression:?}");
+        }
+    }
+    // A compressed file that is not a capture is still not a capture.
+    for input in [gzip(b"hello, world"), zstd(b"hello, world")] {
+        assert!(matches!(read_compressed(&input).1, Err(CaptureError::NotACapture)));
+    }
+}
+
+#[test]
+fn cut_compressed_captures_are_truncated_after_their_packets() {
+    let pkts: Vec<Owned> = (0..200u32).map(|i| pkt(u64::from(i) * 1000, 1, 100, &[i as u8; 100])).collect();
+    let plain = write_pcap(1, &pkts);
+    for (name, compressed) in [("gzip", gzip(&plain)), ("zstd", zstd(&plain))] {
+        for cut in [compressed.len() - 1, compressed.len() / 2, 12] {
+            let (_, r) = read_compressed(&compressed[..cut]);
+            match r {
+                Ok((got, Some(CaptureError::Truncated { packets_read }))) => {
+                    assert_eq!(got.len() as u64, packets_read, "{name} cut at {cut}");
+                    assert!(got.len() < pkts.len() || cut == compressed.len() - 1, "{name} cut at {cut}");
+                    assert_eq!(got[..], pkts[..got.len()], "{name} cut at {cut}");
+                }
+                Err(CaptureError::Truncated { packets_read: 0 }) => {}
+                other => panic!("{name} cut at {cut}: {other:?}"),
+            }
+        }
+    }
+    // A checksum that does not match is an I/O error (invalid data), not a
+    // truncation.
+    let mut bad = gzip(&plain);
+    let crc = bad.len() - 8;
+    bad[crc] ^= 0x5a;
+    let (_, r) = read_compressed(&bad);
+    match r {
+        Ok((_, Some(CaptureError::Io(e)))) => assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}"),
+        Ok((got, e)) => panic!("{} packets, then {e:?}", got.len()),
+        Err(e) => panic!("{e:?}"),
+    }
+}

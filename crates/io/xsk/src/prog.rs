@@ -752,7 +752,9 @@ fn link_error(e: std::io::Error, ifname: &str, mode: XdpMode) -> Error {
             ErrorKind::AlreadyAttached,
             Some(&e),
             format!(
-                "interface {ifname} already has an XDP program attached; remove it (`ip link set dev {ifname} xdp off`) or close the program that owns it"
+                "interface {ifname} already has an XDP program attached. One attached through a BPF link (as flowsteer attaches its own) goes only when its owner closes it: \
+                 `bpftool net show dev {ifname}` names it and `bpftool link show` the pid holding it (is another flowsteer `run --source afxdp:{ifname}` or `udp-echo --mode xdp` running?); stop that process, or remove its pin under /sys/fs/bpf. \
+                 Only a program attached without a link goes with `ip link set dev {ifname} xdp off` (xdpgeneric off for a generic one)"
             ),
         ),
         Some(libc::EPERM) => Error::not_permitted("attaching the XDP program", &e),

@@ -340,6 +340,14 @@ fn lifecycle_detach_on_drop_already_attached_and_missing_interface() {
         let err = lab.run_in(Side::B, move || XdpProgram::attach(&d, &AttachConfig::default())).unwrap().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::AlreadyAttached, "{err}");
         assert!(err.to_string().contains(&dev) && err.to_string().contains("already has an XDP program"), "{err}");
+        // Advice that works: `ip link set ... xdp off` cannot remove a program
+        // attached through a BPF link; the message says how to find its owner.
+        for off in ["xdp", "xdpgeneric"] {
+            Command::new("ip").args(["-n", lab.ns(Side::B), "link", "set", "dev", &dev, off, "off"]).output().unwrap();
+        }
+        assert!(link_show(&lab, Side::B).contains("prog/xdp"), "still attached after `ip link set ... xdp off`");
+        let msg = err.to_string();
+        assert!(msg.contains("bpftool link show") && msg.contains("BPF link"), "{msg}");
 
         drop(prog);
         let shown = link_show(&lab, Side::B);

@@ -2,11 +2,13 @@
 
 use crate::flows::{FlowStats, FlowTable, FragTable};
 use crate::report::{
-    DirectionSplit, Drops, EncapStats, FlowSummary, FragmentSummary, Imbalance, InnerQueueLoad, InnerSpread, QueueLoad,
-    Report, RssSummary, SplitCount, SplitFlows, TopFlow, Unhashed, SCHEMA,
+    DirectionSplit, Drops, EncapStats, FlowSummary, FragmentSummary, Imbalance, InnerQueueLoad, InnerSpread,
+    OuterHashed, QueueLoad, Report, RssSummary, SplitCount, SplitFlows, TopFlow, Unhashed, SCHEMA,
 };
 use flowsteer_rss::{Fields, KeyKind, Mapping, Placement, QueueId, RssConfig};
-use flowsteer_wire::{parse_frame, Encap, FlowTuple, L3Info, LinkType, ParseError, ParseOptions, Parsed};
+use flowsteer_wire::{
+    parse_frame, proto, Encap, FlowTuple, InnerMiss, L3Info, LinkType, ParseError, ParseOptions, Parsed,
+};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
@@ -69,11 +71,23 @@ enum EncapKind {
     Gre,
     IpInIp,
     Pppoe,
+    Geneve,
+    VxlanGpe,
+    GtpU,
 }
 
 impl EncapKind {
-    const ALL: [EncapKind; 6] =
-        [EncapKind::Vlan, EncapKind::Qinq, EncapKind::Vxlan, EncapKind::Gre, EncapKind::IpInIp, EncapKind::Pppoe];
+    const ALL: [EncapKind; 9] = [
+        EncapKind::Vlan,
+        EncapKind::Qinq,
+        EncapKind::Vxlan,
+        EncapKind::Gre,
+        EncapKind::IpInIp,
+        EncapKind::Pppoe,
+        EncapKind::Geneve,
+        EncapKind::VxlanGpe,
+        EncapKind::GtpU,
+    ];
 
     fn of(encap: Encap) -> EncapKind {
         match encap {
@@ -81,6 +95,9 @@ impl EncapKind {
             Encap::Gre { .. } => EncapKind::Gre,
             Encap::Pppoe { .. } => EncapKind::Pppoe,
             Encap::IpInIp => EncapKind::IpInIp,
+            Encap::Geneve { .. } => EncapKind::Geneve,
+            Encap::VxlanGpe { .. } => EncapKind::VxlanGpe,
+            Encap::GtpU { .. } => EncapKind::GtpU,
         }
     }
 
@@ -92,6 +109,9 @@ impl EncapKind {
             EncapKind::Gre => "gre",
             EncapKind::IpInIp => "ipip",
             EncapKind::Pppoe => "pppoe",
+            EncapKind::Geneve => "geneve",
+            EncapKind::VxlanGpe => "vxlan_gpe",
+            EncapKind::GtpU => "gtpu",
         }
     }
 
@@ -109,6 +129,12 @@ impl EncapKind {
                 "hashed on the outer addresses: a tunnel between two endpoints lands on one queue"
             }
             EncapKind::Pppoe => "not hashed (no outer IP header): everything lands on the queue of RETA entry 0",
+            EncapKind::Geneve | EncapKind::VxlanGpe => {
+                "hashed on the outer headers: a tunnel between two endpoints lands on one queue unless UDP is hashed on the 4-tuple and the encapsulating side varies the source port per inner flow"
+            }
+            EncapKind::GtpU => {
+                "hashed on the outer headers: every user of a tunnel endpoint pair lands on one queue (port 2152 both ways, so the 4-tuple does not help)"
+            }
         }
     }
 }
@@ -119,6 +145,71 @@ struct EncapCounter {
     load: Load,
     outer_queues: Vec<u64>,
     inner_queues: Vec<u64>,
+}
+
+/// Why a packet was hashed on its outer headers under `--inner`, one
+/// fixed slot each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OuterReason {
+    /// No encapsulation recognised or suspected.
+    NotTunnelled,
+    /// A recognised tunnel carrying something other than IP.
+    TunnelNotIp,
+    /// A recognised tunnel whose header or inner packet is cut or malformed.
+    TunnelMalformed,
+    /// Traffic that looks like a tunnel this parser does not open.
+    UnknownTunnel,
+    /// A non-first fragment of the outer packet: nothing behind it is visible.
+    OuterFragment,
+}
+
+impl OuterReason {
+    const ALL: [OuterReason; 5] = [
+        OuterReason::NotTunnelled,
+        OuterReason::TunnelNotIp,
+        OuterReason::TunnelMalformed,
+        OuterReason::UnknownTunnel,
+        OuterReason::OuterFragment,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            OuterReason::NotTunnelled => "not_tunnelled",
+            OuterReason::TunnelNotIp => "tunnel_not_ip",
+            OuterReason::TunnelMalformed => "tunnel_malformed",
+            OuterReason::UnknownTunnel => "unknown_tunnel",
+            OuterReason::OuterFragment => "outer_fragment",
+        }
+    }
+
+    /// Why a packet with no inner header was hashed on its outer one.
+    fn of(parsed: &Parsed) -> OuterReason {
+        match (parsed.inner_miss, parsed.encap, &parsed.outer) {
+            (Some(InnerMiss::NotIp), _, _) => OuterReason::TunnelNotIp,
+            (Some(InnerMiss::Malformed), _, _) => OuterReason::TunnelMalformed,
+            // PPPoE carrying something else than IP (LCP, ...).
+            (None, Some(Encap::Pppoe { .. }), _) => OuterReason::TunnelNotIp,
+            (None, Some(_), _) => OuterReason::TunnelMalformed,
+            (None, None, Some(l3)) if l3.frag.is_some_and(|f| !f.is_first()) => OuterReason::OuterFragment,
+            (None, None, Some(l3)) if is_unknown_tunnel(l3) => OuterReason::UnknownTunnel,
+            (None, None, _) => OuterReason::NotTunnelled,
+        }
+    }
+}
+
+/// Protocols and UDP ports of encapsulations this parser does not open:
+/// GRE it could not read (version 1, PPTP), ESP (50, encrypted), L2TPv3
+/// (115), MPLS in IP (137); UDP to L2TP (1701), Teredo (3544), IPsec NAT
+/// traversal (4500), GRE in UDP (4754), MPLS in UDP (6635).
+fn is_unknown_tunnel(l3: &L3Info) -> bool {
+    const ESP: u8 = 50;
+    const L2TPV3: u8 = 115;
+    const MPLS_IN_IP: u8 = 137;
+    match l3.tuple.proto {
+        proto::GRE | ESP | L2TPV3 | MPLS_IN_IP => true,
+        proto::UDP => l3.tuple.ports.is_some_and(|(_, d)| matches!(d, 1701 | 3544 | 4500 | 4754 | 6635)),
+        _ => false,
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -152,6 +243,11 @@ pub struct Analyzer {
     queues: Vec<Load>,
     /// Per queue under inner-header hashing; empty without `opts.inner`.
     inner_queues: Vec<Load>,
+    /// Under inner-header hashing: packets hashed on an inner header.
+    hashed_on_inner: u64,
+    /// Under inner-header hashing: packets hashed on their outer headers,
+    /// by [`OuterReason`].
+    hashed_on_outer: [u64; OuterReason::ALL.len()],
     flows: FlowTable,
     frags: FragTable,
     fragments: FragmentSummary,
@@ -180,6 +276,8 @@ impl Analyzer {
             bytes_read: 0,
             queues: vec![Load::default(); queue_count],
             inner_queues: vec![Load::default(); inner_len],
+            hashed_on_inner: 0,
+            hashed_on_outer: [0; OuterReason::ALL.len()],
             flows: FlowTable::new(opts.max_flows),
             frags: FragTable::new(opts.max_fragments),
             fragments: FragmentSummary { packets: 0, first: 0, unmatched: 0 },
@@ -225,8 +323,16 @@ impl Analyzer {
         }
         let inner_queue = if self.opts.inner {
             let p = match &parsed.inner {
-                Some(inner) => self.config.place(&inner.tuple, inner.is_fragment()),
-                None => placement,
+                Some(inner) => {
+                    self.hashed_on_inner += 1;
+                    self.config.place(&inner.tuple, inner.is_fragment())
+                }
+                None => {
+                    if let Some(n) = self.hashed_on_outer.get_mut(OuterReason::of(&parsed) as usize) {
+                        *n += 1;
+                    }
+                    placement
+                }
             };
             let q = usize::from(p.queue.0);
             if let Some(load) = self.inner_queues.get_mut(q) {
@@ -353,6 +459,14 @@ impl Analyzer {
                 .map(|(q, l)| InnerQueueLoad { queue: q as u16, cpu: cpu(q), packets: l.packets, bytes: l.bytes })
                 .collect(),
             imbalance: imbalance_of(self.inner_queues.iter()),
+            hashed_on_inner: self.hashed_on_inner,
+            hashed_on_outer: OuterHashed {
+                packets: self.hashed_on_outer.iter().sum(),
+                by_reason: OuterReason::ALL
+                    .iter()
+                    .map(|&r| (r.name(), self.hashed_on_outer.get(r as usize).copied().unwrap_or(0)))
+                    .collect(),
+            },
         });
 
         let encap = EncapKind::ALL

@@ -26,7 +26,11 @@
 //!    fragment came first; otherwise it counts as `fragments.unmatched`
 //!    under its port-less tuple.
 //! 6. With [`AnalyzeOptions::inner`], a second placement on the innermost
-//!    IP header (VXLAN, GRE, IP-in-IP, PPPoE) into a second per-queue table.
+//!    IP header (VXLAN, Geneve, VXLAN-GPE, GTP-U, GRE, IP-in-IP, PPPoE) into
+//!    a second per-queue table; a packet with no inner header is placed on
+//!    its outer one and counted by reason (not tunnelled, a tunnel carrying
+//!    non-IP, a malformed tunnel, a tunnel this parser does not open, a
+//!    non-first outer fragment).
 //!
 //! [`Analyzer::finish`] derives the rest: flows per queue (by the queue of
 //! their first packet), imbalance (max/mean and coefficient of variation),

@@ -198,11 +198,30 @@ pub struct EncapStats {
 }
 
 /// The same packets hashed on their innermost IP header (the inner header
-/// of VXLAN, GRE, IP-in-IP and PPPoE; the outer one otherwise).
+/// of VXLAN, Geneve, VXLAN-GPE, GTP-U, GRE, IP-in-IP and PPPoE; the outer
+/// one otherwise, counted by reason in `hashed_on_outer`).
 #[derive(Clone, Debug, Serialize)]
 pub struct InnerSpread {
     pub queues: Vec<InnerQueueLoad>,
     pub imbalance: Imbalance,
+    /// Packets hashed on an inner header.
+    pub hashed_on_inner: u64,
+    /// Packets hashed on their outer headers, and why;
+    /// `hashed_on_inner + hashed_on_outer.packets` is every packet placed.
+    pub hashed_on_outer: OuterHashed,
+}
+
+/// Packets `--inner` hashed on their outer headers.
+#[derive(Clone, Debug, Serialize)]
+pub struct OuterHashed {
+    pub packets: u64,
+    /// Every reason, zeros included: `not_tunnelled` (no encapsulation),
+    /// `tunnel_not_ip` (a recognised tunnel carrying something other than
+    /// IP), `tunnel_malformed` (its header or inner packet cut or
+    /// malformed), `unknown_tunnel` (GRE version 1, ESP, L2TP, MPLS in IP or
+    /// UDP, Teredo, IPsec NAT traversal: not opened), `outer_fragment` (a
+    /// non-first fragment: nothing behind it is visible).
+    pub by_reason: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

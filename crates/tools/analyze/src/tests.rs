@@ -373,3 +373,61 @@ fn other_link_types_and_empty_input() {
     assert_eq!(r.imbalance.max_mean, 0.0);
     assert_eq!(r.queues.len(), 4);
 }
+
+#[test]
+fn geneve_vxlan_gpe_and_gtpu_tunnels_spread_inside_with_inner() {
+    let cfg = config("default", RssKey::microsoft());
+    for kind in ["geneve", "vxlan_gpe", "gtpu"] {
+        let frames: Vec<Vec<u8>> = (0..64u32)
+            .map(|i| {
+                let ip = build::tcp_packet(v4(500 + i), v4(900), 1000 + i as u16, 80, 1, 0x10, b"x");
+                match kind {
+                    "geneve" => build::geneve_frame(v4(1), v4(2), 55555, 42, 0x6558, &[0; 8], &build::ip_frame(&ip)),
+                    "vxlan_gpe" => build::vxlan_gpe_frame(v4(1), v4(2), 55555, 42, 1, &ip),
+                    _ => build::gtpu_frame(v4(1), v4(2), 7, i % 2 == 0, &ip),
+                }
+            })
+            .collect();
+        let opts = AnalyzeOptions { inner: true, ..AnalyzeOptions::default() };
+        let r = analyze(&cfg, opts, &frames);
+        let e = r.encap[kind];
+        assert_eq!((e.packets, e.queues_hit), (64, 1), "{kind}");
+        assert!(e.inner_queues_hit.unwrap() >= 3, "{kind}: {e:?}");
+        let inner = r.inner.as_ref().unwrap();
+        assert_eq!((inner.hashed_on_inner, inner.hashed_on_outer.packets), (64, 0), "{kind}");
+    }
+}
+
+#[test]
+fn inner_says_how_many_packets_were_hashed_on_outer_headers_and_why() {
+    let cfg = config("default", RssKey::microsoft());
+    let ip = build::udp_packet(v4(7), v4(8), 1, 2, b"x");
+    let mut gtp_echo = build::gtpu_frame(v4(1), v4(2), 0, false, &[]);
+    gtp_echo[14 + 20 + 8 + 1] = 1;
+    let whole = build::vxlan_frame(v4(1), v4(2), 3, 4, &build::ip_frame(&ip));
+    let frames = vec![
+        build::udp_frame(v4(1), v4(2), 5, 53, b"plain"),
+        gtp_echo,
+        build::geneve_frame(v4(1), v4(2), 1, 2, 0x894f, &[], &[0; 20]),
+        whole[..whole.len() - 20].to_vec(),
+        build::udp_frame(v4(1), v4(2), 1701, 1701, b"l2tp"),
+        build::ip_frame(&build::ip_packet(v4(1), v4(2), 50, &[0; 32])),
+        build::vxlan_frame(v4(1), v4(2), 3, 4, &build::ip_frame(&ip)),
+    ];
+    let opts = AnalyzeOptions { inner: true, ..AnalyzeOptions::default() };
+    let r = analyze(&cfg, opts, &frames);
+    let inner = r.inner.as_ref().unwrap();
+    assert_eq!(inner.hashed_on_inner, 1);
+    let o = &inner.hashed_on_outer;
+    assert_eq!(o.packets, 6);
+    let want = [
+        ("not_tunnelled", 1),
+        ("tunnel_not_ip", 2),
+        ("tunnel_malformed", 1),
+        ("unknown_tunnel", 2),
+        ("outer_fragment", 0),
+    ];
+    for (reason, n) in want {
+        assert_eq!(o.by_reason[reason], n, "{reason}: {o:?}");
+    }
+}

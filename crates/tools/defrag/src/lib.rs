@@ -1,11 +1,16 @@
 //! flowsteer-defrag: reassemble the IPv4/IPv6 fragments of a pcap/pcapng
-//! capture into a pcap file (`flowsteer defrag IN -o OUT`).
+//! capture (gzip or zstd compressed or not) into a pcap or pcapng file
+//! (`flowsteer defrag IN -o OUT`).
 //!
 //! The capture is streamed record by record through one
 //! [`flowsteer_reasm::Reassembler`] (memory bounded by `--mem-limit`); its
 //! clock is the capture's timestamps (never going backwards), so timeouts
-//! behave as they did on the wire. The output (classic pcap, the input's link
-//! type) holds:
+//! behave as they did on the wire. The output ([`OutputFormat`]: pcapng
+//! when its name ends in `.pcapng`, with one interface per link type of the
+//! input, named and timed as the first input interface of that link type;
+//! otherwise classic pcap with the input's link type, and an input that
+//! mixes link types is refused with [`DefragError::MixedLinkTypes`] rather
+//! than written under the wrong one) holds:
 //!
 //! * every frame that parses and is not a fragment, unchanged: unfragmented
 //!   IP packets (PPPoE-carried ones included), IPv6 atomic fragments (RFC
@@ -37,7 +42,7 @@
 //! capture are dropped (`flushed_at_end`), so `pending_at_end` is 0.
 //!
 //! The output is written through
-//! [`OutputFile`](flowsteer_capture::output::OutputFile): it may not be the
+//! [`OutputFile`]: it may not be the
 //! input under any name (the same path, a hard link, a symbolic link either
 //! way), and the packets go to a temporary file renamed into place once
 //! the whole capture is done. A failure on the way (a malformed record, a
@@ -53,7 +58,7 @@
 mod unparsed;
 
 use flowsteer_capture::output::{OutputError, OutputFile};
-use flowsteer_capture::{CaptureError, CaptureFile, CaptureReader, Format};
+use flowsteer_capture::{CaptureError, CaptureFile, CaptureReader, Decompressed, Format, NgInterface, PcapNgFile};
 use flowsteer_reasm::{DropReason, ReasmConfig, ReasmStats, Reassembler, Verdict};
 use flowsteer_wire::pppoe::PppoeSession;
 use flowsteer_wire::{parse_frame, Encap, LinkType, ParseError, ParseOptions};
@@ -62,7 +67,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Link type written when the input holds no packet to take it from.
@@ -88,6 +93,25 @@ pub struct DefragOptions {
     /// every packet and before the output is put in place: once set, the
     /// run ends with [`DefragError::Interrupted`] and writes nothing.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Bytes of the input read so far, published for a progress display
+    /// that reads it from another thread; `None`: not counted.
+    pub progress: Option<Arc<AtomicU64>>,
+}
+
+/// Adds the bytes read through it to [`DefragOptions::progress`].
+struct Counted<R> {
+    inner: R,
+    read: Option<Arc<AtomicU64>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(r) = &self.read {
+            r.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok(n)
+    }
 }
 
 /// Why a capture could not be reassembled. The text starts with the file
@@ -103,6 +127,10 @@ pub enum DefragError {
     NotACapture { path: String },
     #[error("{path}: {error}")]
     BadCapture { path: String, error: CaptureError },
+    /// The file starts as a capture but ends inside its file header: no
+    /// packet can be read from it.
+    #[error("{path}: not a readable capture: the file ends inside its file header")]
+    HeaderCut { path: String },
     #[error("{path}: {error} (after {packets} packets)")]
     BadRecord { path: String, error: CaptureError, packets: u64 },
     /// The output cannot be created: among others, it is the input.
@@ -112,8 +140,17 @@ pub enum DefragError {
     Write { path: String, source: WriteError },
     #[error("{path}: output not started")]
     NotStarted { path: String },
+    /// The input holds packets of two link types and the output is pcap,
+    /// which has one; nothing was written.
+    #[error("{path}: packets of link type {other} follow packets of link type {first}; a pcap file has one link type: write pcapng instead (-o {suggestion})", suggestion = pcapng_name(output))]
+    MixedLinkTypes { path: String, first: u32, other: u32, output: String },
     #[error("{path}: interrupted after {packets} packets; the output was not written")]
     Interrupted { path: String, packets: u64 },
+}
+
+/// `path` with its extension replaced by `.pcapng`.
+fn pcapng_name(path: &str) -> String {
+    std::path::Path::new(path).with_extension("pcapng").display().to_string()
 }
 
 /// What failed while writing the output.
@@ -133,8 +170,16 @@ pub struct DefragReport {
     pub output: String,
     /// `pcap` or `pcapng` (null when the file ends inside its header).
     pub format: Option<&'static str>,
-    /// Link type of the output file.
+    /// `none`, `gzip` or `zstd`: recognised by content, decompressed as read.
+    pub compression: &'static str,
+    /// `pcap` or `pcapng`, from the output's extension (`.pcapng`).
+    pub output_format: &'static str,
+    /// Link type of the output file (pcapng: of its first interface).
     pub linktype: u32,
+    /// Link types written, in order of appearance: one per interface of a
+    /// pcapng output (a pcap output has one; an input that mixes link
+    /// types is refused for pcap).
+    pub linktypes: Vec<u32>,
     /// The input ends inside a record; the output covers the records before.
     pub truncated: bool,
     /// Malformed frames were kept (`--keep-malformed`).
@@ -166,9 +211,6 @@ pub struct DefragReport {
     pub unparseable_kept: u64,
     /// Refused frames dropped: `unparseable - unparseable_kept`.
     pub unparseable_dropped: u64,
-    /// pcapng packets whose interface has a link type other than the output's
-    /// (written unchanged; the output labels them with its link type).
-    pub linktype_mismatch: u64,
     /// pcapng packets naming an undescribed interface: skipped, not counted
     /// in `packets_in`.
     pub skipped_unknown_interface: u64,
@@ -227,7 +269,7 @@ pub fn reason_name(r: DropReason) -> &'static str {
 }
 
 /// Counts of what the command did with the packets, beside the reassembler's.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Counts {
     packets_in: u64,
     packets_out: u64,
@@ -238,12 +280,31 @@ struct Counts {
     unparseable: [u64; ParseError::COUNT],
     unparseable_fragments: u64,
     unparseable_kept: u64,
-    linktype_mismatch: u64,
     skipped_unknown_interface: u64,
     fragments_pushed: u64,
     datagrams: u64,
     datagrams_too_long: u64,
     fragments_too_long: u64,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts {
+            packets_in: 0,
+            packets_out: 0,
+            unfragmented: 0,
+            atomic: 0,
+            non_ip: 0,
+            unparseable: [0; ParseError::COUNT],
+            unparseable_fragments: 0,
+            unparseable_kept: 0,
+            skipped_unknown_interface: 0,
+            fragments_pushed: 0,
+            datagrams: 0,
+            datagrams_too_long: 0,
+            fragments_too_long: 0,
+        }
+    }
 }
 
 impl Counts {
@@ -256,14 +317,61 @@ impl Counts {
     }
 }
 
-/// The output: its temporary file created before reading, the pcap header
-/// written when the first packet tells the link type, renamed into place
-/// by [`Output::finish`]. Dropped unfinished, it leaves nothing behind.
+/// The output file format, from the output path: `.pcapng` (any case)
+/// is pcapng, anything else classic pcap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Classic pcap: one link type for the whole file.
+    Pcap,
+    /// pcapng: one interface per link type of the input.
+    PcapNg,
+}
+
+impl OutputFormat {
+    /// The format an output path asks for.
+    pub fn of(path: &std::path::Path) -> OutputFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("pcapng") => OutputFormat::PcapNg,
+            _ => OutputFormat::Pcap,
+        }
+    }
+
+    /// `pcap` or `pcapng`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Pcap => "pcap",
+            OutputFormat::PcapNg => "pcapng",
+        }
+    }
+}
+
+enum Writer {
+    Pcap(CaptureFile),
+    /// With the output interface of each link type, in order of appearance.
+    PcapNg(PcapNgFile, Vec<(u32, u32)>),
+}
+
+/// The output: its temporary file created before reading, the header
+/// written with the first packet written (pcap: for its link type), renamed
+/// into place by [`Output::finish`]. Dropped unfinished, it leaves nothing
+/// behind.
 struct Output {
     path: String,
+    format: OutputFormat,
     file: Option<OutputFile>,
-    writer: Option<CaptureFile>,
+    writer: Option<Writer>,
+    /// The link types written, in order of appearance.
+    linktypes: Vec<u32>,
+    /// The link type of the first packet read.
+    first_read: Option<u32>,
+}
+
+/// The link type and interface of one packet to write.
+#[derive(Clone, Copy)]
+struct Link<'a> {
     linktype: u32,
+    if_name: &'a str,
+    tsresol: u8,
 }
 
 impl Output {
@@ -271,9 +379,11 @@ impl Output {
         let file = OutputFile::create(&opts.output, &[&opts.input])?;
         Ok(Output {
             path: opts.output.display().to_string(),
+            format: OutputFormat::of(&opts.output),
             file: Some(file),
             writer: None,
-            linktype: DEFAULT_LINKTYPE,
+            linktypes: Vec::new(),
+            first_read: None,
         })
     }
 
@@ -281,33 +391,81 @@ impl Output {
         DefragError::Write { path: self.path.clone(), source: e.into() }
     }
 
-    /// Writes the header for `linktype` if not done yet.
+    /// Writes the file header if not done yet (for pcap: for `linktype`).
     fn start(&mut self, linktype: u32) -> Result<(), DefragError> {
         if self.writer.is_none() {
             if let Some(f) = self.file.take() {
-                let w = CaptureFile::new(f, linktype).map_err(|e| self.write_err(e))?;
-                self.linktype = linktype;
-                self.writer = Some(w);
+                let w = match self.format {
+                    OutputFormat::Pcap => CaptureFile::new(f, linktype).map(Writer::Pcap),
+                    OutputFormat::PcapNg => PcapNgFile::new(f).map(|w| Writer::PcapNg(w, Vec::new())),
+                };
+                self.writer = Some(w.map_err(|e| self.write_err(e))?);
+                if self.format == OutputFormat::Pcap {
+                    self.linktypes.push(linktype);
+                }
             }
         }
         Ok(())
     }
 
-    fn write(&mut self, ts: u64, data: &[u8], orig_len: u32) -> Result<(), DefragError> {
+    /// Checks that a packet of `link` can be written: pcapng adds an
+    /// interface for a new link type; pcap refuses a second link type.
+    fn admit(&mut self, link: Link<'_>, input: &str) -> Result<(), DefragError> {
+        self.start(link.linktype)?;
+        let result = match self.writer.as_mut() {
+            Some(Writer::Pcap(_)) => match self.linktypes.first() {
+                Some(&first) if first != link.linktype => {
+                    return Err(DefragError::MixedLinkTypes {
+                        path: input.to_string(),
+                        first,
+                        other: link.linktype,
+                        output: self.path.clone(),
+                    })
+                }
+                _ => return Ok(()),
+            },
+            Some(Writer::PcapNg(w, ifaces)) => {
+                if ifaces.iter().any(|&(lt, _)| lt == link.linktype) {
+                    return Ok(());
+                }
+                let iface =
+                    NgInterface { linktype: link.linktype, name: link.if_name.to_string(), tsresol: link.tsresol };
+                w.add_interface(&iface).map(|id| {
+                    ifaces.push((link.linktype, id));
+                    self.linktypes.push(link.linktype);
+                })
+            }
+            None => return Err(DefragError::NotStarted { path: self.path.clone() }),
+        };
+        result.map_err(|e| self.write_err(e))
+    }
+
+    /// Writes one packet of `link` (read from `input`), after
+    /// [`Output::admit`].
+    fn write(&mut self, link: Link<'_>, input: &str, ts: u64, data: &[u8], orig_len: u32) -> Result<(), DefragError> {
+        self.admit(link, input)?;
+        let linktype = link.linktype;
         let written = match self.writer.as_mut() {
-            Some(w) => w.write_packet(ts, data, orig_len),
+            Some(Writer::Pcap(w)) => w.write_packet(ts, data, orig_len),
+            Some(Writer::PcapNg(w, ifaces)) => {
+                let id = ifaces.iter().find(|&&(lt, _)| lt == linktype).map_or(0, |&(_, id)| id);
+                w.write_packet(id, ts, data, orig_len)
+            }
             None => return Err(DefragError::NotStarted { path: self.path.clone() }),
         };
         written.map_err(|e| self.write_err(e))
     }
 
-    /// Syncs the file and renames it into place.
-    fn finish(mut self, linktype: u32) -> Result<(), DefragError> {
-        self.start(linktype)?;
-        if let Some(w) = self.writer.take() {
-            w.finish().map_err(|e| self.write_err(e))?;
-        }
-        Ok(())
+    /// Syncs the file and renames it into place. A pcap file with no
+    /// packet has the link type of the first packet read, else Ethernet.
+    fn finish(mut self) -> Result<(), DefragError> {
+        self.start(self.first_read.unwrap_or(DEFAULT_LINKTYPE))?;
+        let finished = match self.writer.take() {
+            Some(Writer::Pcap(w)) => w.finish(),
+            Some(Writer::PcapNg(w, _)) => w.finish(),
+            None => Ok(()),
+        };
+        finished.map_err(|e| self.write_err(e))
     }
 }
 
@@ -346,14 +504,15 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     // Refused before a byte of the input is read when it is the input.
     let mut output = Output::create(args)?;
     let file = File::open(in_path).map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
+    // Progress counts the bytes of the file as stored (compressed or not).
+    let file = Counted { inner: file, read: opts.progress.clone() };
+    let file = Decompressed::new(std::io::BufReader::with_capacity(64 * 1024, file))
+        .map_err(|source| DefragError::Open { path: in_name.clone(), source })?;
+    let compression = file.compression().name();
     let reader = match CaptureReader::new(file) {
         Ok(r) => Some(r),
         Err(CaptureError::NotACapture) => return Err(DefragError::NotACapture { path: in_name }),
-        Err(CaptureError::Truncated { .. }) => {
-            truncated = true;
-            warnings.push(format!("{in_name}: capture truncated after 0 packets (the file ends inside its header)"));
-            None
-        }
+        Err(CaptureError::Truncated { .. }) => return Err(DefragError::HeaderCut { path: in_name }),
         Err(error) => return Err(DefragError::BadCapture { path: in_name, error }),
     };
     let interrupted = |packets| DefragError::Interrupted { path: args.output.display().to_string(), packets };
@@ -367,7 +526,6 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
         let mut out = Vec::with_capacity(65_536 + 64);
         let mut frame = Vec::with_capacity(65_536 + 64);
         let mut now = 0u64;
-        let mut started = false;
         loop {
             if stopped(args) {
                 return Err(interrupted(counts.packets_in));
@@ -387,13 +545,8 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                 Err(error) => return Err(DefragError::BadRecord { path: in_name, error, packets: counts.packets_in }),
             };
             counts.packets_in += 1;
-            if !started {
-                output.start(p.linktype)?;
-                started = true;
-            }
-            if p.linktype != output.linktype {
-                counts.linktype_mismatch += 1;
-            }
+            let link = Link { linktype: p.linktype, if_name: p.if_name, tsresol: p.tsresol };
+            output.first_read.get_or_insert(p.linktype);
             // The reassembler's clock never goes backwards.
             now = now.max(p.ts_nanos);
             let parsed = match LinkType::from_pcap(p.linktype) {
@@ -412,7 +565,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                     if may_be_fragment {
                         counts.unparseable_fragments += 1;
                     } else if args.keep_malformed {
-                        output.write(p.ts_nanos, p.data, p.orig_len)?;
+                        output.write(link, &in_name, p.ts_nanos, p.data, p.orig_len)?;
                         counts.unparseable_kept += 1;
                         counts.packets_out += 1;
                     }
@@ -427,7 +580,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                 _ => {
                     counts.non_ip += 1;
                     reasm.expire(now);
-                    output.write(p.ts_nanos, p.data, p.orig_len)?;
+                    output.write(link, &in_name, p.ts_nanos, p.data, p.orig_len)?;
                     counts.packets_out += 1;
                     continue;
                 }
@@ -442,7 +595,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                     } else {
                         counts.unfragmented += 1;
                     }
-                    output.write(p.ts_nanos, p.data, p.orig_len)?;
+                    output.write(link, &in_name, p.ts_nanos, p.data, p.orig_len)?;
                     counts.packets_out += 1;
                 }
                 Verdict::Complete { fragments } => {
@@ -456,7 +609,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                         continue;
                     }
                     let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
-                    output.write(p.ts_nanos, &frame, len)?;
+                    output.write(link, &in_name, p.ts_nanos, &frame, len)?;
                     counts.packets_out += 1;
                 }
                 // Held for later, or rejected: a fragment is never written
@@ -464,6 +617,7 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                 Verdict::Held | Verdict::Dropped(_) => {}
             }
         }
+        warnings.extend(reader.stats().warnings().into_iter().map(|w| format!("{in_name}: {w}")));
     }
     if stopped(args) {
         return Err(interrupted(counts.packets_in));
@@ -471,8 +625,15 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
     if !args.no_flush {
         reasm.flush();
     }
-    let linktype = output.linktype;
-    output.finish(DEFAULT_LINKTYPE)?;
+    let linktype = output.linktypes.first().copied().or(output.first_read).unwrap_or(DEFAULT_LINKTYPE);
+    let output_format = output.format;
+    let first_read = output.first_read;
+    let mut linktypes = output.linktypes.clone();
+    output.finish()?;
+    // A pcap file's one link type, even when no packet was written.
+    if output_format == OutputFormat::Pcap && linktypes.is_empty() {
+        linktypes.push(first_read.unwrap_or(DEFAULT_LINKTYPE));
+    }
 
     if counts.skipped_unknown_interface > 0 {
         warnings.push(format!(
@@ -498,19 +659,17 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
             format!("{in_name}: {refused} frames did not parse and were dropped ({fragments} may hold IP fragments; --keep-malformed writes the others unchanged)")
         });
     }
-    if counts.linktype_mismatch > 0 {
-        warnings.push(format!(
-            "{in_name}: {} packets have a link type other than the output's ({linktype}) and were written unchanged",
-            counts.linktype_mismatch
-        ));
-    }
     if counts.datagrams_too_long > 0 {
         warnings.push(format!(
             "{in_name}: {} reassembled PPPoE datagrams are longer than a PPPoE length can say and were dropped",
             counts.datagrams_too_long
         ));
     }
-    Ok(build_report(args, format, linktype, truncated, &counts, reasm.stats(), reasm.pending(), warnings))
+    let mut report = build_report(args, format, linktype, truncated, &counts, reasm.stats(), reasm.pending(), warnings);
+    report.compression = compression;
+    report.output_format = output_format.name();
+    report.linktypes = linktypes;
+    Ok(report)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -572,7 +731,10 @@ fn build_report(
         input: args.input.display().to_string(),
         output: args.output.display().to_string(),
         format,
+        compression: "none",
+        output_format: "pcap",
         linktype,
+        linktypes: Vec::new(),
         truncated,
         keep_malformed: args.keep_malformed,
         packets_in: c.packets_in,
@@ -586,7 +748,6 @@ fn build_report(
         unparseable_fragments: c.unparseable_fragments,
         unparseable_kept: c.unparseable_kept,
         unparseable_dropped,
-        linktype_mismatch: c.linktype_mismatch,
         skipped_unknown_interface: c.skipped_unknown_interface,
         fragments_in: s.fragments_in,
         datagrams_reassembled: s.datagrams_completed,

@@ -62,6 +62,7 @@ fn options(input: &Path, output: &Path) -> DefragOptions {
         keep_malformed: false,
         reasm: ReasmConfig::default(),
         stop: None,
+        progress: None,
     }
 }
 
@@ -321,4 +322,101 @@ fn a_stop_request_writes_nothing() {
     assert!(err.to_string().starts_with(&*output.to_string_lossy()), "{err}");
     assert_eq!(std::fs::read(&output).unwrap(), b"the previous output");
     assert_eq!(d.names(), ["in.pcap", "out.pcap"]);
+}
+
+/// A pcapng capture with an Ethernet interface (`eth0`, nanoseconds) and a
+/// BSD loopback one (`lo0`, microseconds), each carrying one fragmented
+/// datagram (fragments in reverse order) and one whole packet.
+fn mixed_link_capture(path: &Path) -> (Vec<u8>, Vec<u8>) {
+    use flowsteer_capture::{NgInterface, PcapNgWriter};
+    let mut w = PcapNgWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    let eth = w.add_interface(&NgInterface { linktype: 1, name: "eth0".into(), tsresol: 9 }).unwrap();
+    let lo = w.add_interface(&NgInterface { linktype: 0, name: "lo0".into(), tsresol: 6 }).unwrap();
+    let p_eth: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+    let p_lo: Vec<u8> = (0..2000u32).map(|i| (i * 7) as u8).collect();
+    let mut ts = 1_000_000_000u64;
+    for (iface, link, payload) in [(eth, LinkType::Ethernet, &p_eth), (lo, LinkType::Null, &p_lo)] {
+        for f in ipv4_fragments(A, B, 5, 6, 9, payload, 1000).iter().rev() {
+            let g = flowsteer_wire::build::convert_link(f, link);
+            w.write_packet(iface, ts, &g, g.len() as u32).unwrap();
+            ts += 1000;
+        }
+        let whole = flowsteer_wire::build::convert_link(&udp_frame(A.into(), B.into(), 1, 2, b"x"), link);
+        w.write_packet(iface, ts, &whole, whole.len() as u32).unwrap();
+        ts += 1000;
+    }
+    w.finish().unwrap();
+    (p_eth, p_lo)
+}
+
+#[test]
+fn mixed_link_types_go_to_pcapng_one_interface_each() {
+    let d = Dir::new("ng-out");
+    let (input, output) = (d.join("in.pcapng"), d.join("out.pcapng"));
+    let (p_eth, p_lo) = mixed_link_capture(&input);
+    let r = defrag_file(&options(&input, &output)).unwrap();
+    check_laws(&r);
+    assert_eq!((r.output_format, r.linktypes.as_slice()), ("pcapng", &[1u32, 0][..]));
+    assert_eq!((r.datagrams_reassembled, r.unfragmented, r.packets_out), (2, 2, 4));
+    let mut reader = CaptureReader::open(&output).unwrap();
+    assert_eq!(reader.format(), Format::PcapNg);
+    let mut got = Vec::new();
+    while let Some(p) = reader.next_packet().unwrap() {
+        let link = LinkType::from_pcap(p.linktype).unwrap();
+        let parsed = parse_frame(p.data, link, &ParseOptions::default()).unwrap();
+        let l4 = parsed.outer.unwrap().l4_offset.unwrap();
+        got.push((p.linktype, p.if_name.to_string(), p.tsresol, p.data[l4 + 8..].to_vec()));
+    }
+    let want = [
+        (1, "eth0".to_string(), 9, p_eth),
+        (1, "eth0".to_string(), 9, b"x".to_vec()),
+        (0, "lo0".to_string(), 6, p_lo),
+        (0, "lo0".to_string(), 6, b"x".to_vec()),
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn mixed_link_types_into_pcap_are_refused() {
+    let d = Dir::new("pcap-mixed");
+    let (input, output) = (d.join("in.pcapng"), d.join("out.pcap"));
+    mixed_link_capture(&input);
+    let e = defrag_file(&options(&input, &output)).unwrap_err();
+    assert!(matches!(e, DefragError::MixedLinkTypes { first: 1, other: 0, .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("write pcapng instead") && text.contains("out.pcapng"), "{text}");
+    assert_eq!(d.names(), ["in.pcapng"]);
+}
+
+#[test]
+fn a_pcap_output_refuses_only_a_second_link_type_it_would_write() {
+    use flowsteer_capture::{NgInterface, PcapNgWriter};
+    let d = Dir::new("pcap-dropped-link");
+    let (input, output) = (d.join("in.pcapng"), d.join("out.pcap"));
+    let mut w = PcapNgWriter::new(std::fs::File::create(&input).unwrap()).unwrap();
+    let eth = w.add_interface(&NgInterface { linktype: 1, name: String::new(), tsresol: 6 }).unwrap();
+    let other = w.add_interface(&NgInterface { linktype: 147, name: String::new(), tsresol: 6 }).unwrap();
+    w.write_packet(other, 1_000, b"unparsed", 8).unwrap();
+    let f = udp_frame(A.into(), B.into(), 1, 2, b"x");
+    w.write_packet(eth, 2_000, &f, f.len() as u32).unwrap();
+    w.finish().unwrap();
+    // The 147 packet is dropped: one link type is written, pcap is fine.
+    let r = defrag_file(&options(&input, &output)).unwrap();
+    check_laws(&r);
+    assert_eq!((r.packets_out, r.linktype, r.linktypes.as_slice()), (1, 1, &[1u32][..]));
+    assert_eq!(read_pcap(&output), [f]);
+    // Kept, it would be a second link type in one pcap: refused.
+    let e = defrag_file(&DefragOptions { keep_malformed: true, ..options(&input, &output) }).unwrap_err();
+    assert!(matches!(e, DefragError::MixedLinkTypes { first: 147, other: 1, .. }), "{e:?}");
+}
+
+#[test]
+fn progress_counts_every_byte_of_the_input() {
+    let d = Dir::new("progress");
+    let (input, output) = (d.join("in.pcap"), d.join("out.pcap"));
+    write_pcap(&input, &crafted().capture());
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    defrag_file(&DefragOptions { progress: Some(read.clone()), ..options(&input, &output) }).unwrap();
+    let len = std::fs::metadata(&input).unwrap().len();
+    assert_eq!(read.load(std::sync::atomic::Ordering::Relaxed), len);
 }

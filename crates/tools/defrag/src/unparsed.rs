@@ -35,6 +35,13 @@ fn be16(b: &[u8], at: usize) -> Option<u16> {
 fn ip_start(frame: &[u8], link: LinkType) -> Option<usize> {
     let (mut ethertype, mut at) = match link {
         LinkType::RawIp => return Some(0),
+        LinkType::Null | LinkType::Loop => {
+            let header = flowsteer_wire::loopback::LoopbackHeader::new_checked(frame).ok()?;
+            return match header.family() {
+                flowsteer_wire::loopback::Family::Other(_) => None,
+                _ => Some(flowsteer_wire::loopback::LoopbackHeader::HEADER_LEN),
+            };
+        }
         LinkType::Ethernet => (be16(frame, 12)?, 14usize),
         LinkType::LinuxSll => (be16(frame, 14)?, 16),
         LinkType::LinuxSll2 => (be16(frame, 0)?, 20),

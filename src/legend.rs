@@ -1,0 +1,110 @@
+//! The legend of every table the commands print: one place, shown in the
+//! command's `--help` (a block after the flags) and as the footer line
+//! under the table.
+
+/// A table's columns: `(heading, meaning)`.
+pub type Legend = &'static [(&'static str, &'static str)];
+
+/// `run`: the per-worker table (FreeBSD `netstat -Q` names first).
+pub const RUN: Legend = &[
+    ("WSID", "worker id"),
+    ("CPU", "the CPU the worker is pinned to"),
+    ("Len", "packets waiting in its hand-off queues now (a level, as WMark and Flows)"),
+    ("WMark", "most packets ever waiting there at once"),
+    ("Disp'd", "packets processed at once by the receiving thread (--dispatch direct)"),
+    ("HDisp'd", "packets processed at once by the receiving thread because it owns the flow (--dispatch hybrid)"),
+    ("QDrops", "packets refused because a queue to this worker was full"),
+    ("Queued", "packets handed to it through its queues"),
+    ("Handled", "packets it processed: Disp'd + HDisp'd + (Queued - Len)"),
+    (
+        "Mpps",
+        "million packets per second it handled; interval reports count and rate over that interval, the final table over the run",
+    ),
+    ("Flows", "flows in its flow table"),
+    ("OrderViol", "packets that arrived behind a later packet of their flow"),
+    ("Drops", "every packet it dropped, QDrops included (reasons in the summary)"),
+];
+
+/// `udp-echo`: the per-socket table.
+pub const UDP_ECHO: Legend = &[
+    ("socket", "socket number (one per CPU)"),
+    ("cpu", "the CPU its thread is pinned to"),
+    ("received", "datagrams read"),
+    ("delivered", "datagrams handed on (echoed, or counted with --sink)"),
+    ("sent", "replies sent"),
+    ("dropped", "truncated + send_err"),
+    ("truncated", "datagrams longer than --max-size"),
+    ("send_err", "replies the kernel refused"),
+    ("rcvbuf_err", "datagrams the kernel dropped before we read them (receive buffer full; not in received)"),
+    ("cpu_miss", "datagrams read while the thread ran on another CPU (0 while pinning holds)"),
+];
+
+/// `udp-echo --mode xdp`: the per-queue table.
+pub const UDP_ECHO_XDP: Legend = &[
+    ("Queue", "receive queue of --iface"),
+    ("CPU", "the CPU its thread is pinned to"),
+    ("Received", "frames its AF_XDP socket received"),
+    ("Delivered", "UDP datagrams to the served address and port"),
+    ("Sent", "replies sent"),
+    ("TxFull", "replies dropped: transmit ring or frames full"),
+    ("NotForUs", "claimed frames that were not whole UDP datagrams to us (dropped)"),
+    ("Malformed", "UDP to us with lengths a host refuses (dropped)"),
+    ("KernDrops", "frames the kernel dropped for this socket (ring full, fill ring empty)"),
+];
+
+/// `udp-gen`: the per-flow table.
+pub const UDP_GEN: Legend = &[
+    ("flow", "flow number"),
+    ("local", "the flow's local address and port"),
+    ("queue", "the receive queue --spread planned it for (- without --spread)"),
+    ("cpu", "the CPU --cpus maps that queue to (- without --spread and --cpus)"),
+    ("sent", "datagrams sent"),
+    ("replies", "replies received (--echo)"),
+    ("lost", "datagrams never answered"),
+    ("reorder", "replies that came behind a later one"),
+    ("dup", "replies received more than once"),
+    ("mismatch", "replies whose bytes differ from what was sent"),
+];
+
+/// `hash`: one row per tuple.
+pub const HASH: Legend = &[
+    ("src, dst, sport, dport", "the tuple hashed (- : no ports, a 2-tuple input)"),
+    ("input", "the fields hashed (2-tuple or 4-tuple, IPv4 or IPv6)"),
+    ("hash", "the 32-bit Toeplitz hash"),
+    ("reta", "the indirection table entry its low bits pick (- under --mapping rps)"),
+    ("queue", "the receive queue that entry names"),
+    ("cpu", "the CPU of that queue (--cpus)"),
+];
+
+/// The legend as a `--help` block.
+pub fn help(title: &str, legend: Legend) -> String {
+    let width = legend.iter().map(|(h, _)| h.len()).max().unwrap_or(0);
+    let mut s = format!("{title}:\n");
+    for (h, m) in legend {
+        s.push_str(&format!("  {h:<width$}  {m}\n"));
+    }
+    s
+}
+
+/// The legend as the one footer line under a table.
+pub fn footer(legend: Legend) -> String {
+    let items: Vec<String> = legend.iter().map(|(h, m)| format!("{h} = {m}")).collect();
+    format!("legend: {}", items.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footer_is_one_line_naming_every_column() {
+        for legend in [RUN, UDP_ECHO, UDP_ECHO_XDP, UDP_GEN, HASH] {
+            let f = footer(legend);
+            assert_eq!(f.lines().count(), 1);
+            for (h, _) in legend {
+                assert!(f.contains(&format!("{h} = ")), "{h}");
+                assert!(help("Columns", legend).contains(h));
+            }
+        }
+    }
+}

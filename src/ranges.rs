@@ -1,0 +1,120 @@
+//! The range of every numeric flag, checked while the command line is
+//! parsed (clap `value_parser`): a value outside it is a usage error (exit
+//! 2) whose one line names the flag and the range, before anything runs or
+//! prints. The bounds are the libraries' own limits where they have one.
+
+/// Longest time any `--duration`, `--interval`, `--seconds`, ... may ask
+/// for: one year (also keeps `Duration::from_secs_f64` far from overflow).
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+/// Highest CPU number a CPU list may name (`flowsteer_steer::cpuset::MAX_CPUS` - 1).
+pub const MAX_CPU: u64 = flowsteer_steer::cpuset::MAX_CPUS as u64 - 1;
+/// Largest RSS indirection table (`--reta-size`) and software bucket count (`--buckets`).
+pub const MAX_TABLE: u64 = flowsteer_rss::reta::MAX_RETA_SIZE as u64;
+/// Most queues an RSS configuration may spread over (`--queues`).
+pub const MAX_QUEUES: u64 = flowsteer_rss::reta::MAX_QUEUES as u64;
+/// Largest RFS table (`--rfs-entries`, `--rfs-flow-cnt`).
+pub const MAX_RFS: u64 = flowsteer_steer::steer::MAX_TABLE_ENTRIES as u64;
+/// Largest hand-off queue (`--ring-size`): the ring's `MAX_CAPACITY`, 2^24.
+pub const MAX_RING: u64 = 1 << 24;
+/// Largest flow table per worker (`--flow-capacity`).
+pub const MAX_FLOW_TABLE: u64 = flowsteer_flow::table::MAX_CAPACITY as u64;
+/// Most datagrams per recvmmsg/sendmmsg call, packets per poll (`--batch`, `--burst`).
+pub const MAX_BATCH: u64 = 1024;
+/// Largest reassembly memory limit (`--reasm-mem`, `--mem-limit`): 64 GiB.
+pub const MAX_MEM: u64 = 1 << 36;
+
+/// An integer in `MIN..=MAX`, as the flag's type `T`.
+pub fn int<T: TryFrom<u64>, const MIN: u64, const MAX: u64>(s: &str) -> Result<T, String> {
+    let range = || format!("expected an integer in {MIN}..={MAX}");
+    let v: u64 = s.trim().parse().map_err(|_| range())?;
+    if !(MIN..=MAX).contains(&v) {
+        return Err(range());
+    }
+    T::try_from(v).map_err(|_| range())
+}
+
+/// A power of two in `MIN..=MAX`.
+pub fn pow2<const MIN: u64, const MAX: u64>(s: &str) -> Result<usize, String> {
+    let range = || format!("expected a power of two in {MIN}..={MAX}");
+    let v: u64 = s.trim().parse().map_err(|_| range())?;
+    if !(MIN..=MAX).contains(&v) || !v.is_power_of_two() {
+        return Err(range());
+    }
+    usize::try_from(v).map_err(|_| range())
+}
+
+/// A CPU number, `0..=MAX_CPU`.
+pub fn cpu(s: &str) -> Result<u32, String> {
+    int::<u32, 0, MAX_CPU>(s).map_err(|_| format!("expected a CPU number in 0..={MAX_CPU}"))
+}
+
+fn float(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// A time in seconds, `> 0` and at most [`MAX_SECONDS`].
+pub fn seconds(s: &str) -> Result<f64, String> {
+    float(s)
+        .filter(|v| *v > 0.0 && *v <= MAX_SECONDS)
+        .ok_or_else(|| format!("expected seconds, a number > 0 and <= {MAX_SECONDS}"))
+}
+
+/// A time in seconds that may be 0, at most [`MAX_SECONDS`].
+pub fn seconds_or_zero(s: &str) -> Result<f64, String> {
+    float(s)
+        .filter(|v| *v >= 0.0 && *v <= MAX_SECONDS)
+        .ok_or_else(|| format!("expected seconds, a number in 0..={MAX_SECONDS}"))
+}
+
+/// A share (fraction), `0..=1`.
+pub fn share(s: &str) -> Result<f64, String> {
+    float(s).filter(|v| (0.0..=1.0).contains(v)).ok_or_else(|| "expected a share, a number in 0..=1".to_string())
+}
+
+/// A Zipf exponent, `0..=10` (0 is uniform popularity; above 10 one flow takes everything).
+pub fn zipf(s: &str) -> Result<f64, String> {
+    float(s).filter(|v| (0.0..=10.0).contains(v)).ok_or_else(|| "expected a number in 0..=10".to_string())
+}
+
+/// `run --size`: a frame length in bytes (the generator's range) or `imix`.
+pub fn frame_size(s: &str) -> Result<String, String> {
+    use flowsteer_gen::{MAX_FRAME_LEN, MIN_FRAME_LEN};
+    if s == "imix" {
+        return Ok(s.to_string());
+    }
+    int::<u16, { MIN_FRAME_LEN as u64 }, { MAX_FRAME_LEN as u64 }>(s)
+        .map(|_| s.trim().to_string())
+        .map_err(|_| format!("expected imix or a frame length in {MIN_FRAME_LEN}..={MAX_FRAME_LEN} bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_outside_the_range_are_refused_with_the_range() {
+        assert_eq!(int::<u16, 1, 10>("10"), Ok(10));
+        for bad in ["0", "11", "-1", "18446744073709551616", "x", ""] {
+            assert_eq!(int::<u16, 1, 10>(bad), Err("expected an integer in 1..=10".into()), "{bad}");
+        }
+        assert!(int::<u8, 0, 1000>("300").is_err(), "a value that fits the range but not the type");
+    }
+
+    #[test]
+    fn powers_of_two_only() {
+        assert_eq!(pow2::<1, 64>("64"), Ok(64));
+        for bad in ["0", "3", "128", "-1"] {
+            assert!(pow2::<1, 64>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn seconds_are_positive_finite_and_bounded() {
+        assert_eq!(seconds("0.5"), Ok(0.5));
+        for bad in ["0", "-1", "nan", "inf", "1e300", "18446744073709551616"] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+        assert_eq!(seconds_or_zero("0"), Ok(0.0));
+        assert!(share("1.01").is_err() && share("-0.1").is_err() && share("1").is_ok());
+    }
+}

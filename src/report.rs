@@ -1,0 +1,99 @@
+//! Pure helpers for what the commands print: the loss line (apart from the
+//! conservation check, which says only that the counters add up) and the
+//! per-interval rates of `--interval` reports.
+
+/// Drop reasons shown on the loss line, heaviest first.
+pub const TOP_REASONS: usize = 3;
+
+/// The loss summary when anything was lost: `loss: N of M UNIT (x %)` and,
+/// when reasons are known, the heaviest [`TOP_REASONS`] on their own line.
+/// Empty when nothing was lost. `what` completes the first line, e.g.
+/// `"received packets dropped"`.
+pub fn loss_lines<'a>(
+    lost: u64,
+    of: u64,
+    what: &str,
+    reasons: impl IntoIterator<Item = (&'a str, u64)>,
+) -> Vec<String> {
+    if lost == 0 {
+        return Vec::new();
+    }
+    let mut lines = vec![format!("loss: {lost} of {of} {what} ({})", percent(lost, of))];
+    let mut reasons: Vec<(&str, u64)> = reasons.into_iter().filter(|(_, n)| *n > 0).collect();
+    reasons.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    if !reasons.is_empty() {
+        let more = reasons.len().saturating_sub(TOP_REASONS);
+        let top: Vec<String> =
+            reasons.iter().take(TOP_REASONS).map(|(r, n)| format!("{r} {n} ({})", percent(*n, of))).collect();
+        let tail = if more > 0 { format!(", and {more} other reason(s)") } else { String::new() };
+        lines.push(format!("  top reasons: {}{tail}", top.join(", ")));
+    }
+    lines
+}
+
+/// `n` as a share of `of`, e.g. `29.0 %` (`<0.1 %` for a small non-zero share).
+pub fn percent(n: u64, of: u64) -> String {
+    if of == 0 {
+        return "-".into();
+    }
+    let p = n as f64 * 100.0 / of as f64;
+    if n > 0 && p < 0.1 {
+        "<0.1 %".into()
+    } else {
+        format!("{p:.1} %")
+    }
+}
+
+/// One interval of a cumulative counter: `(count in the interval, rate per
+/// second over it)`. `prev` and `now` are the cumulative counts at the
+/// interval's start and end, `secs` its length. A counter that went
+/// backwards (a restart) counts from zero.
+pub fn interval_rate(prev: u64, now: u64, secs: f64) -> (u64, f64) {
+    let n = now.checked_sub(prev).unwrap_or(now);
+    let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    (n, rate)
+}
+
+/// The elapsed-time column of an interval line, as iperf3 prints it:
+/// `[  1.00-2.00 s]`.
+pub fn interval_label(from_s: f64, to_s: f64) -> String {
+    format!("[{from_s:>6.2}-{to_s:.2} s]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_loss_no_line() {
+        assert!(loss_lines(0, 100, "received packets dropped", [("queue_full", 0)]).is_empty());
+    }
+
+    #[test]
+    fn loss_line_has_count_share_and_top_reasons_heaviest_first() {
+        let l = loss_lines(
+            300,
+            1000,
+            "received packets dropped",
+            [("a", 10), ("queue_full", 200), ("no_listener", 50), ("b", 40), ("zero", 0)],
+        );
+        assert_eq!(l[0], "loss: 300 of 1000 received packets dropped (30.0 %)");
+        assert_eq!(
+            l[1],
+            "  top reasons: queue_full 200 (20.0 %), no_listener 50 (5.0 %), b 40 (4.0 %), and 1 other reason(s)"
+        );
+        assert_eq!(loss_lines(1, 100_000, "x", []).len(), 1);
+        assert_eq!(percent(1, 100_000), "<0.1 %");
+    }
+
+    #[test]
+    fn interval_rates_are_the_interval_own_not_the_average_since_start() {
+        // 100 kpps steady: cumulative 100k, 200k, 300k at 1, 2, 3 s.
+        let cum = [0u64, 100_000, 200_000, 300_000];
+        for w in cum.windows(2) {
+            assert_eq!(interval_rate(w[0], w[1], 1.0), (100_000, 100_000.0));
+        }
+        assert_eq!(interval_rate(50, 10, 1.0).0, 10);
+        assert_eq!(interval_label(1.0, 2.0), "[  1.00-2.00 s]");
+    }
+}

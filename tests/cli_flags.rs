@@ -1,0 +1,271 @@
+//! Every numeric flag of every subcommand, given 0, -1, 2^64 and a value
+//! just past its documented range: a usage error (exit 2), one line on
+//! stderr that names the flag and its range, nothing on stdout, no panic.
+//! Also usage errors found after parsing (flags that contradict each other).
+
+#[allow(dead_code)] // only `flowsteer` is used here
+mod common;
+
+use common::flowsteer;
+
+/// How a flag's values are checked.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// An integer in `min..=max`.
+    Int(u64, u64),
+    /// A power of two in `min..=max`.
+    Pow2(u64, u64),
+    /// Seconds, `> 0` and at most a year.
+    Secs,
+    /// Seconds, `>= 0` and at most a year.
+    SecsOrZero,
+    /// A share, `0..=1`.
+    Share,
+    /// A Zipf exponent, `0..=10`.
+    Zipf,
+    /// A frame size: imix or 64..=9000.
+    Frame,
+}
+
+const YEAR: u64 = 365 * 24 * 3600;
+const CPU: Kind = Kind::Int(0, 4095);
+const RFS: Kind = Kind::Int(1, 1 << 22);
+
+/// Values out of `kind`'s range.
+fn bad_values(kind: Kind) -> Vec<String> {
+    let mut v = vec!["-1".to_string(), "18446744073709551616".to_string()];
+    match kind {
+        Kind::Int(min, max) | Kind::Pow2(min, max) => {
+            if min > 0 {
+                v.push("0".into());
+                v.push((min - 1).to_string());
+            }
+            if max < u64::MAX {
+                v.push((max + 1).to_string());
+            }
+            if let Kind::Pow2(..) = kind {
+                v.push("3".into());
+            }
+        }
+        Kind::Secs => v.extend(["0".to_string(), (YEAR + 1).to_string(), "nan".into()]),
+        Kind::SecsOrZero => v.push((YEAR + 1).to_string()),
+        Kind::Share => v.push("1.01".into()),
+        Kind::Zipf => v.push("10.5".into()),
+        Kind::Frame => v.extend(["0".to_string(), "63".into(), "9001".into()]),
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+const RSS_FLAGS: &[(&str, Kind)] = &[
+    ("--key-len", Kind::Int(40, 256)),
+    ("--reta-size", Kind::Pow2(1, 65536)),
+    ("--queues", Kind::Int(1, 4096)),
+    ("--cpus", CPU),
+];
+
+/// (command line without the flag, the flag, its range, whether the RSS flags apply).
+fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
+    let hash = vec!["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"];
+    let plan = vec!["plan", "--src-net", "10.0.0.0/24", "--dst", "10.0.0.1"];
+    let analyze = vec!["analyze", "/nonexistent/flowsteer-test.pcap"];
+    let export = vec!["export", "eth0"];
+    let run = vec!["run"];
+    let defrag = vec!["defrag", "/nonexistent/in.pcap", "-o", "/nonexistent/out.pcap"];
+    let udp_echo = vec!["udp-echo", "127.0.0.1:9"];
+    let udp_gen = vec!["udp-gen", "-r", "127.0.0.1", "-p", "9"];
+    let mut t = Vec::new();
+    for base in [&hash, &plan, &analyze, &export, &run, &udp_gen] {
+        for (flag, kind) in RSS_FLAGS {
+            if base[0] == "run" && *flag == "--queues" {
+                continue; // refused outright by `run` (see --rx-queues)
+            }
+            t.push((base.clone(), *flag, *kind));
+        }
+    }
+    let mut add = |base: &Vec<&'static str>, flags: &[(&'static str, Kind)]| {
+        for (flag, kind) in flags {
+            t.push((base.clone(), *flag, *kind));
+        }
+    };
+    add(&hash, &[("--sport", Kind::Int(0, 65535)), ("--dport", Kind::Int(0, 65535))]);
+    add(
+        &plan,
+        &[("--sport", Kind::Int(0, 65535)), ("--buckets", Kind::Int(1, 4096)), ("--per-bucket", Kind::Int(1, 65536))],
+    );
+    add(&export, &[("--rfs-entries", RFS), ("--rfs-flow-cnt", RFS)]);
+    add(
+        &analyze,
+        &[
+            ("--vxlan-port", Kind::Int(1, 65535)),
+            ("--max-flows", Kind::Int(1, 1 << 28)),
+            ("--top", Kind::Int(0, 100_000)),
+        ],
+    );
+    add(
+        &run,
+        &[
+            ("--cores", CPU),
+            ("--rx-queues", Kind::Int(1, 1024)),
+            ("--queue-cpus", CPU),
+            ("--rfs-entries", RFS),
+            ("--rfs-flow-cnt", RFS),
+            ("--buckets", Kind::Pow2(1, 65536)),
+            ("--ring-size", Kind::Int(1, 1 << 24)),
+            ("--burst", Kind::Int(1, 1024)),
+            ("--flow-capacity", Kind::Int(1, 1 << 24)),
+            ("--flow-timeout", Kind::Secs),
+            ("--loops", Kind::Int(1, u64::MAX)),
+            ("--max-capture-mib", Kind::Int(1, 1 << 20)),
+            ("--flows", Kind::Int(1, 1 << 24)),
+            ("--ipv6-share", Kind::Share),
+            ("--tcp-share", Kind::Share),
+            ("--size", Kind::Frame),
+            ("--zipf", Kind::Zipf),
+            ("--frag-share", Kind::Share),
+            ("--frag-every", Kind::Int(1, 1_000_000)),
+            ("--reasm-mem", Kind::Int(1, 1 << 36)),
+            ("--duration", Kind::Secs),
+            ("--packets", Kind::Int(1, u64::MAX)),
+            ("--interval", Kind::Secs),
+            ("--migrate", Kind::Secs),
+        ],
+    );
+    add(
+        &defrag,
+        &[("--mem-limit", Kind::Int(1, 1 << 36)), ("--timeout", Kind::Secs), ("--max-frags", Kind::Int(1, 8192))],
+    );
+    add(&vec!["queues", "lo"], &[("--queue-cpus", CPU)]);
+    add(&vec!["bench", "hash"], &[("--seconds", Kind::Secs), ("--reps", Kind::Int(1, 1000))]);
+    add(&vec!["bench", "analyze"], &[("--packets", Kind::Int(1, u64::MAX)), ("--flows", Kind::Int(1, 1 << 24))]);
+    add(
+        &vec!["bench", "steer"],
+        &[
+            ("--seconds", Kind::Secs),
+            ("--flows", Kind::Int(1, 1 << 24)),
+            ("--reps", Kind::Int(1, 1000)),
+            ("--ring-items", Kind::Int(1, u64::MAX)),
+        ],
+    );
+    add(
+        &vec!["bench", "reasm"],
+        &[
+            ("--seconds", Kind::Secs),
+            ("--cpu", CPU),
+            ("--max-dist", Kind::Int(0, u32::MAX as u64)),
+            ("--rounds", Kind::Int(1, 1000)),
+        ],
+    );
+    add(
+        &vec!["bench", "udp"],
+        &[
+            ("--seconds", Kind::Secs),
+            ("--size", Kind::Int(32, 65507)),
+            ("--flows", Kind::Int(1, 4096)),
+            ("--max-flows", Kind::Int(1, 4096)),
+        ],
+    );
+    add(
+        &udp_echo,
+        &[
+            ("--queues", Kind::Int(0, 1023)),
+            ("--cpus", CPU),
+            ("--duration", Kind::Secs),
+            ("--interval", Kind::Secs),
+            ("--batch", Kind::Int(1, 1024)),
+            ("--max-size", Kind::Int(1, 65535)),
+            ("--rcvbuf", Kind::Int(1, i32::MAX as u64)),
+        ],
+    );
+    add(
+        &udp_gen,
+        &[
+            ("--count", Kind::Int(1, u64::MAX)),
+            ("--size", Kind::Int(32, 65507)),
+            ("--rate", Kind::Int(0, u64::MAX)),
+            ("--duration", Kind::Secs),
+            ("--flows", Kind::Int(1, 4096)),
+            ("--spread", Kind::Int(1, 4096)),
+            ("--drain", Kind::SecsOrZero),
+            ("--batch", Kind::Int(1, 1024)),
+        ],
+    );
+    add(&vec!["udp-gen", "-r", "127.0.0.1"], &[("--port", Kind::Int(1, 65535))]);
+    t
+}
+
+fn assert_usage_error(args: &[String], names: &str) {
+    let o = flowsteer(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(o.stdout.is_empty(), "{args:?}: stdout {}", String::from_utf8_lossy(&o.stdout));
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{args:?}: {err}");
+    assert!(lines[0].starts_with("error: ") && lines[0].contains(names), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+}
+
+#[test]
+fn every_numeric_flag_out_of_range_is_a_one_line_usage_error_naming_the_flag_and_range() {
+    let mut checked = 0;
+    for (base, flag, kind) in table() {
+        for value in bad_values(kind) {
+            let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+            args.push(format!("{flag}={value}"));
+            assert_usage_error(&args, flag);
+            // The range is in the message.
+            let o = flowsteer(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains("..=") || err.contains("> 0"), "{args:?}: no range in {err}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 300, "{checked}");
+}
+
+#[test]
+fn overlapping_flag_names_say_which_meaning_they_have() {
+    let help = |cmd: &[&str]| String::from_utf8_lossy(&flowsteer(cmd).stdout).into_owned();
+    let run = help(&["run", "--help"]);
+    assert!(run.contains("not a count") && run.contains("`--cores 1` is one worker on CPU 1"), "{run}");
+    assert!(run.contains("the shared --queues does not apply to `run`"), "{run}");
+    assert!(run.contains("hex mask"), "{run}");
+    let hash = help(&["hash", "--help"]);
+    assert!(hash.contains("The modelled NIC's receive queues") && hash.contains("run --rx-queues"), "{hash}");
+    assert!(hash.contains("The modelled queue -> CPU map"), "{hash}");
+    let echo = help(&["udp-echo", "--help"]);
+    assert!(echo.contains("receive queue ids of --iface"), "{echo}");
+}
+
+#[test]
+fn contradicting_flags_are_usage_errors_with_nothing_on_stdout() {
+    for args in [
+        &["hash", "--src", "x", "--dst", "10.0.0.2"][..],
+        &["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2", "--sport", "1"][..],
+        &["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2", "--queues", "256"][..],
+        &["plan", "--src-net", "10.0.0.0/24", "--dst", "10.0.0.1", "--buckets", "8", "--queues", "4"][..],
+        &["run", "--queues", "2"][..],
+        &["run", "--rx-queues", "2", "--queue-cpus", "0,0,0"][..],
+        &["export", "eth0", "--rps-cpus", "3"][..],
+        // Overlapping names: each flag has one meaning, and a flag that does
+        // not apply to the command or mode given is refused.
+        &["run", "--cpus", "0"][..],
+        &["run", "--rps-cpus", "3"][..],
+        &["run", "--allow-mtu-drops"][..],
+        &["udp-echo", "127.0.0.1:9", "--queues", "0"][..],
+        &["udp-echo", "127.0.0.1:9", "--iface", "lo"][..],
+        &["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo", "--rcvbuf", "100000"][..],
+        &["udp-gen", "-r", "127.0.0.1", "-p", "9", "--queues", "4"][..],
+        &["udp-gen", "-r", "127.0.0.1", "-p", "9", "--cpus", "0,1"][..],
+    ] {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let o = flowsteer(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        let errs: Vec<&str> = err.lines().filter(|l| !l.starts_with("warning:")).collect();
+        assert_eq!(errs.len(), 1, "{args:?}: {err}");
+        assert!(errs[0].starts_with("error: ") && errs[0].contains(" --"), "{args:?}: {err}");
+    }
+}
