@@ -646,4 +646,7 @@ pub struct Rfc2544Args {
     /// Print the report as JSON (schema flowsteer.rfc2544.v1).
     #[arg(long)]
     pub json: bool,
+    /// Draw NDR frames/s against frame size per DUT, beside the generator's ceiling, to FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }

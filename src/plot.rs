@@ -170,6 +170,110 @@ fn human(v: f64) -> String {
     }
 }
 
+/// One bar per category, f64 values; `None` draws no bar.
+pub struct RateSeries<'a> {
+    pub name: &'a str,
+    /// Value of category `i` at index `i`.
+    pub values: &'a [Option<f64>],
+}
+
+/// Writes a grouped bar chart of `series` over named categories (frame
+/// sizes, say) to `path`, SVG or PNG by its extension.
+pub fn category_chart(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    categories: &[String],
+    y_desc: &str,
+    series: &[RateSeries<'_>],
+) -> Result<()> {
+    let format = ChartFormat::from_path(path)?;
+    register_font()?;
+    let what = || format!("cannot write chart {}", path.display());
+    let args = (title, x_desc, categories, y_desc, series);
+    let bytes = match format {
+        ChartFormat::Svg => {
+            let mut svg = String::new();
+            draw_categories(SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(), args).with_context(what)?;
+            svg.into_bytes()
+        }
+        ChartFormat::Png => {
+            let mut rgb = vec![0u8; SIZE.0 as usize * SIZE.1 as usize * 3];
+            draw_categories(BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area(), args).with_context(what)?;
+            let mut png = Vec::new();
+            let mut encoder = png::Encoder::new(&mut png, SIZE.0, SIZE.1);
+            encoder.set_color(png::ColorType::Rgb);
+            encoder.set_depth(png::BitDepth::Eight);
+            encoder.write_header().and_then(|mut w| w.write_image_data(&rgb)).with_context(what)?;
+            png
+        }
+    };
+    let mut file = OutputFile::create(path, &[])?;
+    file.write_all(&bytes).with_context(what)?;
+    file.commit()?;
+    Ok(())
+}
+
+type CategoryArgs<'a> = (&'a str, &'a str, &'a [String], &'a str, &'a [RateSeries<'a>]);
+
+fn draw_categories<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, args: CategoryArgs<'_>) -> Result<()> {
+    let (title, x_desc, categories, y_desc, series) = args;
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("{e}");
+    root.fill(&WHITE).map_err(e)?;
+    let n = categories.len().max(1);
+    let top = series.iter().flat_map(|s| s.values.iter().flatten().copied()).fold(1.0f64, f64::max) * 1.3;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
+        .map_err(e)?;
+    let x_label = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 {
+            categories.get(i as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let y_label = |y: &f64| human(*y);
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n + 1)
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
+        .draw()
+        .map_err(e)?;
+    let width = 0.8 / series.len().max(1) as f64;
+    for (s, (ser, color)) in series.iter().zip(COLORS.iter().cycle()).enumerate() {
+        let left = |q: usize| q as f64 - 0.4 + s as f64 * width;
+        let bars = ser.values.iter().enumerate().filter_map(|(q, v)| {
+            v.map(|v| Rectangle::new([(left(q), 0.0), (left(q) + width * 0.95, v)], color.filled()))
+        });
+        chart
+            .draw_series(bars)
+            .map_err(e)?
+            .label(ser.name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,8 +36,11 @@ fn json_report_of_two_duts_and_nothing_left_behind() {
     if skip() {
         return;
     }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let chart = dir.path().join("ndr.svg");
     let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
-        .args(["rfc2544", "--dut", "linux-bridge", "--dut", "patch", "--json"])
+        .args(["rfc2544", "--dut", "linux-bridge", "--dut", "patch", "--json", "--plot"])
+        .arg(&chart)
         .args(SHORT)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -87,6 +90,8 @@ fn json_report_of_two_duts_and_nothing_left_behind() {
         }
     }
     assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    let svg = std::fs::read_to_string(&chart).expect("chart");
+    assert!(svg.contains("generator ceiling") && svg.contains("linux-bridge NDR") && svg.contains("patch NDR"));
 }
 
 #[test]
@@ -120,4 +125,9 @@ fn bad_flags_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     let out = Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(["rfc2544", "--sizes", "64"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "--dut is required");
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["rfc2544", "--dut", "none", "--repeat", "0"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "--repeat 0");
 }

@@ -176,6 +176,9 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
         }
         return Ok(0);
     }
+    if let Some(path) = &args.plot {
+        crate::plot::ChartFormat::from_path(path)?;
+    }
     let cfg = config(args)?;
     let searches = cfg.duts.len() * cfg.sizes.len() * cfg.repeat as usize;
     eprintln!("estimate: about {} for {searches} search(es) and the generator's ceiling", minutes(cfg.estimate()));
@@ -221,10 +224,39 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
         bar.finish_and_clear();
     }
     let report = report?;
+    if let Some(path) = &args.plot {
+        plot(path, &report)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", text(&report));
     }
     Ok(0)
+}
+
+/// NDR per DUT over the frame sizes, and the generator's ceiling.
+fn plot(path: &std::path::Path, r: &Report) -> Result<()> {
+    use crate::plot::{category_chart, RateSeries};
+    let sizes: Vec<String> = r.config.sizes.iter().map(FrameSize::label).collect();
+    let mut named: Vec<(String, Vec<Option<f64>>)> =
+        vec![("generator ceiling".into(), r.generator.iter().map(|g| Some(g.generator_max_fps)).collect())];
+    for dut in &r.config.duts {
+        let values = r
+            .config
+            .sizes
+            .iter()
+            .map(|s| {
+                let label: SizeLabel = (*s).into();
+                r.results
+                    .iter()
+                    .find(|row| row.dut == dut.name() && row.frame_size == label)
+                    .and_then(|row| row.ndr_fps)
+            })
+            .collect();
+        named.push((format!("{} NDR", dut.name()), values));
+    }
+    let series: Vec<RateSeries<'_>> = named.iter().map(|(n, v)| RateSeries { name: n, values: v }).collect();
+    let title = format!("RFC 2544 throughput, {}, {:.0} s trials", r.machine.driver, r.config.trial.as_secs_f64());
+    category_chart(path, &title, "frame size (bytes)", &sizes, "frames/s", &series)
 }
