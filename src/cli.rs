@@ -646,6 +646,9 @@ pub struct Rfc2544Args {
     /// Print the report as JSON (schema flowsteer.rfc2544.v1).
     #[arg(long)]
     pub json: bool,
+    /// Offered rate (frames/s) of a CPU-cost trial on every DUT and on none: cpu_ns_per_frame = busy time of all CPUs / frames received, minus none's. Pick a rate below every DUT's NDR.
+    #[arg(long)]
+    pub cost_rate: Option<f64>,
     /// Draw NDR frames/s against frame size per DUT, beside the generator's ceiling, to FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,

@@ -43,6 +43,12 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
         bail!("--resolution {}: expected a share in (0, 0.5), such as 0.01", args.resolution);
     }
     cfg.resolution = args.resolution;
+    if let Some(rate) = args.cost_rate {
+        if !(rate.is_finite() && rate >= 1.0) {
+            bail!("--cost-rate {rate}: expected frames/s, at least 1");
+        }
+        cfg.cost_rate = Some(rate);
+    }
     cfg.repeat = args.repeat;
     cfg.flows = args.flows;
     cfg.ipv6 = args.ipv6;
@@ -103,8 +109,9 @@ pub fn text(r: &Report) -> String {
         .map(|g| format!("{} B {:.3}", size_text(&g.frame_size), g.generator_max_fps / 1e6))
         .collect();
     out += &format!("generator ceiling (--dut none, Mfps): {}\n\n", gen.join(", "));
-    let header = ["dut", "size", "NDR Mfps", "PDR Mfps", "NDR Gb/s", "NDR min..max", "gen max", "limited", "trials"];
-    let mut rows: Vec<[String; 9]> = vec![header.map(String::from)];
+    let header =
+        ["dut", "size", "NDR Mfps", "PDR Mfps", "NDR Gb/s", "NDR min..max", "gen max", "limited", "ns/frame", "trials"];
+    let mut rows: Vec<[String; 10]> = vec![header.map(String::from)];
     for row in &r.results {
         let spread = row.ndr_spread.map_or("-".into(), |s| format!("{:.3}..{:.3}", s.min / 1e6, s.max / 1e6));
         rows.push([
@@ -116,10 +123,11 @@ pub fn text(r: &Report) -> String {
             spread,
             format!("{:.3}", row.generator_max_fps / 1e6),
             if row.generator_limited { "yes".into() } else { "no".into() },
+            row.cpu_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
             row.trials.len().to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..9).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..10).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     for r in &rows {
         let cells: Vec<String> = r
             .iter()
@@ -128,6 +136,12 @@ pub fn text(r: &Report) -> String {
             .collect();
         out += cells.join("  ").trim_end();
         out.push('\n');
+    }
+    if let Some(rate) = r.config.cost_rate {
+        out += &format!(
+            "ns/frame: busy time of all CPUs (/proc/stat: user, nice, system, irq, softirq; steal excluded; 10 ms steps \
+             per CPU) per frame received at {rate:.0} frames/s, minus --dut none's at the same rate\n"
+        );
     }
     let lat: Vec<String> = r
         .results
@@ -195,6 +209,7 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
     let report = sweep::run(&cfg, Some(stop), &mut |ev| {
         let Some(bar) = &bar else { return };
         match ev {
+            Event::Cost { dut, size } => bar.set_message(format!("{} {} B: CPU cost trial", dut.name(), size.label())),
             Event::Latency { dut, size, share } => {
                 bar.set_message(format!("{} {} B: latency at {:.0} % of NDR", dut.name(), size.label(), share * 100.0))
             }

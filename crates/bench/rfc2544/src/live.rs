@@ -122,6 +122,27 @@ fn softnet_delta(before: &[(u64, u64, u64)], after: &[(u64, u64, u64)]) -> Vec<S
         .collect()
 }
 
+/// Clock ticks per second of `/proc/stat` (USER_HZ: 100 on Linux, every
+/// architecture it runs on): CPU time is accounted in 10 ms steps per CPU.
+pub const USER_HZ: u64 = 100;
+
+/// Busy time of every CPU so far, ns: user + nice + system + irq + softirq
+/// of `/proc/stat` (idle, iowait and steal excluded; guest time is already
+/// in user).
+pub fn cpu_busy_ns() -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else { return 0 };
+    let ticks: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|l| {
+            let f: Vec<u64> = l.split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0)).collect();
+            // user nice system idle iowait irq softirq steal
+            [0usize, 1, 2, 5, 6].iter().map(|&i| f.get(i).copied().unwrap_or(0)).sum::<u64>()
+        })
+        .sum();
+    ticks * (1_000_000_000 / USER_HZ)
+}
+
 /// What a trial measured beyond the search's counts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrialDetail {
@@ -141,6 +162,9 @@ pub struct TrialDetail {
     pub tx_kick_errors: u64,
     /// `/proc/net/softnet_stat` per CPU over the trial.
     pub softnet: Vec<SoftnetDelta>,
+    /// Busy time of all CPUs from the generator's start to the receiver's
+    /// stop (the wait included), ns, in [`USER_HZ`] steps.
+    pub cpu_busy_ns: u64,
 }
 
 fn pin(cpu: Option<usize>) {
@@ -286,6 +310,7 @@ impl LiveRunner {
         }
         gen.tx_complete();
         std::thread::sleep(self.cfg.learning);
+        let busy_before = cpu_busy_ns();
         let frames = self.frames.clone();
         let (burst, gen_cpu) = (self.cfg.burst, self.cfg.gen_cpu);
         let generator = std::thread::Builder::new()
@@ -303,6 +328,7 @@ impl LiveRunner {
         std::thread::sleep(self.cfg.wait);
         rx_stop.store(true, Ordering::Release);
         let (rx, tracker) = receiver.join().map_err(|_| Error::Thread("the receiver thread panicked".into()))?;
+        let busy = cpu_busy_ns().saturating_sub(busy_before);
         self.rx = Some(rx);
         let after = softnet_stat();
         let received = tracker.received_below(sent);
@@ -315,6 +341,7 @@ impl LiveRunner {
             tx_incomplete,
             tx_kick_errors: kicks.saturating_sub(kicks_before),
             softnet: softnet_delta(&before, &after),
+            cpu_busy_ns: busy,
         };
         self.details.push(detail.clone());
         Ok((TrialOutcome { sent, received, duration_s }, detail))

@@ -56,6 +56,9 @@ pub struct SweepConfig {
     /// Latency trials (full length) at these shares of the median NDR
     /// (RFC 2544 section 26.2; default 50, 90 and 99 %). Empty: none.
     pub latency_shares: Vec<f64>,
+    /// Offered rate of the CPU-cost trial (frames/s), run on every DUT and
+    /// on `none` at each size; `None`: no cost trial.
+    pub cost_rate: Option<f64>,
 }
 
 impl SweepConfig {
@@ -78,6 +81,7 @@ impl SweepConfig {
             dut_cpus: Vec::new(),
             min_fps: 1000.0,
             latency_shares: vec![0.5, 0.9, 0.99],
+            cost_rate: None,
         }
     }
 
@@ -97,8 +101,11 @@ impl SweepConfig {
         let per_search = self.search_config(1e6).estimate();
         let pairs = self.duts.len() as u32 * self.sizes.len() as u32;
         let ceiling = (self.gen_max_trial + self.wait + self.learning) * self.sizes.len() as u32;
-        let latency = (self.trial + self.wait + self.learning) * self.latency_shares.len() as u32 * pairs;
-        per_search * pairs * self.repeat + ceiling + latency
+        let extra = self.latency_shares.len() as u32 + u32::from(self.cost_rate.is_some());
+        let latency = (self.trial + self.wait + self.learning) * extra * pairs;
+        let baseline =
+            (self.trial + self.wait + self.learning) * u32::from(self.cost_rate.is_some()) * self.sizes.len() as u32;
+        per_search * pairs * self.repeat + ceiling + latency + baseline
     }
 
     fn live(&self, size: FrameSize) -> LiveConfig {
@@ -234,8 +241,14 @@ pub struct ResultRow {
     /// NDR >= generator_max_fps x (1 - resolution): the generator, not the
     /// DUT, set the figure.
     pub generator_limited: bool,
-    /// CPU cost per frame (not measured yet: `None`).
+    /// CPU cost per frame, ns: busy time of all CPUs over the cost trial
+    /// (`cost_rate`) divided by the frames received, minus the same for
+    /// `none` at the same rate; `None` without `cost_rate`. Accounting
+    /// resolution: 10 ms per CPU ([`crate::live::USER_HZ`]); the trial's
+    /// wait is inside the window.
     pub cpu_ns_per_frame: Option<f64>,
+    /// The cost trial: its counts and busy time.
+    pub cost_trial: Option<TrialDetail>,
     /// Each search.
     pub repeats: Vec<RepeatRow>,
     /// Latency at shares of the NDR (full-length trials after the searches).
@@ -281,6 +294,8 @@ pub enum Event<'a> {
     Ceiling { size: FrameSize },
     /// A search starts.
     Search { dut: DutKind, size: FrameSize, repeat: u32 },
+    /// The CPU-cost trial starts.
+    Cost { dut: DutKind, size: FrameSize },
     /// A latency trial at a share of the NDR starts.
     Latency { dut: DutKind, size: FrameSize, share: f64 },
     /// A trial finished; `interval` is the goal being searched and its
@@ -299,6 +314,11 @@ impl search::TrialRunner for Recorder<'_> {
     ) -> Result<search::TrialOutcome, Box<dyn std::error::Error + Send + Sync>> {
         self.runner.run_trial(spec)
     }
+}
+
+/// Busy ns of all CPUs per received frame.
+fn per_frame(d: &TrialDetail) -> Option<f64> {
+    (d.received > 0).then(|| d.cpu_busy_ns as f64 / d.received as f64)
 }
 
 fn is_stop(e: &Error) -> bool {
@@ -352,6 +372,7 @@ fn sweep(
 ) -> Result<(), Error> {
     // The generator's ceiling per size, into --dut none.
     let mut ceilings = Vec::new();
+    let mut baselines: Vec<Option<f64>> = Vec::new();
     {
         let topo = Topology::new(DutKind::None)?;
         for &size in &cfg.sizes {
@@ -367,11 +388,19 @@ fn sweep(
                 received_fps: detail.received as f64 / secs,
             });
             ceilings.push(fps);
+            baselines.push(match cfg.cost_rate {
+                Some(rate) => {
+                    on(Event::Cost { dut: DutKind::None, size });
+                    let (_, d) = runner.trial(rate, cfg.trial)?;
+                    per_frame(&d)
+                }
+                None => None,
+            });
         }
     }
     for &dut in &cfg.duts {
         let topo = Topology::new(dut)?;
-        for (&size, &gmax) in cfg.sizes.iter().zip(&ceilings) {
+        for ((&size, &gmax), &baseline) in cfg.sizes.iter().zip(&ceilings).zip(&baselines) {
             if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                 return Err(Error::Stopped);
             }
@@ -409,6 +438,14 @@ fn sweep(
             let (ndr_spread, pdr_spread) = (Spread::of(&ndrs), Spread::of(&pdrs));
             let ndr = ndr_spread.map(|s| s.median).filter(|&m| m > 0.0);
             let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
+            let mut cost_trial = None;
+            let mut cpu_ns_per_frame = None;
+            if let Some(rate) = cfg.cost_rate {
+                on(Event::Cost { dut, size });
+                let (_, d) = runner.trial(rate, cfg.trial)?;
+                cpu_ns_per_frame = per_frame(&d).zip(baseline).map(|(c, b)| c - b);
+                cost_trial = Some(d);
+            }
             let mut latency = Vec::new();
             if let Some(ndr) = ndr {
                 for &share in &cfg.latency_shares {
@@ -429,7 +466,8 @@ fn sweep(
                 pdr_spread,
                 generator_max_fps: gmax,
                 generator_limited: ndr.is_some_and(|n| n >= gmax * (1.0 - cfg.resolution)),
-                cpu_ns_per_frame: None,
+                cpu_ns_per_frame,
+                cost_trial,
                 repeats,
                 latency,
                 trials,

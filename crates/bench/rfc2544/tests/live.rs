@@ -102,6 +102,7 @@ fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
     cfg.gen_max_trial = Duration::from_millis(300);
     cfg.resolution = 0.1;
     cfg.min_fps = 10_000.0;
+    cfg.cost_rate = Some(20_000.0);
     let mut events = 0;
     let report = sweep::run(&cfg, None, &mut |_| events += 1).expect("sweep");
     assert!(report.complete);
@@ -122,6 +123,9 @@ fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
             assert_eq!(shares, [0.5, 0.9, 0.99], "{}", row.dut);
             assert!(row.latency.iter().all(|l| l.detail.latency.count > 0 && l.detail.latency.p99_ns > 0));
         }
+        let cost = row.cost_trial.as_ref().expect("a cost trial");
+        assert!(cost.received > 0 && cost.cpu_busy_ns > 0, "{cost:?}");
+        assert!(row.cpu_ns_per_frame.is_some_and(f64::is_finite));
         for t in &row.trials {
             assert_eq!(t.sent, t.detail.sent);
             assert!(t.received <= t.sent);
