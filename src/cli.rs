@@ -608,31 +608,31 @@ pub struct Rfc2544Args {
     #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge"], required_unless_present_any = ["cleanup", "ceiling"])]
     pub dut: Vec<String>,
     /// Frame sizes in bytes with the FCS (64..=1518), or imix (7:4:1 of 64/594/1518), comma-separated.
-    #[arg(long, default_value = "64,128,256,512,1024,1280,1518,imix")]
-    pub sizes: String,
+    #[arg(long, value_parser = rfc2544_size, value_delimiter = ',', default_value = "64,128,256,512,1024,1280,1518,imix")]
+    pub sizes: Vec<String>,
     /// Seconds of a full-length trial (RFC 2544: 60).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, value_parser = crate::ranges::seconds, default_value_t = 60.0)]
     pub trial: f64,
-    /// Seconds of a short trial, used while the search interval is wider than 10 %.
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds of a short trial, used while the search interval is wider than 10 % (at most --trial).
+    #[arg(long, value_parser = crate::ranges::seconds, default_value_t = 1.0)]
     pub short_trial: f64,
     /// Searches per device and frame size (median, min and max reported).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, value_parser = crate::ranges::int::<u32, 1, 100>, default_value_t = 1)]
     pub repeat: u32,
     /// Relative width at which the search stops: the rates are within this share of the true ones.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, value_parser = rfc2544_resolution, default_value_t = 0.01)]
     pub resolution: f64,
     /// Seconds to wait after each trial for queued frames (RFC 2544: 2).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, value_parser = crate::ranges::seconds_or_zero, default_value_t = 2.0)]
     pub wait: f64,
     /// CPUs of the generator and the receiver: one CPU for both, or two (generator, receiver) [default: the first CPU this process may use].
-    #[arg(long)]
-    pub gen_cpus: Option<String>,
+    #[arg(long, value_parser = crate::ranges::cpu, value_delimiter = ',')]
+    pub gen_cpus: Vec<u32>,
     /// CPUs given to the device under test (recorded; the kernel's veth DUTs forward in the sender's softirq, on the generator's CPU).
-    #[arg(long)]
-    pub dut_cpus: Option<String>,
+    #[arg(long, value_parser = crate::ranges::cpu, value_delimiter = ',')]
+    pub dut_cpus: Vec<u32>,
     /// Flows (distinct source address and port).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_parser = crate::ranges::int::<u32, 1, 65536>, default_value_t = 16)]
     pub flows: u32,
     /// IPv6 frames (the smallest is 82 bytes: the stamp needs room).
     #[arg(long)]
@@ -647,9 +647,24 @@ pub struct Rfc2544Args {
     #[arg(long)]
     pub json: bool,
     /// Offered rate (frames/s) of a CPU-cost trial on every DUT and on none: cpu_ns_per_frame = busy time of all CPUs / frames received, minus none's. Pick a rate below every DUT's NDR.
-    #[arg(long)]
-    pub cost_rate: Option<f64>,
+    #[arg(long, value_parser = crate::ranges::int::<u64, 1, 100_000_000>)]
+    pub cost_rate: Option<u64>,
     /// Draw NDR frames/s against frame size per DUT, beside the generator's ceiling, to FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+}
+
+/// `rfc2544 --sizes`: a frame size with the FCS, 64..=1518, or imix.
+fn rfc2544_size(s: &str) -> Result<String, String> {
+    flowsteer_rfc2544::frames::FrameSize::parse(s.trim())
+        .map(|f| f.label())
+        .map_err(|_| "expected imix or a frame size in 64..=1518 bytes".to_string())
+}
+
+/// `rfc2544 --resolution`: a share in 0.0001..=0.5.
+fn rfc2544_resolution(s: &str) -> Result<f64, String> {
+    crate::ranges::share(s)
+        .ok()
+        .filter(|v| (0.0001..=0.5).contains(v))
+        .ok_or_else(|| "expected a share in 0.0001..=0.5".to_string())
 }

@@ -192,6 +192,21 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
         ],
     );
     add(&vec!["udp-gen", "-r", "127.0.0.1"], &[("--port", Kind::Int(1, 65535))]);
+    add(
+        &vec!["rfc2544", "--dut", "none"],
+        &[
+            ("--sizes", Kind::Frame),
+            ("--trial", Kind::Secs),
+            ("--short-trial", Kind::Secs),
+            ("--repeat", Kind::Int(1, 100)),
+            ("--resolution", Kind::Share),
+            ("--wait", Kind::SecsOrZero),
+            ("--gen-cpus", CPU),
+            ("--dut-cpus", CPU),
+            ("--flows", Kind::Int(1, 65536)),
+            ("--cost-rate", Kind::Int(1, 100_000_000)),
+        ],
+    );
     t
 }
 
@@ -258,6 +273,9 @@ fn contradicting_flags_are_usage_errors_with_nothing_on_stdout() {
         &["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo", "--rcvbuf", "100000"][..],
         &["udp-gen", "-r", "127.0.0.1", "-p", "9", "--queues", "4"][..],
         &["udp-gen", "-r", "127.0.0.1", "-p", "9", "--cpus", "0,1"][..],
+        &["rfc2544", "--dut", "none", "--sizes", "64", "--ipv6"][..],
+        &["rfc2544", "--dut", "none", "--plot", "chart.jpg"][..],
+        &["rfc2544", "--dut", "none", "--gen-cpus", "0,1,0"][..],
     ] {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let o = flowsteer(&args.iter().map(String::as_str).collect::<Vec<_>>());

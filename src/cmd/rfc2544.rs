@@ -14,54 +14,40 @@ use flowsteer_rfc2544::sweep::{self, Event, Report, SizeLabel, SweepConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::Rfc2544Args;
-
-fn secs(flag: &str, v: f64) -> Result<Duration> {
-    if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
-        bail!("--{flag} {v}: expected seconds in (0, 86400]");
-    }
-    Ok(Duration::from_secs_f64(v))
-}
-
-fn cpus(flag: &str, text: &str) -> Result<Vec<usize>> {
-    let list = flowsteer_live::cpus::parse_list(text);
-    if list.is_empty() {
-        bail!("--{flag} '{text}': expected a CPU list such as 0 or 0,1");
-    }
-    Ok(list.into_iter().map(|c| c as usize).collect())
-}
+use crate::cmd::usage;
+use flowsteer_rfc2544::frames::MIN_FRAME_IPV6;
 
 fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
     let duts: Vec<DutKind> = args.dut.iter().filter_map(|d| DutKind::parse(d)).collect();
     let mut cfg = SweepConfig::new(duts);
-    cfg.sizes =
-        args.sizes.split(',').map(|s| FrameSize::parse(s.trim())).collect::<Result<_, _>>().context("--sizes")?;
-    cfg.trial = secs("trial", args.trial)?;
-    cfg.short_trial = secs("short-trial", args.short_trial)?.min(cfg.trial);
-    cfg.wait = Duration::from_secs_f64(args.wait.clamp(0.0, 60.0));
+    // Checked by the flag's parser already.
+    cfg.sizes = args.sizes.iter().map(|s| FrameSize::parse(s)).collect::<Result<_, _>>().context("--sizes")?;
+    if args.ipv6 && cfg.sizes.iter().any(|s| matches!(s, FrameSize::Fixed(n) if *n < MIN_FRAME_IPV6)) {
+        return Err(usage(format!("--ipv6: every frame size must be at least {MIN_FRAME_IPV6} bytes (imix has 64)")));
+    }
+    if args.ipv6 && cfg.sizes.contains(&FrameSize::Imix) {
+        return Err(usage(format!("--ipv6: imix has 64-byte frames, below the {MIN_FRAME_IPV6} bytes IPv6 needs")));
+    }
+    cfg.trial = Duration::from_secs_f64(args.trial);
+    cfg.short_trial = Duration::from_secs_f64(args.short_trial).min(cfg.trial);
+    cfg.wait = Duration::from_secs_f64(args.wait);
     cfg.gen_max_trial = cfg.trial.min(Duration::from_secs(5));
-    if !(args.resolution > 0.0 && args.resolution < 0.5) {
-        bail!("--resolution {}: expected a share in (0, 0.5), such as 0.01", args.resolution);
-    }
     cfg.resolution = args.resolution;
-    if let Some(rate) = args.cost_rate {
-        if !(rate.is_finite() && rate >= 1.0) {
-            bail!("--cost-rate {rate}: expected frames/s, at least 1");
-        }
-        cfg.cost_rate = Some(rate);
-    }
+    cfg.cost_rate = args.cost_rate.map(|r| r as f64);
     cfg.repeat = args.repeat;
     cfg.flows = args.flows;
     cfg.ipv6 = args.ipv6;
-    let gen = match &args.gen_cpus {
-        Some(t) => cpus("gen-cpus", t)?,
-        None => flowsteer_live::available_cpus().into_iter().take(1).map(|c| c as usize).collect(),
+    if args.gen_cpus.len() > 2 {
+        return Err(usage("--gen-cpus: one CPU (generator and receiver) or two (generator, receiver)"));
+    }
+    let gen: Vec<usize> = if args.gen_cpus.is_empty() {
+        flowsteer_live::available_cpus().into_iter().take(1).map(|c| c as usize).collect()
+    } else {
+        args.gen_cpus.iter().map(|&c| c as usize).collect()
     };
     cfg.gen_cpu = gen.first().copied();
     cfg.rx_cpu = gen.get(1).or(gen.first()).copied();
-    cfg.dut_cpus = match &args.dut_cpus {
-        Some(t) => cpus("dut-cpus", t)?,
-        None => Vec::new(),
-    };
+    cfg.dut_cpus = args.dut_cpus.iter().map(|&c| c as usize).collect();
     Ok(cfg)
 }
 
@@ -109,9 +95,20 @@ pub fn text(r: &Report) -> String {
         .map(|g| format!("{} B {:.3}", size_text(&g.frame_size), g.generator_max_fps / 1e6))
         .collect();
     out += &format!("generator ceiling (--dut none, Mfps): {}\n\n", gen.join(", "));
-    let header =
-        ["dut", "size", "NDR Mfps", "PDR Mfps", "NDR Gb/s", "NDR min..max", "gen max", "limited", "ns/frame", "trials"];
-    let mut rows: Vec<[String; 10]> = vec![header.map(String::from)];
+    let header = [
+        "dut",
+        "size",
+        "NDR Mfps",
+        "PDR Mfps",
+        "NDR Gb/s",
+        "NDR min..max",
+        "gen max",
+        "limited",
+        "ns/frame",
+        "thread ns/frame",
+        "trials",
+    ];
+    let mut rows: Vec<[String; 11]> = vec![header.map(String::from)];
     for row in &r.results {
         let spread = row.ndr_spread.map_or("-".into(), |s| format!("{:.3}..{:.3}", s.min / 1e6, s.max / 1e6));
         rows.push([
@@ -124,10 +121,11 @@ pub fn text(r: &Report) -> String {
             format!("{:.3}", row.generator_max_fps / 1e6),
             if row.generator_limited { "yes".into() } else { "no".into() },
             row.cpu_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
+            row.thread_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
             row.trials.len().to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..10).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..11).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     for r in &rows {
         let cells: Vec<String> = r
             .iter()
@@ -140,7 +138,8 @@ pub fn text(r: &Report) -> String {
     if let Some(rate) = r.config.cost_rate {
         out += &format!(
             "ns/frame: busy time of all CPUs (/proc/stat: user, nice, system, irq, softirq; steal excluded; 10 ms steps \
-             per CPU) per frame received at {rate:.0} frames/s, minus --dut none's at the same rate\n"
+             per CPU) per frame received at {rate:.0} frames/s, minus --dut none's at the same rate; thread ns/frame: the \
+             same from the generator's and receiver's own CPU time (schedstat, ns)\n"
         );
     }
     let lat: Vec<String> = r
@@ -177,6 +176,10 @@ pub fn text(r: &Report) -> String {
 }
 
 pub fn run(args: &Rfc2544Args) -> Result<i32> {
+    let cfg = config(args)?;
+    if let Some(path) = &args.plot {
+        crate::plot::ChartFormat::from_path(path).map_err(|e| usage(format!("--plot: {e}")))?;
+    }
     if let Some(why) = dut::skip_reason() {
         bail!("rfc2544 builds network namespaces and AF_XDP sockets: {why}");
     }
@@ -190,10 +193,6 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
         }
         return Ok(0);
     }
-    if let Some(path) = &args.plot {
-        crate::plot::ChartFormat::from_path(path)?;
-    }
-    let cfg = config(args)?;
     let searches = cfg.duts.len() * cfg.sizes.len() * cfg.repeat as usize;
     eprintln!("estimate: about {} for {searches} search(es) and the generator's ceiling", minutes(cfg.estimate()));
     let stop = flowsteer_live::stop_on_signals()?;

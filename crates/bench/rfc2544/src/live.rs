@@ -143,6 +143,17 @@ pub fn cpu_busy_ns() -> u64 {
     ticks * (1_000_000_000 / USER_HZ)
 }
 
+/// CPU time of the calling thread so far, ns (`/proc/thread-self/schedstat`,
+/// first field: time on a CPU, ns resolution; softirq work the kernel runs
+/// in the thread's context, such as veth forwarding during its sendto,
+/// counts here unless the kernel accounts IRQ time apart).
+pub fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
 /// What a trial measured beyond the search's counts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrialDetail {
@@ -165,6 +176,10 @@ pub struct TrialDetail {
     /// Busy time of all CPUs from the generator's start to the receiver's
     /// stop (the wait included), ns, in [`USER_HZ`] steps.
     pub cpu_busy_ns: u64,
+    /// CPU time of the generator thread during the trial, ns ([`thread_cpu_ns`]).
+    pub gen_thread_ns: u64,
+    /// CPU time of the receiver thread from the generator's start to its stop, ns.
+    pub rx_thread_ns: u64,
 }
 
 fn pin(cpu: Option<usize>) {
@@ -286,6 +301,7 @@ impl LiveRunner {
             hello[0..6].copy_from_slice(&buf[6..12]);
             hello[6..12].copy_from_slice(&buf[0..6]);
             rx.tx_burst(&[&hello]);
+            let cpu0 = thread_cpu_ns();
             loop {
                 let now = epoch.elapsed().as_nanos() as u64;
                 let n = rx.rx_burst(64, &mut |f| tracker.on_frame(f, now));
@@ -297,7 +313,7 @@ impl LiveRunner {
                 }
             }
             rx.tx_complete();
-            (rx, tracker)
+            (rx, tracker, thread_cpu_ns().saturating_sub(cpu0))
         });
         let receiver = receiver.map_err(|e| Error::Thread(e.to_string()))?;
         // Learning frames from the generator, then their time.
@@ -317,17 +333,19 @@ impl LiveRunner {
             .name("fs-2544-gen".into())
             .spawn(move || {
                 pin(gen_cpu);
+                let cpu0 = thread_cpu_ns();
                 let r = generate(&mut gen, &frames, offered_fps, duration, burst, epoch);
-                (gen, r)
+                (gen, r, thread_cpu_ns().saturating_sub(cpu0))
             })
             .map_err(|e| Error::Thread(e.to_string()))?;
-        let (gen, (sent, duration_s, tx_incomplete)) =
+        let (gen, (sent, duration_s, tx_incomplete), gen_thread_ns) =
             generator.join().map_err(|_| Error::Thread("the generator thread panicked".into()))?;
         let kicks = gen.stats().map(|s| s.tx_kick_errors).unwrap_or(0);
         self.gen = Some(gen);
         std::thread::sleep(self.cfg.wait);
         rx_stop.store(true, Ordering::Release);
-        let (rx, tracker) = receiver.join().map_err(|_| Error::Thread("the receiver thread panicked".into()))?;
+        let (rx, tracker, rx_thread_ns) =
+            receiver.join().map_err(|_| Error::Thread("the receiver thread panicked".into()))?;
         let busy = cpu_busy_ns().saturating_sub(busy_before);
         self.rx = Some(rx);
         let after = softnet_stat();
@@ -342,6 +360,8 @@ impl LiveRunner {
             tx_kick_errors: kicks.saturating_sub(kicks_before),
             softnet: softnet_delta(&before, &after),
             cpu_busy_ns: busy,
+            gen_thread_ns,
+            rx_thread_ns,
         };
         self.details.push(detail.clone());
         Ok((TrialOutcome { sent, received, duration_s }, detail))

@@ -247,6 +247,12 @@ pub struct ResultRow {
     /// resolution: 10 ms per CPU ([`crate::live::USER_HZ`]); the trial's
     /// wait is inside the window.
     pub cpu_ns_per_frame: Option<f64>,
+    /// CPU cost per frame from our own threads only: CPU time of the
+    /// generator and receiver threads (schedstat, ns resolution) per frame
+    /// received, minus `none`'s; unlike `cpu_ns_per_frame` it leaves out
+    /// other work on the machine, and the forwarding the kernel does in
+    /// ksoftirqd or on other CPUs.
+    pub thread_ns_per_frame: Option<f64>,
     /// The cost trial: its counts and busy time.
     pub cost_trial: Option<TrialDetail>,
     /// Each search.
@@ -321,6 +327,11 @@ fn per_frame(d: &TrialDetail) -> Option<f64> {
     (d.received > 0).then(|| d.cpu_busy_ns as f64 / d.received as f64)
 }
 
+/// Our threads' CPU ns per received frame.
+fn per_frame_threads(d: &TrialDetail) -> Option<f64> {
+    (d.received > 0).then(|| (d.gen_thread_ns + d.rx_thread_ns) as f64 / d.received as f64)
+}
+
 fn is_stop(e: &Error) -> bool {
     match e {
         Error::Stopped => true,
@@ -372,7 +383,7 @@ fn sweep(
 ) -> Result<(), Error> {
     // The generator's ceiling per size, into --dut none.
     let mut ceilings = Vec::new();
-    let mut baselines: Vec<Option<f64>> = Vec::new();
+    let mut baselines: Vec<Option<(f64, f64)>> = Vec::new();
     {
         let topo = Topology::new(DutKind::None)?;
         for &size in &cfg.sizes {
@@ -392,7 +403,7 @@ fn sweep(
                 Some(rate) => {
                     on(Event::Cost { dut: DutKind::None, size });
                     let (_, d) = runner.trial(rate, cfg.trial)?;
-                    per_frame(&d)
+                    per_frame(&d).zip(per_frame_threads(&d))
                 }
                 None => None,
             });
@@ -440,10 +451,12 @@ fn sweep(
             let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
             let mut cost_trial = None;
             let mut cpu_ns_per_frame = None;
+            let mut thread_ns_per_frame = None;
             if let Some(rate) = cfg.cost_rate {
                 on(Event::Cost { dut, size });
                 let (_, d) = runner.trial(rate, cfg.trial)?;
-                cpu_ns_per_frame = per_frame(&d).zip(baseline).map(|(c, b)| c - b);
+                cpu_ns_per_frame = per_frame(&d).zip(baseline).map(|(c, b)| c - b.0);
+                thread_ns_per_frame = per_frame_threads(&d).zip(baseline).map(|(c, b)| c - b.1);
                 cost_trial = Some(d);
             }
             let mut latency = Vec::new();
@@ -467,6 +480,7 @@ fn sweep(
                 generator_max_fps: gmax,
                 generator_limited: ndr.is_some_and(|n| n >= gmax * (1.0 - cfg.resolution)),
                 cpu_ns_per_frame,
+                thread_ns_per_frame,
                 cost_trial,
                 repeats,
                 latency,

@@ -126,6 +126,8 @@ fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
         let cost = row.cost_trial.as_ref().expect("a cost trial");
         assert!(cost.received > 0 && cost.cpu_busy_ns > 0, "{cost:?}");
         assert!(row.cpu_ns_per_frame.is_some_and(f64::is_finite));
+        assert!(row.thread_ns_per_frame.is_some_and(f64::is_finite));
+        assert!(cost.gen_thread_ns > 0 && cost.rx_thread_ns > 0, "{cost:?}");
         for t in &row.trials {
             assert_eq!(t.sent, t.detail.sent);
             assert!(t.received <= t.sent);
