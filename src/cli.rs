@@ -17,8 +17,14 @@ pub enum Command {
     #[command(after_help = crate::legend::help("Table columns", crate::legend::HASH))]
     Hash(HashArgs),
     /// Find addresses/ports that land on chosen queues (GF(2) solver).
+    #[command(after_help = crate::legend::help("Table columns (per bucket)", crate::legend::PLAN))]
     Plan(PlanArgs),
     /// Predict per-queue load and ordering hazards of a capture under an RSS configuration.
+    #[command(after_help = format!(
+        "{}\n{}",
+        crate::legend::help("Table columns (per queue)", crate::legend::ANALYZE_QUEUES),
+        crate::legend::help("Table columns (top flows)", crate::legend::ANALYZE_FLOWS)
+    ))]
     Analyze(AnalyzeArgs),
     /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
     Export(ExportArgs),
@@ -30,6 +36,7 @@ pub enum Command {
     /// Benchmarks.
     Bench(BenchArgs),
     /// List an interface's receive/transmit queues, RPS/XPS CPUs, IRQs and the CPU each poller would use.
+    #[command(after_help = crate::legend::help("Table columns (per queue)", crate::legend::QUEUES))]
     Queues(QueuesArgs),
     /// UDP echo/sink server: one socket and pinned thread per CPU (SO_REUSEPORT, steered by receiving CPU).
     #[command(after_help = format!(

@@ -76,6 +76,44 @@ pub const HASH: Legend = &[
     ("cpu", "the CPU of that queue (--cpus)"),
 ];
 
+/// `analyze`: the per-queue table.
+pub const ANALYZE_QUEUES: Legend = &[
+    ("Queue", "receive queue the RSS configuration sends the packets to"),
+    ("CPU", "the CPU of that queue (--cpus)"),
+    ("Packets", "packets analysed that land on it"),
+    ("Pkt%", "its share of the packets analysed"),
+    ("Bytes", "their bytes (original lengths)"),
+    ("Flows", "flows whose packets land on it (a flow split over queues counts on each)"),
+];
+
+/// `analyze`: the top-flows table.
+pub const ANALYZE_FLOWS: Legend = &[
+    ("Proto", "IP protocol"),
+    ("Source, Destination", "the flow's addresses and ports"),
+    ("Queue, CPU", "where its whole packets land"),
+    ("Packets, Bytes", "its packets and bytes in the capture"),
+    ("Split", "yes when its packets land on more than one queue (fragments on the 2-tuple)"),
+];
+
+/// `plan`: one row per bucket served.
+pub const PLAN: Legend = &[
+    ("bucket", "the receive queue (or bucket) the tuple reaches"),
+    ("reta", "the indirection table entry that sends it there (- under --mapping rps)"),
+    ("cpu", "the CPU of that queue (--cpus)"),
+    ("src, dst", "the addresses found"),
+    ("sport, dport", "the ports found (- when not asked for)"),
+    ("hash", "the tuple's 32-bit Toeplitz hash"),
+];
+
+/// `queues`: one row per queue of the interface.
+pub const QUEUES: Legend = &[
+    ("Queue", "rx-N (receive) or tx-N (transmit) in /sys/class/net/IFACE/queues"),
+    ("RPS/XPS CPUs", "rps_cpus of a receive queue, xps_cpus of a transmit queue (- when empty)"),
+    ("FlowCnt", "rps_flow_cnt of a receive queue (RFS flow slots)"),
+    ("IRQ (CPUs)", "interrupts named after the queue, with their smp_affinity CPUs"),
+    ("Poller", "the CPU flowsteer's poller thread of that receive queue would be pinned to (--cpus)"),
+];
+
 /// The legend as a `--help` block.
 pub fn help(title: &str, legend: Legend) -> String {
     let width = legend.iter().map(|(h, _)| h.len()).max().unwrap_or(0);
@@ -92,13 +130,42 @@ pub fn footer(legend: Legend) -> String {
     format!("legend: {}", items.join("; "))
 }
 
+/// The legend as it reads in the README: "`H` meaning; `H2` meaning2."
+#[cfg(test)]
+fn readme(legend: Legend) -> String {
+    let items: Vec<String> = legend.iter().map(|(h, m)| format!("`{h}` {m}")).collect();
+    format!("{}.", items.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every table's legend, with the title the README gives it.
+    const ALL: [(&str, Legend); 9] = [
+        ("`run` (per worker)", RUN),
+        ("`udp-echo` (per socket)", UDP_ECHO),
+        ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
+        ("`udp-gen` (per flow)", UDP_GEN),
+        ("`hash` (per tuple)", HASH),
+        ("`analyze` (per queue)", ANALYZE_QUEUES),
+        ("`analyze` (top flows)", ANALYZE_FLOWS),
+        ("`plan` (per bucket)", PLAN),
+        ("`queues` (per queue)", QUEUES),
+    ];
+
+    #[test]
+    fn the_readme_carries_every_legend_as_the_commands_print_it() {
+        let readme_md = include_str!("../README.md");
+        for (title, legend) in ALL {
+            let want = format!("{title}: {}", readme(legend));
+            assert!(readme_md.contains(&want), "README.md lacks this paragraph under Table legends:\n{want}");
+        }
+    }
+
     #[test]
     fn footer_is_one_line_naming_every_column() {
-        for legend in [RUN, UDP_ECHO, UDP_ECHO_XDP, UDP_GEN, HASH] {
+        for (_, legend) in ALL {
             let f = footer(legend);
             assert_eq!(f.lines().count(), 1);
             for (h, _) in legend {
