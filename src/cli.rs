@@ -356,12 +356,15 @@ pub struct BenchArgs {
 #[derive(Subcommand, Debug)]
 pub enum BenchWhat {
     /// ns per Toeplitz hash: every implementation, single and batch.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_HASH))]
     Hash(BenchHashArgs),
     /// Generate a capture and time `analyze` on it (packets/s on one core).
     Analyze(BenchAnalyzeArgs),
     /// Steering engine: packets/s by flows, workers and dispatch, the shared-queue baseline, the ring alone, per-stage cost.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_STEER))]
     Steer(BenchSteerArgs),
     /// Reassembly: datagrams/s on one core by size, datagrams in flight and order; the flood case.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_REASM))]
     Reasm(BenchReasmArgs),
     /// UDP echo on a veth pair in namespaces it creates: kernel single socket vs per-core sockets vs AF_XDP; flows added one per bucket.
     Udp(BenchUdpArgs),

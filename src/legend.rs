@@ -114,6 +114,44 @@ pub const QUEUES: Legend = &[
     ("Poller", "the CPU flowsteer's poller thread of that receive queue would be pinned to (--cpus)"),
 ];
 
+/// `bench hash`: one row per implementation, input and mode.
+pub const BENCH_HASH: Legend = &[
+    ("impl", "Toeplitz implementation: reference (bit by bit), table (byte tables), gfni (GF(2) affine instructions)"),
+    ("input", "the tuple hashed"),
+    ("mode", "single: inputs one by one in a loop; single-call: one call per input; batch: two inputs per pass"),
+    ("ns/hash", "median nanoseconds per hash over the repetitions"),
+    ("min, max", "the fastest and slowest repetition"),
+    ("x faster", "the reference's ns/hash over this row's, same run"),
+];
+
+/// `bench steer`: the engine table, then the ring and stage tables.
+pub const BENCH_STEER: Legend = &[
+    ("design", "per-core (the engine, a queue per worker) or shared-queue (one locked queue and flow table, the pre-RSS baseline)"),
+    ("dispatch", "the engine's dispatch policy (- for the baseline)"),
+    ("burst", "packets taken per poll (per lock for the baseline)"),
+    ("flows, workers", "the workload's flows and the worker threads"),
+    ("Mpps", "median million packets per second, generator included; (min-max) over the repetitions"),
+    ("Mpps/core", "Mpps per worker"),
+    ("x sq-32, x sq-1", "Mpps over the shared-queue baseline with 32 and with 1 packet per lock, same run"),
+    ("reorder", "packets that arrived behind a later packet of their flow"),
+    ("ring, M items/s, placement", "the hand-off ring (and rtrb, crossbeam) between two pinned threads, and their CPUs"),
+    ("stage, ns/packet", "one stage alone on one core"),
+];
+
+/// `bench reasm`: one row per case.
+pub const BENCH_REASM: Legend = &[
+    ("impl", "flowsteer's reassembler or DPDK's rte_ip_frag (--dpdk)"),
+    ("shape", "DPDK's table shape (buckets x entries / max), ex: its example application's"),
+    ("fam, payload, frags", "IP version, UDP payload bytes, fragments per datagram"),
+    ("in_flight", "datagrams open at once"),
+    ("order", "order of the fragments within a datagram"),
+    ("deliv", "copy (datagram copied out) or chain (handed on as slices)"),
+    ("set", "cold (frames beyond the caches), warm (replayed from cache) or flood"),
+    ("dgrams/s, ns/frag", "datagrams completed per second and nanoseconds per fragment, on one core"),
+    ("peak_mem", "most bytes the reassembler held at once"),
+    ("completed", "share of the legitimate datagrams completed"),
+];
+
 /// The legend as a `--help` block.
 pub fn help(title: &str, legend: Legend) -> String {
     let width = legend.iter().map(|(h, _)| h.len()).max().unwrap_or(0);
@@ -142,7 +180,7 @@ mod tests {
     use super::*;
 
     /// Every table's legend, with the title the README gives it.
-    const ALL: [(&str, Legend); 9] = [
+    const ALL: [(&str, Legend); 12] = [
         ("`run` (per worker)", RUN),
         ("`udp-echo` (per socket)", UDP_ECHO),
         ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
@@ -152,6 +190,9 @@ mod tests {
         ("`analyze` (top flows)", ANALYZE_FLOWS),
         ("`plan` (per bucket)", PLAN),
         ("`queues` (per queue)", QUEUES),
+        ("`bench hash`", BENCH_HASH),
+        ("`bench steer`", BENCH_STEER),
+        ("`bench reasm`", BENCH_REASM),
     ];
 
     #[test]
