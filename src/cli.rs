@@ -17,8 +17,14 @@ pub enum Command {
     #[command(after_help = crate::legend::help("Table columns", crate::legend::HASH))]
     Hash(HashArgs),
     /// Find addresses/ports that land on chosen queues (GF(2) solver).
+    #[command(after_help = crate::legend::help("Table columns (per bucket)", crate::legend::PLAN))]
     Plan(PlanArgs),
     /// Predict per-queue load and ordering hazards of a capture under an RSS configuration.
+    #[command(after_help = format!(
+        "{}\n{}",
+        crate::legend::help("Table columns (per queue)", crate::legend::ANALYZE_QUEUES),
+        crate::legend::help("Table columns (top flows)", crate::legend::ANALYZE_FLOWS)
+    ))]
     Analyze(AnalyzeArgs),
     /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
     Export(ExportArgs),
@@ -30,6 +36,7 @@ pub enum Command {
     /// Benchmarks.
     Bench(BenchArgs),
     /// List an interface's receive/transmit queues, RPS/XPS CPUs, IRQs and the CPU each poller would use.
+    #[command(after_help = crate::legend::help("Table columns (per queue)", crate::legend::QUEUES))]
     Queues(QueuesArgs),
     /// UDP echo/sink server: one socket and pinned thread per CPU (SO_REUSEPORT, steered by receiving CPU).
     #[command(after_help = format!(
@@ -351,12 +358,15 @@ pub struct BenchArgs {
 #[derive(Subcommand, Debug)]
 pub enum BenchWhat {
     /// ns per Toeplitz hash: every implementation, single and batch.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_HASH))]
     Hash(BenchHashArgs),
     /// Generate a capture and time `analyze` on it (packets/s on one core).
     Analyze(BenchAnalyzeArgs),
     /// Steering engine: packets/s by flows, workers and dispatch, the shared-queue baseline, the ring alone, per-stage cost.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_STEER))]
     Steer(BenchSteerArgs),
     /// Reassembly: datagrams/s on one core by size, datagrams in flight and order; the flood case.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_REASM))]
     Reasm(BenchReasmArgs),
     /// UDP echo on a veth pair in namespaces it creates: kernel single socket vs per-core sockets vs AF_XDP; flows added one per bucket.
     Udp(BenchUdpArgs),

@@ -76,6 +76,82 @@ pub const HASH: Legend = &[
     ("cpu", "the CPU of that queue (--cpus)"),
 ];
 
+/// `analyze`: the per-queue table.
+pub const ANALYZE_QUEUES: Legend = &[
+    ("Queue", "receive queue the RSS configuration sends the packets to"),
+    ("CPU", "the CPU of that queue (--cpus)"),
+    ("Packets", "packets analysed that land on it"),
+    ("Pkt%", "its share of the packets analysed"),
+    ("Bytes", "their bytes (original lengths)"),
+    ("Flows", "flows whose packets land on it (a flow split over queues counts on each)"),
+];
+
+/// `analyze`: the top-flows table.
+pub const ANALYZE_FLOWS: Legend = &[
+    ("Proto", "IP protocol"),
+    ("Source, Destination", "the flow's addresses and ports"),
+    ("Queue, CPU", "where its whole packets land"),
+    ("Packets, Bytes", "its packets and bytes in the capture"),
+    ("Split", "yes when its packets land on more than one queue (fragments on the 2-tuple)"),
+];
+
+/// `plan`: one row per bucket served.
+pub const PLAN: Legend = &[
+    ("bucket", "the receive queue (or bucket) the tuple reaches"),
+    ("reta", "the indirection table entry that sends it there (- under --mapping rps)"),
+    ("cpu", "the CPU of that queue (--cpus)"),
+    ("src, dst", "the addresses found"),
+    ("sport, dport", "the ports found (- when not asked for)"),
+    ("hash", "the tuple's 32-bit Toeplitz hash"),
+];
+
+/// `queues`: one row per queue of the interface.
+pub const QUEUES: Legend = &[
+    ("Queue", "rx-N (receive) or tx-N (transmit) in /sys/class/net/IFACE/queues"),
+    ("RPS/XPS CPUs", "rps_cpus of a receive queue, xps_cpus of a transmit queue (- when empty)"),
+    ("FlowCnt", "rps_flow_cnt of a receive queue (RFS flow slots)"),
+    ("IRQ (CPUs)", "interrupts named after the queue, with their smp_affinity CPUs"),
+    ("Poller", "the CPU flowsteer's poller thread of that receive queue would be pinned to (--cpus)"),
+];
+
+/// `bench hash`: one row per implementation, input and mode.
+pub const BENCH_HASH: Legend = &[
+    ("impl", "Toeplitz implementation: reference (bit by bit), table (byte tables), gfni (GF(2) affine instructions)"),
+    ("input", "the tuple hashed"),
+    ("mode", "single: inputs one by one in a loop; single-call: one call per input; batch: two inputs per pass"),
+    ("ns/hash", "median nanoseconds per hash over the repetitions"),
+    ("min, max", "the fastest and slowest repetition"),
+    ("x faster", "the reference's ns/hash over this row's, same run"),
+];
+
+/// `bench steer`: the engine table, then the ring and stage tables.
+pub const BENCH_STEER: Legend = &[
+    ("design", "per-core (the engine, a queue per worker) or shared-queue (one locked queue and flow table, the pre-RSS baseline)"),
+    ("dispatch", "the engine's dispatch policy (- for the baseline)"),
+    ("burst", "packets taken per poll (per lock for the baseline)"),
+    ("flows, workers", "the workload's flows and the worker threads"),
+    ("Mpps", "median million packets per second, generator included; (min-max) over the repetitions"),
+    ("Mpps/core", "Mpps per worker"),
+    ("x sq-32, x sq-1", "Mpps over the shared-queue baseline with 32 and with 1 packet per lock, same run"),
+    ("reorder", "packets that arrived behind a later packet of their flow"),
+    ("ring, M items/s, placement", "the hand-off ring (and rtrb, crossbeam) between two pinned threads, and their CPUs"),
+    ("stage, ns/packet", "one stage alone on one core"),
+];
+
+/// `bench reasm`: one row per case.
+pub const BENCH_REASM: Legend = &[
+    ("impl", "flowsteer's reassembler or DPDK's rte_ip_frag (--dpdk)"),
+    ("shape", "DPDK's table shape (buckets x entries / max), ex: its example application's"),
+    ("fam, payload, frags", "IP version, UDP payload bytes, fragments per datagram"),
+    ("in_flight", "datagrams open at once"),
+    ("order", "order of the fragments within a datagram"),
+    ("deliv", "copy (datagram copied out) or chain (handed on as slices)"),
+    ("set", "cold (frames beyond the caches), warm (replayed from cache) or flood"),
+    ("dgrams/s, ns/frag", "datagrams completed per second and nanoseconds per fragment, on one core"),
+    ("peak_mem", "most bytes the reassembler held at once"),
+    ("completed", "share of the legitimate datagrams completed"),
+];
+
 /// The legend as a `--help` block.
 pub fn help(title: &str, legend: Legend) -> String {
     let width = legend.iter().map(|(h, _)| h.len()).max().unwrap_or(0);
@@ -92,13 +168,45 @@ pub fn footer(legend: Legend) -> String {
     format!("legend: {}", items.join("; "))
 }
 
+/// The legend as it reads in the README: "`H` meaning; `H2` meaning2."
+#[cfg(test)]
+fn readme(legend: Legend) -> String {
+    let items: Vec<String> = legend.iter().map(|(h, m)| format!("`{h}` {m}")).collect();
+    format!("{}.", items.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every table's legend, with the title the README gives it.
+    const ALL: [(&str, Legend); 12] = [
+        ("`run` (per worker)", RUN),
+        ("`udp-echo` (per socket)", UDP_ECHO),
+        ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
+        ("`udp-gen` (per flow)", UDP_GEN),
+        ("`hash` (per tuple)", HASH),
+        ("`analyze` (per queue)", ANALYZE_QUEUES),
+        ("`analyze` (top flows)", ANALYZE_FLOWS),
+        ("`plan` (per bucket)", PLAN),
+        ("`queues` (per queue)", QUEUES),
+        ("`bench hash`", BENCH_HASH),
+        ("`bench steer`", BENCH_STEER),
+        ("`bench reasm`", BENCH_REASM),
+    ];
+
+    #[test]
+    fn the_readme_carries_every_legend_as_the_commands_print_it() {
+        let readme_md = include_str!("../README.md");
+        for (title, legend) in ALL {
+            let want = format!("{title}: {}", readme(legend));
+            assert!(readme_md.contains(&want), "README.md lacks this paragraph under Table legends:\n{want}");
+        }
+    }
+
     #[test]
     fn footer_is_one_line_naming_every_column() {
-        for legend in [RUN, UDP_ECHO, UDP_ECHO_XDP, UDP_GEN, HASH] {
+        for (_, legend) in ALL {
             let f = footer(legend);
             assert_eq!(f.lines().count(), 1);
             for (h, _) in legend {

@@ -82,6 +82,8 @@ fn text_report_has_the_table_and_sections() {
         "Top 10 flows",
         "Drops: 0",
         "Conservation: 200 read = 200 analysed + 0 dropped: ok",
+        "legend: Queue = ",
+        "  legend: Proto = ",
     ] {
         assert!(stdout.contains(section), "missing {section:?} in:\n{stdout}");
     }

@@ -218,6 +218,12 @@ fn every_table_has_a_legend_in_help_and_a_footer_and_run_names_its_workload() {
         (&["udp-echo", "--help"][..], &["rcvbuf_err", "cpu_miss", "KernDrops", "NotForUs"][..]),
         (&["udp-gen", "--help"][..], &["reorder", "mismatch"][..]),
         (&["hash", "--help"][..], &["reta", "queue"][..]),
+        (&["analyze", "--help"][..], &["Pkt%", "Split"][..]),
+        (&["plan", "--help"][..], &["bucket", "sport, dport"][..]),
+        (&["queues", "--help"][..], &["FlowCnt", "Poller"][..]),
+        (&["bench", "hash", "--help"][..], &["x faster", "mode"][..]),
+        (&["bench", "steer", "--help"][..], &["x sq-32", "Mpps/core"][..]),
+        (&["bench", "reasm", "--help"][..], &["in_flight", "completed"][..]),
     ] {
         let help = text(&flowsteer(cmd));
         assert!(help.contains("Table columns"), "{cmd:?}: {help}");
@@ -238,6 +244,10 @@ fn every_table_has_a_legend_in_help_and_a_footer_and_run_names_its_workload() {
 
     let out = text(&flowsteer(&["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"]));
     assert!(out.lines().last().unwrap().starts_with("legend: src, dst"), "{out}");
+    let out = text(&flowsteer(&["plan", "--queues", "4", "--dst", "10.0.0.1", "--src-net", "10.1.0.0/24"]));
+    assert!(out.lines().any(|l| l.starts_with("legend: bucket = ")), "{out}");
+    let out = text(&flowsteer(&["queues", "lo"]));
+    assert!(out.lines().last().unwrap().starts_with("legend: Queue = "), "{out}");
 }
 
 #[test]

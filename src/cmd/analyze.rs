@@ -246,6 +246,7 @@ fn write_text(
         .map(|q| QueueRow { queue: q.queue, cpu: q.cpu, packets: q.packets, bytes: q.bytes, flows: Some(q.flows) })
         .collect();
     write_queue_table(out, &rows, Some(r.flows.tracked))?;
+    writeln!(out, "{}", crate::legend::footer(crate::legend::ANALYZE_QUEUES))?;
     write_imbalance(out, &r.imbalance)?;
 
     let u = &r.unhashed;
@@ -347,6 +348,7 @@ fn write_text(
                 if t.split { "yes" } else { "no" }
             )?;
         }
+        writeln!(out, "  {}", crate::legend::footer(crate::legend::ANALYZE_FLOWS))?;
     }
 
     writeln!(out, "\nDrops: {} packets", r.drops.total)?;

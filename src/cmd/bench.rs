@@ -19,6 +19,7 @@ pub fn hash(args: &BenchHashArgs) -> Result<i32> {
         print_json(&report.json())?;
     } else {
         print!("{}", report.text());
+        println!("{}", crate::legend::footer(crate::legend::BENCH_HASH));
     }
     Ok(0)
 }
@@ -35,6 +36,7 @@ pub fn steer(args: &BenchSteerArgs) -> Result<i32> {
         print_json(&report.json())?;
     } else {
         print!("{}", report.text());
+        println!("{}", crate::legend::footer(crate::legend::BENCH_STEER));
     }
     Ok(0)
 }
@@ -57,6 +59,7 @@ pub fn reasm(args: &BenchReasmArgs) -> Result<i32> {
         print_json(&report.json())?;
     } else {
         print!("{}", report.text());
+        println!("{}", crate::legend::footer(crate::legend::BENCH_REASM));
     }
     Ok(0)
 }

@@ -131,6 +131,7 @@ pub fn run(args: &PlanArgs) -> Result<i32> {
                 a.hash
             );
         }
+        println!("{}", crate::legend::footer(crate::legend::PLAN));
     }
     if !p.unreachable.is_empty() {
         // Buckets that share a reason share a line.

@@ -69,5 +69,6 @@ pub fn run(args: &QueuesArgs) -> Result<i32> {
             q.poller_cpu.map_or("-".into(), |c| c.to_string())
         );
     }
+    println!("{}", crate::legend::footer(crate::legend::QUEUES));
     Ok(0)
 }

@@ -236,9 +236,10 @@ impl Snapshot {
     }
 }
 
-/// Schema name of [`Snapshot`] (bump on incompatible change; new fields are
-/// only ever appended).
-pub const SNAPSHOT_SCHEMA: &str = "flowsteer.run.v1";
+/// Schema name of [`Snapshot`] as the engine serializes it (bump on
+/// incompatible change; new fields are only ever appended). A document that
+/// embeds a snapshot names itself (`flowsteer run --json`: its own schema).
+pub const SNAPSHOT_SCHEMA: &str = "flowsteer.snapshot.v1";
 
 /// Sum the published counters into a snapshot. `ring_len[r][w]` and
 /// `ring_wmark[r][w]` are the queue from receive core `r` to worker `w`.
