@@ -49,6 +49,7 @@ pub enum Command {
     #[command(after_help = crate::legend::help("Table columns (per flow)", crate::legend::UDP_GEN))]
     UdpGen(UdpGenArgs),
     /// RFC 2544 throughput: NDR and PDR by binary search per device under test and frame size (AF_XDP generator, namespaces it builds).
+    #[command(after_help = crate::legend::help("Table columns (per device and frame size)", crate::legend::RFC2544))]
     Rfc2544(Rfc2544Args),
 }
 

@@ -152,6 +152,21 @@ pub const BENCH_REASM: Legend = &[
     ("completed", "share of the legitimate datagrams completed"),
 ];
 
+/// `rfc2544`: one row per device under test and frame size.
+pub const RFC2544: Legend = &[
+    ("dut", "the device under test"),
+    ("size", "frame size in bytes with the FCS, or imix"),
+    ("NDR Mfps", "highest offered rate with no frame lost (median over --repeat), million frames per second"),
+    ("PDR Mfps", "highest offered rate with at most 0.5 % lost"),
+    ("NDR Gb/s", "NDR in bits of frames per second (FCS included, no preamble or gap)"),
+    ("NDR min..max", "NDR of the fastest and slowest search"),
+    ("gen max", "the generator's ceiling at this size (--dut none, same CPUs)"),
+    ("limited", "yes when NDR is within the resolution of gen max: the generator, not the DUT, set it"),
+    ("ns/frame", "busy time of all CPUs per frame received at --cost-rate, minus --dut none's"),
+    ("thread ns/frame", "the same from the generator's and receiver's own CPU time"),
+    ("trials", "trials the searches ran"),
+];
+
 /// The legend as a `--help` block.
 pub fn help(title: &str, legend: Legend) -> String {
     let width = legend.iter().map(|(h, _)| h.len()).max().unwrap_or(0);
@@ -180,7 +195,7 @@ mod tests {
     use super::*;
 
     /// Every table's legend, with the title the README gives it.
-    const ALL: [(&str, Legend); 12] = [
+    const ALL: [(&str, Legend); 13] = [
         ("`run` (per worker)", RUN),
         ("`udp-echo` (per socket)", UDP_ECHO),
         ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
@@ -193,6 +208,7 @@ mod tests {
         ("`bench hash`", BENCH_HASH),
         ("`bench steer`", BENCH_STEER),
         ("`bench reasm`", BENCH_REASM),
+        ("`rfc2544` (per device and frame size)", RFC2544),
     ];
 
     #[test]

@@ -142,6 +142,8 @@ pub fn text(r: &Report) -> String {
              same from the generator's and receiver's own CPU time (schedstat, ns)\n"
         );
     }
+    out += &crate::legend::footer(crate::legend::RFC2544);
+    out.push('\n');
     let lat: Vec<String> = r
         .results
         .iter()
