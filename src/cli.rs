@@ -616,8 +616,14 @@ pub struct UdpGenArgs {
 #[derive(Args, Debug)]
 pub struct Rfc2544Args {
     /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge.
-    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge"], required_unless_present_any = ["cleanup", "ceiling"])]
+    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge"], required_unless_present_any = ["cleanup", "ceiling", "tx"])]
     pub dut: Vec<String>,
+    /// A real device under test: the interface the generator sends from (with --rx; both in this namespace). Measured as dut `external`, after any --dut.
+    #[arg(long, value_name = "IFACE", requires = "rx", conflicts_with = "ceiling")]
+    pub tx: Option<String>,
+    /// The interface the receiver listens on, behind the real device (with --tx); frames are addressed to its MAC.
+    #[arg(long, value_name = "IFACE", requires = "tx")]
+    pub rx: Option<String>,
     /// Frame sizes in bytes with the FCS (64..=1518), or imix (7:4:1 of 64/594/1518), comma-separated.
     #[arg(long, value_parser = rfc2544_size, value_delimiter = ',', default_value = "64,128,256,512,1024,1280,1518,imix")]
     pub sizes: Vec<String>,

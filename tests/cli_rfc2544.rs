@@ -133,3 +133,49 @@ fn bad_flags_are_usage_errors() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2), "--repeat 0");
 }
+
+/// `--tx IFACE --rx IFACE`: a device the harness does not build (here a
+/// veth pair in a namespace the test makes; the command runs inside it).
+#[test]
+fn tx_rx_measure_existing_interfaces_as_external() {
+    if skip() {
+        return;
+    }
+    let ns = format!("fs2544-{}-cli-ext", std::process::id());
+    let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().expect("ip").success(), "ip {args:?}");
+    ip(&["netns", "add", &ns]);
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _del = Del(ns.clone());
+    ip(&["-n", &ns, "link", "add", "ctx", "type", "veth", "peer", "name", "crx"]);
+    ip(&["-n", &ns, "link", "set", "ctx", "up"]);
+    ip(&["-n", &ns, "link", "set", "crx", "up"]);
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            env!("CARGO_BIN_EXE_flowsteer"),
+            "rfc2544",
+            "--tx",
+            "ctx",
+            "--rx",
+            "crx",
+            "--json",
+        ])
+        .args(SHORT)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let results = doc["results"].as_array().expect("results");
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["dut"], "external");
+    assert!(results[0]["ndr_fps"].as_f64().is_some(), "{}", results[0]);
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(["rfc2544", "--tx", "ctx"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2), "--tx without --rx");
+}

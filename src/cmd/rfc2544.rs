@@ -28,6 +28,7 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
     if args.ipv6 && cfg.sizes.contains(&FrameSize::Imix) {
         return Err(usage(format!("--ipv6: imix has 64-byte frames, below the {MIN_FRAME_IPV6} bytes IPv6 needs")));
     }
+    cfg.external = args.tx.clone().zip(args.rx.clone());
     cfg.trial = Duration::from_secs_f64(args.trial);
     cfg.short_trial = Duration::from_secs_f64(args.short_trial).min(cfg.trial);
     cfg.wait = Duration::from_secs_f64(args.wait);
@@ -195,7 +196,8 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
         }
         return Ok(0);
     }
-    let searches = cfg.duts.len() * cfg.sizes.len() * cfg.repeat as usize;
+    let duts = cfg.duts.len() + usize::from(cfg.external.is_some());
+    let searches = duts * cfg.sizes.len() * cfg.repeat as usize;
     eprintln!("estimate: about {} for {searches} search(es) and the generator's ceiling", minutes(cfg.estimate()));
     let stop = flowsteer_live::stop_on_signals()?;
     let bar = std::io::stderr().is_terminal().then(|| {

@@ -50,6 +50,9 @@ pub enum DutKind {
     /// off in its namespace, STP and multicast snooping off, no VLAN
     /// filtering, no address.
     LinuxBridge,
+    /// Two existing interfaces of the caller's namespace (`--tx`, `--rx`)
+    /// with a real device between them; the harness builds nothing.
+    External,
 }
 
 impl DutKind {
@@ -69,6 +72,7 @@ impl DutKind {
             DutKind::None => "none",
             DutKind::Patch => "patch",
             DutKind::LinuxBridge => "linux-bridge",
+            DutKind::External => "external",
         }
     }
 }
@@ -78,6 +82,53 @@ fn exec_in(ns: &str, args: &[&str]) -> Result<(), NetnsError> {
     let mut all = vec!["netns", "exec", ns];
     all.extend_from_slice(args);
     ip(&all)
+}
+
+/// Where the generator sends and the receiver listens: an interface and
+/// its MAC each, in a namespace (`None`: the caller's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ports {
+    /// Namespace of the generator's interface.
+    pub gen_ns: Option<String>,
+    /// The generator's interface.
+    pub gen_dev: String,
+    /// Its MAC: the frames' source.
+    pub gen_mac: [u8; 6],
+    /// Namespace of the receiver's interface.
+    pub rcv_ns: Option<String>,
+    /// The receiver's interface.
+    pub rcv_dev: String,
+    /// Its MAC: the frames' destination.
+    pub rcv_mac: [u8; 6],
+}
+
+/// The MAC of `dev` in the calling thread's namespace (`ip -o link show`:
+/// sysfs would show the namespace it was mounted in).
+fn read_mac(dev: &str) -> Option<[u8; 6]> {
+    let out = Command::new("ip").args(["-o", "link", "show", "dev", dev]).stderr(Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mac = text.split_whitespace().skip_while(|w| *w != "link/ether").nth(1)?;
+    let bytes: Vec<u8> = mac.split(':').filter_map(|h| u8::from_str_radix(h, 16).ok()).collect();
+    bytes.try_into().ok()
+}
+
+impl Ports {
+    /// Two existing interfaces of the caller's namespace: frames leave `tx`
+    /// addressed to `rx`'s MAC.
+    pub fn external(tx: &str, rx: &str) -> Result<Ports, crate::Error> {
+        let mac = |dev: &str| {
+            read_mac(dev)
+                .ok_or_else(|| crate::Error::Config(format!("interface {dev}: no MAC address (does it exist?)")))
+        };
+        Ok(Ports {
+            gen_ns: None,
+            gen_dev: tx.into(),
+            gen_mac: mac(tx)?,
+            rcv_ns: None,
+            rcv_dev: rx.into(),
+            rcv_mac: mac(rx)?,
+        })
+    }
 }
 
 /// A built topology; dropping it removes its namespaces (and with them
@@ -186,9 +237,21 @@ impl Topology {
                 }
                 ip(&["-n", &d, "link", "set", "br0", "up"])?;
             }
-            DutKind::None => {}
+            DutKind::None | DutKind::External => {}
         }
         Ok(())
+    }
+
+    /// The generator's and the receiver's ports.
+    pub fn ports(&self) -> Ports {
+        Ports {
+            gen_ns: Some(self.gen_ns.clone()),
+            gen_dev: GEN_DEV.into(),
+            gen_mac: self.gen_mac,
+            rcv_ns: Some(self.rcv_ns.clone()),
+            rcv_dev: RCV_DEV.into(),
+            rcv_mac: self.rcv_mac,
+        }
     }
 
     /// The device under test.

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use flowsteer_xsk::{AttachConfig, Claim, PortConfig, XdpMode, XdpPort, XdpProgram, XskConfig, XskSocket};
 use serde::Serialize;
 
-use crate::dut::{Topology, GEN_DEV, RCV_DEV};
+use crate::dut::Ports;
 use crate::frames::{FlowSpec, FrameSet, FrameSize};
 use crate::search::{TrialOutcome, TrialRunner, TrialSpec};
 use crate::track::{Latency, RxCounts, RxTracker};
@@ -209,15 +209,15 @@ impl std::fmt::Debug for LiveRunner {
     }
 }
 
-fn flow_spec(topo: &Topology, cfg: &LiveConfig, port: u16) -> FlowSpec {
+fn flow_spec(ports: &Ports, cfg: &LiveConfig, port: u16) -> FlowSpec {
     let (src, dst): (IpAddr, IpAddr) = if cfg.ipv6 {
         (IpAddr::from([0xfd00, 0x2544, 0, 0, 0, 0, 0, 0x100]), IpAddr::from([0xfd00, 0x2544, 0, 0, 0, 0, 0, 2]))
     } else {
         (IpAddr::from([198, 18, 0, 1]), IpAddr::from([198, 19, 0, 2]))
     };
     FlowSpec {
-        src_mac: topo.gen_mac(),
-        dst_mac: topo.rcv_mac(),
+        src_mac: ports.gen_mac,
+        dst_mac: ports.rcv_mac,
         src_ip: src,
         dst_ip: dst,
         src_port: 1024,
@@ -227,22 +227,25 @@ fn flow_spec(topo: &Topology, cfg: &LiveConfig, port: u16) -> FlowSpec {
 }
 
 impl LiveRunner {
-    /// Opens the generator's socket and the receiver's port on `topo`.
+    /// Opens the generator's socket and the receiver's port (the receiver's
+    /// XDP program claims the test's UDP port only).
     /// `stop` (SIGINT/SIGTERM) makes the next trial fail with
     /// [`Error::Stopped`].
-    pub fn new(topo: &Topology, cfg: LiveConfig, stop: Option<Arc<AtomicBool>>) -> Result<LiveRunner, Error> {
+    pub fn new(ports: &Ports, cfg: LiveConfig, stop: Option<Arc<AtomicBool>>) -> Result<LiveRunner, Error> {
         if cfg.burst == 0 || cfg.burst > 256 {
             return Err(Error::Config("burst must be 1..=256".into()));
         }
-        let frames = FrameSet::new(&flow_spec(topo, &cfg, cfg.dst_port), cfg.size)?;
-        let learn = FrameSet::new(&flow_spec(topo, &cfg, cfg.dst_port.wrapping_add(1)), FrameSize::Fixed(128))?;
-        let gen = flowsteer_netns_run(topo.gen_ns(), || XskSocket::open(GEN_DEV, 0, &XskConfig::default()))??;
+        let frames = FrameSet::new(&flow_spec(ports, &cfg, cfg.dst_port), cfg.size)?;
+        let learn = FrameSet::new(&flow_spec(ports, &cfg, cfg.dst_port.wrapping_add(1)), FrameSize::Fixed(128))?;
+        let gen_dev = ports.gen_dev.clone();
+        let gen = run_in(ports.gen_ns.as_deref(), move || XskSocket::open(&gen_dev, 0, &XskConfig::default()))??;
         let port_cfg = PortConfig {
             attach: AttachConfig { mode: cfg.xdp_mode, claim: Claim::udp(&[cfg.dst_port]), ..AttachConfig::default() },
             socket: XskConfig::default(),
             allow_mtu_drops: false,
         };
-        let port = flowsteer_netns_run(topo.rcv_ns(), move || XdpPort::open(RCV_DEV, &[0], &port_cfg))??;
+        let rcv_dev = ports.rcv_dev.clone();
+        let port = run_in(ports.rcv_ns.as_deref(), move || XdpPort::open(&rcv_dev, &[0], &port_cfg))??;
         let (prog, mut socks) = port.into_parts();
         let rx = socks.pop();
         Ok(LiveRunner {
@@ -464,15 +467,18 @@ fn generate(
     (sent, secs, u64::from(sock.tx_in_flight()))
 }
 
-/// Runs `f` on a thread inside namespace `ns`.
-fn flowsteer_netns_run<F, R>(ns: &str, f: F) -> Result<R, Error>
+/// Runs `f` on a thread inside namespace `ns` (`None`: the caller's, which
+/// a new thread inherits).
+fn run_in<F, R>(ns: Option<&str>, f: F) -> Result<R, Error>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let ns = ns.to_string();
+    let ns = ns.map(str::to_string);
     std::thread::spawn(move || -> Result<R, Error> {
-        flowsteer_netns::enter(&ns)?;
+        if let Some(ns) = ns {
+            flowsteer_netns::enter(&ns)?;
+        }
         Ok(f())
     })
     .join()

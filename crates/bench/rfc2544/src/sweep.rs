@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::dut::{DutKind, Topology};
+use crate::dut::{DutKind, Ports, Topology};
 use crate::frames::FrameSize;
 use crate::live::{LiveConfig, LiveRunner, TrialDetail};
 use crate::search::{self, SearchConfig, Spread, TrialRecord};
@@ -53,6 +53,10 @@ pub struct SweepConfig {
     pub dut_cpus: Vec<usize>,
     /// Search floor, frames/s.
     pub min_fps: f64,
+    /// Two existing interfaces (transmit, receive) with a real device
+    /// between them, measured after the built DUTs as `external` (the
+    /// generator's ceiling is still measured on a veth pair of its own).
+    pub external: Option<(String, String)>,
     /// Latency trials (full length) at these shares of the median NDR
     /// (RFC 2544 section 26.2; default 50, 90 and 99 %). Empty: none.
     pub latency_shares: Vec<f64>,
@@ -80,6 +84,7 @@ impl SweepConfig {
             rx_cpu: None,
             dut_cpus: Vec::new(),
             min_fps: 1000.0,
+            external: None,
             latency_shares: vec![0.5, 0.9, 0.99],
             cost_rate: None,
         }
@@ -99,7 +104,8 @@ impl SweepConfig {
     /// Expected wall time of the whole sweep (searches on a monotone device).
     pub fn estimate(&self) -> Duration {
         let per_search = self.search_config(1e6).estimate();
-        let pairs = self.duts.len() as u32 * self.sizes.len() as u32;
+        let duts = self.duts.len() as u32 + u32::from(self.external.is_some());
+        let pairs = duts * self.sizes.len() as u32;
         let ceiling = (self.gen_max_trial + self.wait + self.learning) * self.sizes.len() as u32;
         let extra = self.latency_shares.len() as u32 + u32::from(self.cost_rate.is_some());
         let latency = (self.trial + self.wait + self.learning) * extra * pairs;
@@ -388,7 +394,7 @@ fn sweep(
         let topo = Topology::new(DutKind::None)?;
         for &size in &cfg.sizes {
             on(Event::Ceiling { size });
-            let mut runner = LiveRunner::new(&topo, cfg.live(size), stop.clone())?;
+            let mut runner = LiveRunner::new(&topo.ports(), cfg.live(size), stop.clone())?;
             report.machine.xdp_mode = format!("{:?}", runner.program().mode()).to_lowercase();
             report.machine.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_default();
             let (fps, detail) = runner.generator_max(cfg.gen_max_trial)?;
@@ -411,82 +417,102 @@ fn sweep(
     }
     for &dut in &cfg.duts {
         let topo = Topology::new(dut)?;
-        for ((&size, &gmax), &baseline) in cfg.sizes.iter().zip(&ceilings).zip(&baselines) {
-            if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
-                return Err(Error::Stopped);
-            }
-            let mut runner = LiveRunner::new(&topo, cfg.live(size), stop.clone())?;
-            let mut repeats = Vec::new();
-            let mut trials = Vec::new();
-            for r in 0..cfg.repeat {
-                on(Event::Search { dut, size, repeat: r });
-                let first = runner.details.len();
-                let scfg = cfg.search_config(gmax.max(2.0 * cfg.min_fps));
-                let out = search::run(scfg, &mut Recorder { runner: &mut runner }, &mut |s, rec| {
-                    on(Event::Trial { dut, size, record: rec, interval: s.interval() });
-                })?;
-                for (rec, detail) in out.trials.iter().zip(&runner.details[first..]) {
-                    trials.push(TrialRow {
-                        offered_fps: rec.offered_fps,
-                        achieved_fps: rec.achieved_fps,
-                        sent: rec.sent,
-                        received: rec.received,
-                        loss_ratio: rec.loss_ratio,
-                        duration_s: rec.duration_s,
-                        full: rec.full,
-                        valid: rec.valid,
-                        detail: detail.clone(),
-                    });
-                }
-                repeats.push(RepeatRow {
-                    ndr_fps: out.ndr.rate_fps,
-                    pdr_fps: out.pdr.rate_fps,
-                    converged: out.ndr.converged && out.pdr.converged,
+        measure(cfg, &stop, on, report, dut, &topo.ports(), &ceilings, &baselines)?;
+    }
+    if let Some((tx, rx)) = &cfg.external {
+        let ports = Ports::external(tx, rx)?;
+        measure(cfg, &stop, on, report, DutKind::External, &ports, &ceilings, &baselines)?;
+    }
+    Ok(())
+}
+
+/// Searches every size on one DUT's ports.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    cfg: &SweepConfig,
+    stop: &Option<Arc<AtomicBool>>,
+    on: &mut dyn FnMut(Event<'_>),
+    report: &mut Report,
+    dut: DutKind,
+    ports: &Ports,
+    ceilings: &[f64],
+    baselines: &[Option<(f64, f64)>],
+) -> Result<(), Error> {
+    for ((&size, &gmax), &baseline) in cfg.sizes.iter().zip(ceilings).zip(baselines) {
+        if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Err(Error::Stopped);
+        }
+        let mut runner = LiveRunner::new(ports, cfg.live(size), stop.clone())?;
+        let mut repeats = Vec::new();
+        let mut trials = Vec::new();
+        for r in 0..cfg.repeat {
+            on(Event::Search { dut, size, repeat: r });
+            let first = runner.details.len();
+            let scfg = cfg.search_config(gmax.max(2.0 * cfg.min_fps));
+            let out = search::run(scfg, &mut Recorder { runner: &mut runner }, &mut |s, rec| {
+                on(Event::Trial { dut, size, record: rec, interval: s.interval() });
+            })?;
+            for (rec, detail) in out.trials.iter().zip(&runner.details[first..]) {
+                trials.push(TrialRow {
+                    offered_fps: rec.offered_fps,
+                    achieved_fps: rec.achieved_fps,
+                    sent: rec.sent,
+                    received: rec.received,
+                    loss_ratio: rec.loss_ratio,
+                    duration_s: rec.duration_s,
+                    full: rec.full,
+                    valid: rec.valid,
+                    detail: detail.clone(),
                 });
             }
-            let ndrs: Vec<f64> = repeats.iter().map(|r| r.ndr_fps.unwrap_or(0.0)).collect();
-            let pdrs: Vec<f64> = repeats.iter().map(|r| r.pdr_fps.unwrap_or(0.0)).collect();
-            let (ndr_spread, pdr_spread) = (Spread::of(&ndrs), Spread::of(&pdrs));
-            let ndr = ndr_spread.map(|s| s.median).filter(|&m| m > 0.0);
-            let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
-            let mut cost_trial = None;
-            let mut cpu_ns_per_frame = None;
-            let mut thread_ns_per_frame = None;
-            if let Some(rate) = cfg.cost_rate {
-                on(Event::Cost { dut, size });
-                let (_, d) = runner.trial(rate, cfg.trial)?;
-                cpu_ns_per_frame = per_frame(&d).zip(baseline).map(|(c, b)| c - b.0);
-                thread_ns_per_frame = per_frame_threads(&d).zip(baseline).map(|(c, b)| c - b.1);
-                cost_trial = Some(d);
-            }
-            let mut latency = Vec::new();
-            if let Some(ndr) = ndr {
-                for &share in &cfg.latency_shares {
-                    on(Event::Latency { dut, size, share });
-                    let (_, detail) = runner.trial(ndr * share, cfg.trial)?;
-                    latency.push(LatencyRow { share_of_ndr: share, offered_fps: ndr * share, detail });
-                }
-            }
-            report.results.push(ResultRow {
-                dut: dut.name().into(),
-                frame_size: size.into(),
-                mean_frame_bytes: size.mean_bytes(),
-                cores: 1,
-                ndr_fps: ndr,
-                pdr_fps: pdr,
-                ndr_bps: ndr.map(|f| f * size.mean_bytes() * 8.0),
-                ndr_spread,
-                pdr_spread,
-                generator_max_fps: gmax,
-                generator_limited: ndr.is_some_and(|n| n >= gmax * (1.0 - cfg.resolution)),
-                cpu_ns_per_frame,
-                thread_ns_per_frame,
-                cost_trial,
-                repeats,
-                latency,
-                trials,
+            repeats.push(RepeatRow {
+                ndr_fps: out.ndr.rate_fps,
+                pdr_fps: out.pdr.rate_fps,
+                converged: out.ndr.converged && out.pdr.converged,
             });
         }
+        let ndrs: Vec<f64> = repeats.iter().map(|r| r.ndr_fps.unwrap_or(0.0)).collect();
+        let pdrs: Vec<f64> = repeats.iter().map(|r| r.pdr_fps.unwrap_or(0.0)).collect();
+        let (ndr_spread, pdr_spread) = (Spread::of(&ndrs), Spread::of(&pdrs));
+        let ndr = ndr_spread.map(|s| s.median).filter(|&m| m > 0.0);
+        let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
+        let mut cost_trial = None;
+        let mut cpu_ns_per_frame = None;
+        let mut thread_ns_per_frame = None;
+        if let Some(rate) = cfg.cost_rate {
+            on(Event::Cost { dut, size });
+            let (_, d) = runner.trial(rate, cfg.trial)?;
+            cpu_ns_per_frame = per_frame(&d).zip(baseline).map(|(c, b)| c - b.0);
+            thread_ns_per_frame = per_frame_threads(&d).zip(baseline).map(|(c, b)| c - b.1);
+            cost_trial = Some(d);
+        }
+        let mut latency = Vec::new();
+        if let Some(ndr) = ndr {
+            for &share in &cfg.latency_shares {
+                on(Event::Latency { dut, size, share });
+                let (_, detail) = runner.trial(ndr * share, cfg.trial)?;
+                latency.push(LatencyRow { share_of_ndr: share, offered_fps: ndr * share, detail });
+            }
+        }
+        report.results.push(ResultRow {
+            dut: dut.name().into(),
+            frame_size: size.into(),
+            mean_frame_bytes: size.mean_bytes(),
+            cores: 1,
+            ndr_fps: ndr,
+            pdr_fps: pdr,
+            ndr_bps: ndr.map(|f| f * size.mean_bytes() * 8.0),
+            ndr_spread,
+            pdr_spread,
+            generator_max_fps: gmax,
+            generator_limited: ndr.is_some_and(|n| n >= gmax * (1.0 - cfg.resolution)),
+            cpu_ns_per_frame,
+            thread_ns_per_frame,
+            cost_trial,
+            repeats,
+            latency,
+            trials,
+        });
     }
     Ok(())
 }

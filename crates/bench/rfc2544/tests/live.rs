@@ -37,7 +37,7 @@ fn every_frame_arrives(dut: DutKind, cfg: LiveConfig) {
     let topo = Topology::new(dut).expect("topology");
     let names = topo.namespaces().to_vec();
     {
-        let mut runner = LiveRunner::new(&topo, cfg, None).expect("runner");
+        let mut runner = LiveRunner::new(&topo.ports(), cfg, None).expect("runner");
         let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
         assert!(out.sent >= 5_000, "{out:?}");
         assert_eq!(out.received, out.sent, "{dut:?}: {d:?}");
@@ -159,4 +159,37 @@ fn cleanup_removes_what_a_dead_run_left() {
     for n in topo.namespaces() {
         assert!(left.contains(n), "{n} of a live run was removed");
     }
+}
+
+/// `--tx/--rx`: two existing interfaces of the caller's namespace (here a
+/// veth pair in a namespace this test makes and enters).
+#[test]
+fn external_ports_in_the_callers_namespace() {
+    if skip() {
+        return;
+    }
+    let ns = format!("fs2544-{}-ext-t", std::process::id());
+    flowsteer_netns::ip(&["netns", "add", &ns]).expect("netns");
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            let _ = flowsteer_netns::ip(&["netns", "del", &self.0]);
+        }
+    }
+    let _del = Del(ns.clone());
+    flowsteer_netns::ip(&["-n", &ns, "link", "add", "xtx", "type", "veth", "peer", "name", "xrx"]).expect("veth");
+    for dev in ["xtx", "xrx"] {
+        flowsteer_netns::ip(&["-n", &ns, "link", "set", dev, "up"]).expect("up");
+    }
+    let ns2 = ns.clone();
+    let out = std::thread::spawn(move || {
+        flowsteer_netns::enter(&ns2).expect("enter");
+        let ports = flowsteer_rfc2544::dut::Ports::external("xtx", "xrx").expect("ports");
+        let mut runner = LiveRunner::new(&ports, short(FrameSize::Fixed(64)), None).expect("runner");
+        runner.trial(20_000.0, Duration::from_millis(300)).expect("trial")
+    })
+    .join()
+    .expect("thread");
+    assert!(out.0.sent >= 5_000 && out.0.received == out.0.sent, "{out:?}");
+    assert!(flowsteer_rfc2544::dut::Ports::external("fsnonexist0", "lo").is_err());
 }
