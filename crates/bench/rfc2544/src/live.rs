@@ -182,6 +182,15 @@ pub struct TrialDetail {
     pub rx_thread_ns: u64,
 }
 
+/// Sets a flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 fn pin(cpu: Option<usize>) {
     if let Some(id) = cpu {
         // A CPU that does not exist leaves the thread unpinned.
@@ -319,6 +328,8 @@ impl LiveRunner {
             (rx, tracker, thread_cpu_ns().saturating_sub(cpu0))
         });
         let receiver = receiver.map_err(|e| Error::Thread(e.to_string()))?;
+        // Should anything below fail, the receiver still stops.
+        let _stop_rx = StopOnDrop(rx_stop.clone());
         // Learning frames from the generator, then their time.
         let learn = self.learn.clone();
         let mut lbuf = vec![0u8; learn.max_len()];
