@@ -118,7 +118,7 @@ fn sigterm_mid_search_removes_every_namespace() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("stopped by a signal") && text.contains("legend: dut = "), "{text}");
+    assert!(text.contains("stopped by a signal"), "{text}");
 }
 
 #[test]

@@ -53,7 +53,7 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
 }
 
 fn minutes(d: Duration) -> String {
-    let s = d.as_secs();
+    let s = d.as_secs_f64().ceil() as u64;
     if s < 120 {
         format!("{s} s")
     } else {
@@ -93,9 +93,23 @@ pub fn text(r: &Report) -> String {
     let gen: Vec<String> = r
         .generator
         .iter()
-        .map(|g| format!("{} B {:.3}", size_text(&g.frame_size), g.generator_max_fps / 1e6))
+        .map(|g| {
+            let size = match &g.frame_size {
+                SizeLabel::Bytes(n) => format!("{n} B"),
+                SizeLabel::Mix(m) => m.clone(),
+            };
+            format!("{size} {:.3}", g.generator_max_fps / 1e6)
+        })
         .collect();
-    out += &format!("generator ceiling (--dut none, Mfps): {}\n\n", gen.join(", "));
+    out += &format!("generator ceiling (--dut none, Mfps): {}\n", gen.join(", "));
+    if r.results.is_empty() {
+        if !r.complete {
+            out += "stopped by a signal\n";
+        }
+        out += &format!("elapsed {:.0} s\n", r.elapsed_s);
+        return out;
+    }
+    out.push('\n');
     let header = [
         "dut",
         "size",
