@@ -9,8 +9,8 @@ set -eu
 secs=${1:-5}
 cpu=${2:-0}
 bin=${FLOWSTEER:-target/release/flowsteer}
-a=fs2544-genbench-a-$$
-b=fs2544-genbench-b-$$
+a=fsgenbench-a-$$
+b=fsgenbench-b-$$
 cleanup() { ip netns del "$a" 2>/dev/null || true; ip netns del "$b" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 ip netns add "$a"

@@ -315,9 +315,11 @@ pub fn leftovers() -> Vec<String> {
     v
 }
 
-fn owner_alive(ns: &str) -> bool {
+/// The process that made a harness namespace is gone; `false` for a live
+/// one and for a name that carries no process id (not the harness's).
+fn owner_gone(ns: &str) -> bool {
     let pid = ns.strip_prefix(NS_PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok());
-    pid.is_some_and(|p| p == std::process::id() || std::path::Path::new(&format!("/proc/{p}")).exists())
+    pid.is_some_and(|p| p != std::process::id() && !std::path::Path::new(&format!("/proc/{p}")).exists())
 }
 
 /// Removes the harness namespaces whose process is gone (a run killed
@@ -326,7 +328,7 @@ fn owner_alive(ns: &str) -> bool {
 pub fn cleanup() -> Result<Vec<String>, NetnsError> {
     let mut removed = Vec::new();
     for ns in leftovers() {
-        if owner_alive(&ns) {
+        if !owner_gone(&ns) {
             continue;
         }
         ip(&["netns", "del", &ns])?;

@@ -151,9 +151,15 @@ fn cleanup_removes_what_a_dead_run_left() {
     // Beyond any pid_max: no such process.
     let dead = format!("fs2544-999999999-{}-g", std::process::id());
     flowsteer_netns::ip(&["netns", "add", &dead]).expect("add");
+    // A name without a process id is not the harness's.
+    let foreign = format!("fs2544-x{}-g", std::process::id());
+    flowsteer_netns::ip(&["netns", "add", &foreign]).expect("add");
     let topo = Topology::new(DutKind::None).expect("topology");
-    let removed = flowsteer_rfc2544::dut::cleanup().expect("cleanup");
+    let removed = flowsteer_rfc2544::dut::cleanup();
+    let _ = flowsteer_netns::ip(&["netns", "del", &foreign]);
+    let removed = removed.expect("cleanup");
     assert!(removed.contains(&dead), "{removed:?}");
+    assert!(!removed.contains(&foreign), "{removed:?}");
     let left = leftovers();
     assert!(!left.contains(&dead));
     for n in topo.namespaces() {
