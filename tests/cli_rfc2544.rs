@@ -39,7 +39,7 @@ fn json_report_of_two_duts_and_nothing_left_behind() {
     let dir = tempfile::tempdir().expect("tempdir");
     let chart = dir.path().join("ndr.svg");
     let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
-        .args(["rfc2544", "--dut", "linux-bridge", "--dut", "patch", "--json", "--plot"])
+        .args(["rfc2544", "--dut", "linux-bridge", "--dut", "patch", "--repeat", "2", "--json", "--plot"])
         .arg(&chart)
         .args(SHORT)
         .stdout(Stdio::piped())
@@ -72,16 +72,21 @@ fn json_report_of_two_duts_and_nothing_left_behind() {
             "generator_limited",
             "cpu_ns_per_frame",
             "repeats",
+            "latency",
         ] {
             assert!(r.get(key).is_some(), "{key}");
         }
-        let ndr = r["ndr_fps"].as_f64();
+        let repeats = r["repeats"].as_array().expect("repeats");
+        assert_eq!(repeats.len(), 2, "{}", r["repeats"]);
         for t in r["trials"].as_array().expect("trials") {
-            for key in ["offered_fps", "achieved_fps", "sent", "received", "loss_ratio", "duration_s", "valid"] {
+            for key in
+                ["search", "offered_fps", "achieved_fps", "sent", "received", "loss_ratio", "duration_s", "valid"]
+            {
                 assert!(t.get(key).is_some(), "trial {key}");
             }
-            // No invalid or lossy trial at or below the NDR.
-            if let Some(ndr) = ndr {
+            // No invalid or lossy trial at or below its own search's NDR.
+            let search = t["search"].as_u64().unwrap() as usize;
+            if let Some(ndr) = repeats[search]["ndr_fps"].as_f64() {
                 if t["offered_fps"].as_f64().unwrap() <= ndr {
                     assert_eq!(t["valid"], true, "{t}");
                     assert_eq!(t["sent"], t["received"], "{t}");

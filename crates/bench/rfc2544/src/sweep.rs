@@ -160,6 +160,8 @@ fn cpu_model() -> String {
 /// A trial as the report gives it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrialRow {
+    /// The search it belongs to (0-based, `repeats[search]`).
+    pub search: u32,
     /// Offered rate, frames/s.
     pub offered_fps: f64,
     /// Rate the generator achieved.
@@ -454,6 +456,7 @@ fn measure(
             })?;
             for (rec, detail) in out.trials.iter().zip(&runner.details[first..]) {
                 trials.push(TrialRow {
+                    search: r,
                     offered_fps: rec.offered_fps,
                     achieved_fps: rec.achieved_fps,
                     sent: rec.sent,
