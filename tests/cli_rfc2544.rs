@@ -105,18 +105,20 @@ fn sigterm_mid_search_removes_every_namespace() {
         return;
     }
     let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
-        .args(["rfc2544", "--dut", "linux-bridge", "--sizes", "64", "--trial", "5", "--wait", "0.2"])
+        .args(["rfc2544", "--dut", "linux-bridge", "--sizes", "64", "--trial", "2", "--wait", "0.2"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
     let pid = child.id();
-    // Wait until the harness has built its namespaces.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while namespaces_of(pid).is_empty() && Instant::now() < deadline {
+    // Wait until the harness has built the bridge's namespace: the
+    // generator's ceiling is measured, the search has begun.
+    let searching = || namespaces_of(pid).iter().any(|n| n.ends_with("-d"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !searching() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(!namespaces_of(pid).is_empty(), "the run built no namespace");
+    assert!(searching(), "the run built no DUT namespace: {:?}", namespaces_of(pid));
     std::thread::sleep(Duration::from_millis(700));
     Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("kill");
     let out = child.wait_with_output().expect("wait");
