@@ -28,7 +28,7 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
     Export(ExportArgs),
-    /// Run the steering pipeline on the built-in workload.
+    /// Run the steering engine on the built-in workload, a capture (pcap:FILE) or a live interface (afxdp:, afpacket:).
     #[command(after_help = crate::legend::help("Table columns (per worker)", crate::legend::RUN))]
     Run(RunArgs),
     /// Reassemble IP fragments of a capture into whole packets.
