@@ -187,7 +187,7 @@ impl FdbWriter {
     }
 
     /// A new read handle (for a worker added later or a control reader).
-    /// Its `Send`, not `Sync`: move it to the thread that reads.
+    /// It is `Send`, not `Sync`: move it to the thread that reads.
     pub fn reader(&self) -> FdbReader {
         FdbReader { r: self.w.clone() }
     }
