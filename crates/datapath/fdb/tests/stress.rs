@@ -4,7 +4,9 @@
 //! every event posted applied (or counted dropped), every frame counted.
 //!
 //! Under Miri (`cargo +nightly miri test -p flowsteer-fdb --test stress`)
-//! the same test runs with a few hundred bursts instead of seconds.
+//! the same test runs 20 bursts per worker and 30 writer rounds instead of
+//! seconds, and checks `left-right`'s and the ring's unsafe code for
+//! use-after-free and data races on the way (about 6 minutes; it passes).
 
 use flowsteer_fdb::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
