@@ -9,6 +9,7 @@
 //! | [`udp`] | UDP echo in network namespaces it builds | `bench udp` |
 //! | [`analyze`] | `analyze` on a generated capture | `bench analyze` |
 //! | [`ring`] | `flowsteer-ring` against `rtrb` and crossbeam's `ArrayQueue` | `bench steer`, example `ring_bench` |
+//! | [`fdb`] | the bridge's MAC table read side against `RwLock`/`Mutex<HashMap>` | example `fdb_bench` |
 //! | [`flow`] | the flow table under random and colliding keys | `bench steer`, example `collision_bench` |
 //!
 //! Each harness takes a plain configuration struct and returns its rows
@@ -23,6 +24,7 @@
 #![deny(unsafe_code)]
 
 pub mod analyze;
+pub mod fdb;
 pub mod flow;
 pub mod hash;
 pub mod reasm;
