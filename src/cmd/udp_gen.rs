@@ -33,7 +33,7 @@ fn spread_warnings(args: &UdpGenArgs, config: &flowsteer_rss::RssConfig, remote:
             config.reta.len()
         ));
     }
-    let Some(iface) = crate::sys::iface_with_addr(remote.ip()) else {
+    let Some(iface) = flowsteer_live::queues::iface_with_addr(remote.ip()) else {
         return w;
     };
     if let Ok(queues) = flowsteer_live::queues::rx_queues(&iface) {

@@ -146,9 +146,22 @@ fn irq_matches_queue(name: &str, kind: &str, index: u32) -> bool {
     n == index && (lower.contains("txrx") || lower.contains(kind) || !(lower.contains("rx") || lower.contains("tx")))
 }
 
+/// The interface that holds `ip` as one of its addresses on this host (in
+/// the calling thread's network namespace), or `None` (also when the
+/// addresses cannot be read).
+pub fn iface_with_addr(ip: std::net::IpAddr) -> Option<String> {
+    if_addrs::get_if_addrs().ok()?.into_iter().find(|i| i.ip() == ip).map(|i| i.name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_address_is_found_on_lo() {
+        assert_eq!(iface_with_addr("127.0.0.1".parse().unwrap()).as_deref(), Some("lo"));
+        assert_eq!(iface_with_addr("192.0.2.254".parse().unwrap()), None);
+    }
 
     #[test]
     fn irq_names() {
