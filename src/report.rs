@@ -1,6 +1,7 @@
 //! Pure helpers for what the commands print: the loss line (apart from the
 //! conservation check, which says only that the counters add up) and the
-//! per-interval rates of `--interval` reports.
+//! label of `--interval` reports (the interval arithmetic is the engine's:
+//! `Snapshot::interval_since`, `interval_rate`).
 
 /// Drop reasons shown on the loss line, heaviest first.
 pub const TOP_REASONS: usize = 3;
@@ -44,16 +45,6 @@ pub fn percent(n: u64, of: u64) -> String {
     }
 }
 
-/// One interval of a cumulative counter: `(count in the interval, rate per
-/// second over it)`. `prev` and `now` are the cumulative counts at the
-/// interval's start and end, `secs` its length. A counter that went
-/// backwards (a restart) counts from zero.
-pub fn interval_rate(prev: u64, now: u64, secs: f64) -> (u64, f64) {
-    let n = now.checked_sub(prev).unwrap_or(now);
-    let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
-    (n, rate)
-}
-
 /// The elapsed-time column of an interval line, as iperf3 prints it:
 /// `[  1.00-2.00 s]`.
 pub fn interval_label(from_s: f64, to_s: f64) -> String {
@@ -87,13 +78,7 @@ mod tests {
     }
 
     #[test]
-    fn interval_rates_are_the_interval_own_not_the_average_since_start() {
-        // 100 kpps steady: cumulative 100k, 200k, 300k at 1, 2, 3 s.
-        let cum = [0u64, 100_000, 200_000, 300_000];
-        for w in cum.windows(2) {
-            assert_eq!(interval_rate(w[0], w[1], 1.0), (100_000, 100_000.0));
-        }
-        assert_eq!(interval_rate(50, 10, 1.0).0, 10);
+    fn interval_label_reads_as_iperf3() {
         assert_eq!(interval_label(1.0, 2.0), "[  1.00-2.00 s]");
     }
 }

@@ -71,7 +71,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     // hands over cumulative snapshots); the final table, the whole run's.
     let mut prev: Option<Snapshot> = None;
     let report = run_engine(engine, &opts, |snap| {
-        let iv = interval_view(prev.as_ref(), snap);
+        let iv = snap.interval_since(prev.as_ref());
         if json {
             // One line per interval; the final document follows, also on one line.
             if let Ok(line) = serde_json::to_string(&interval_json(prev.as_ref(), &iv)) {
@@ -355,48 +355,9 @@ fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
     )
 }
 
-/// `now` as one interval's report: each worker's counts (Disp'd, HDisp'd,
-/// QDrops, Queued, Handled, OrderViol, drops) and rate over the interval
-/// since `prev` (the start when `None`) instead of since the start; its
-/// levels (Len, WMark, Flows) as they are. The totals stay cumulative
-/// except their rate.
-fn interval_view(prev: Option<&Snapshot>, now: &Snapshot) -> Snapshot {
-    use crate::report::interval_rate;
-    let mut iv = now.clone();
-    let from = prev.map_or(0.0, |p| p.elapsed_s);
-    let dt = now.elapsed_s - from;
-    for w in &mut iv.workers {
-        let before = prev.and_then(|p| p.workers.iter().find(|x| x.worker == w.worker)).cloned().unwrap_or_default();
-        let d = |b: u64, n: u64| interval_rate(b, n, dt).0;
-        w.pps = interval_rate(before.handled, w.handled, dt).1;
-        w.dispatched = d(before.dispatched, w.dispatched);
-        w.hdispatched = d(before.hdispatched, w.hdispatched);
-        w.qdrops = d(before.qdrops, w.qdrops);
-        w.queued = d(before.queued, w.queued);
-        w.handled = d(before.handled, w.handled);
-        w.order_violations = d(before.order_violations, w.order_violations);
-        for (reason, n) in &mut w.drops {
-            *n = d(before.drops.get(reason).copied().unwrap_or(0), *n);
-        }
-    }
-    let before = prev.map_or(0, |p| p.totals.delivered);
-    iv.totals.pps = interval_rate(before, now.totals.delivered, dt).1;
-    iv
-}
-
-/// The counts of one interval: (received, delivered, dropped).
-fn interval_counts(prev: Option<&Snapshot>, iv: &Snapshot) -> (u64, u64, u64) {
-    let t = &iv.totals;
-    let p = prev.map(|p| &p.totals);
-    let d = |now: u64, f: fn(&flowsteer_engine::counters::Totals) -> u64| {
-        crate::report::interval_rate(p.map_or(0, f), now, 1.0).0
-    };
-    (d(t.received, |t| t.received), d(t.delivered, |t| t.delivered), d(t.dropped, |t| t.dropped))
-}
-
 /// The line above an interval's table: elapsed time and that interval's counts and rate.
 fn interval_line(prev: Option<&Snapshot>, iv: &Snapshot) -> String {
-    let (received, delivered, dropped) = interval_counts(prev, iv);
+    let (received, delivered, dropped) = iv.counts_since(prev);
     format!(
         "{} received {received}, delivered {delivered} ({:.3} Mpps), dropped {dropped} (counts and rates: this interval's)",
         crate::report::interval_label(prev.map_or(0.0, |p| p.elapsed_s), iv.elapsed_s),
@@ -406,7 +367,7 @@ fn interval_line(prev: Option<&Snapshot>, iv: &Snapshot) -> String {
 
 /// One `--json --interval` line (schema `flowsteer.run-interval.v1`).
 fn interval_json(prev: Option<&Snapshot>, iv: &Snapshot) -> serde_json::Value {
-    let (received, delivered, dropped) = interval_counts(prev, iv);
+    let (received, delivered, dropped) = iv.counts_since(prev);
     let workers: Vec<_> = iv
         .workers
         .iter()

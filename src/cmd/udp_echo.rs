@@ -114,7 +114,7 @@ struct Interval {
 
 impl Interval {
     fn between(prev: &Counters, from_s: f64, now: &Counters, to_s: f64) -> Interval {
-        use crate::report::interval_rate;
+        use flowsteer_engine::counters::interval_rate;
         let dt = to_s - from_s;
         let (received, received_pps) = interval_rate(prev.received, now.received, dt);
         let (sent, sent_pps) = interval_rate(prev.sent, now.sent, dt);

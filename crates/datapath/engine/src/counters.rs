@@ -234,6 +234,52 @@ impl Snapshot {
         self.ingress = Some(ingress);
         self
     }
+
+    /// This snapshot as one interval's report: each worker's counts
+    /// (dispatched, hdispatched, qdrops, queued, handled, order violations,
+    /// drops) and rate over the interval since `prev` (the start when
+    /// `None`) instead of since the start; its levels (len, wmark, flows) as
+    /// they are. The totals stay cumulative except their rate (`pps`: the
+    /// interval's delivered per second).
+    pub fn interval_since(&self, prev: Option<&Snapshot>) -> Snapshot {
+        let mut iv = self.clone();
+        let dt = self.elapsed_s - prev.map_or(0.0, |p| p.elapsed_s);
+        for w in &mut iv.workers {
+            let before =
+                prev.and_then(|p| p.workers.iter().find(|x| x.worker == w.worker)).cloned().unwrap_or_default();
+            let d = |b: u64, n: u64| interval_rate(b, n, dt).0;
+            w.pps = interval_rate(before.handled, w.handled, dt).1;
+            w.dispatched = d(before.dispatched, w.dispatched);
+            w.hdispatched = d(before.hdispatched, w.hdispatched);
+            w.qdrops = d(before.qdrops, w.qdrops);
+            w.queued = d(before.queued, w.queued);
+            w.handled = d(before.handled, w.handled);
+            w.order_violations = d(before.order_violations, w.order_violations);
+            for (reason, n) in &mut w.drops {
+                *n = d(before.drops.get(reason).copied().unwrap_or(0), *n);
+            }
+        }
+        iv.totals.pps = interval_rate(prev.map_or(0, |p| p.totals.delivered), self.totals.delivered, dt).1;
+        iv
+    }
+
+    /// (received, delivered, dropped) in the interval since `prev` (the
+    /// start when `None`).
+    pub fn counts_since(&self, prev: Option<&Snapshot>) -> (u64, u64, u64) {
+        let (t, p) = (&self.totals, prev.map(|p| &p.totals));
+        let d = |f: fn(&Totals) -> u64| interval_rate(p.map_or(0, f), f(t), 1.0).0;
+        (d(|t| t.received), d(|t| t.delivered), d(|t| t.dropped))
+    }
+}
+
+/// One interval of a cumulative counter: `(count in the interval, rate per
+/// second over it)`. `prev` and `now` are the cumulative counts at the
+/// interval's start and end, `secs` its length. A counter that went
+/// backwards (a restart) counts from zero.
+pub fn interval_rate(prev: u64, now: u64, secs: f64) -> (u64, f64) {
+    let n = now.checked_sub(prev).unwrap_or(now);
+    let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    (n, rate)
 }
 
 /// Schema name of [`Snapshot`] as the engine serializes it (bump on
@@ -333,5 +379,37 @@ pub fn snapshot(
         conservation_ok: ok,
         conservation,
         ingress: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_rates_are_the_interval_own_not_the_average_since_start() {
+        // 100 kpps steady: cumulative 100k, 200k, 300k at 1, 2, 3 s.
+        let cum = [0u64, 100_000, 200_000, 300_000];
+        for w in cum.windows(2) {
+            assert_eq!(interval_rate(w[0], w[1], 1.0), (100_000, 100_000.0));
+        }
+        assert_eq!(interval_rate(50, 10, 1.0).0, 10);
+    }
+
+    #[test]
+    fn an_interval_snapshot_counts_since_the_previous_one() {
+        let snap = |s: f64, handled: u64, delivered: u64| Snapshot {
+            elapsed_s: s,
+            workers: vec![WorkerRow { worker: 0, handled, len: 7, ..Default::default() }],
+            totals: Totals { received: delivered + 1, delivered, dropped: 1, ..Default::default() },
+            ..Default::default()
+        };
+        let (a, b) = (snap(1.0, 100_000, 100_000), snap(2.0, 250_000, 250_000));
+        let iv = b.interval_since(Some(&a));
+        assert_eq!((iv.workers[0].handled, iv.workers[0].pps, iv.workers[0].len), (150_000, 150_000.0, 7));
+        assert_eq!(iv.totals.pps, 150_000.0);
+        assert_eq!(iv.totals.delivered, 250_000, "totals stay cumulative");
+        assert_eq!(b.counts_since(Some(&a)), (150_000, 150_000, 0));
+        assert_eq!(a.counts_since(None), (100_001, 100_000, 1));
     }
 }
