@@ -220,25 +220,44 @@ impl PortCounts {
     }
 }
 
-/// One worker's queues: each engine receive queue with its socket.
-struct XskSource {
-    socks: Vec<(QueueId, XskSocket)>,
-    program: Arc<XdpProgram>,
+/// What differs between the live backends: how a queue is read, how the
+/// backend stops taking frames in, and what it counted before the engine.
+trait Backend: Send {
+    /// An engine receive queue's socket or ring.
+    type Queue: AsFd + Send;
+    /// Hands up to `max` frames of `q` to `sink`; returns how many.
+    fn burst(q: &mut Self::Queue, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize;
+    /// Stops taking frames in; returns how long frames in transit may take to land.
+    fn close(&mut self, queues: &[(QueueId, Self::Queue)]) -> Duration;
+    /// The counts from the interface to the engine (`port`: the interface's
+    /// own counters, on the source of engine queue 0 only).
+    fn ingress(&mut self, queues: &mut [(QueueId, Self::Queue)], port: Option<&mut PortCounts>) -> Ingress;
+}
+
+/// One worker's queues of one backend: each engine receive queue with its
+/// socket or ring, the watch on the interface, and (on the source of engine
+/// queue 0) the interface's own counters.
+struct LiveSource<B: Backend> {
+    queues: Vec<(QueueId, B::Queue)>,
+    backend: B,
     watch: Watch,
-    /// The source of engine queue 0 reports the per-interface counts.
     port: Option<PortCounts>,
 }
 
-impl XskSource {
+impl<B: Backend> LiveSource<B> {
+    fn new(backend: B, watch: Watch) -> Self {
+        LiveSource { queues: Vec::new(), backend, watch, port: None }
+    }
+
     fn look(&mut self) {
-        self.watch.check(self.socks.iter().map(|(_, s)| s.as_fd()));
+        self.watch.check(self.queues.iter().map(|(_, q)| q.as_fd()));
     }
 }
 
-impl RxSource for XskSource {
+impl<B: Backend> RxSource for LiveSource<B> {
     fn poll(&mut self, q: QueueId, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
-        let n = match self.socks.iter_mut().find(|(i, _)| *i == q) {
-            Some((_, s)) => s.rx_burst(max, sink),
+        let n = match self.queues.iter_mut().find(|(i, _)| *i == q) {
+            Some((_, s)) => B::burst(s, max, sink),
             None => 0,
         };
         if n == 0 && self.watch.due() {
@@ -252,7 +271,7 @@ impl RxSource for XskSource {
     }
 
     fn wait(&mut self, timeout: Duration) -> bool {
-        let fds: Vec<&XskSocket> = self.socks.iter().map(|(_, s)| s).collect();
+        let fds: Vec<&B::Queue> = self.queues.iter().map(|(_, q)| q).collect();
         if wait_readable(&fds, timeout) || self.watch.due() {
             self.look();
         }
@@ -264,17 +283,38 @@ impl RxSource for XskSource {
     }
 
     fn close(&mut self) -> Duration {
+        self.backend.close(&self.queues)
+    }
+
+    fn ingress(&mut self) -> Option<Ingress> {
+        Some(self.backend.ingress(&mut self.queues, self.port.as_mut()))
+    }
+}
+
+/// AF_XDP: one socket per engine receive queue, behind the shared XDP program.
+struct Xsk {
+    program: Arc<XdpProgram>,
+}
+
+impl Backend for Xsk {
+    type Queue = XskSocket;
+
+    fn burst(q: &mut XskSocket, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
+        q.rx_burst(max, sink)
+    }
+
+    fn close(&mut self, queues: &[(QueueId, XskSocket)]) -> Duration {
         // The program passes the frames of a queue without a socket.
-        for (_, s) in &self.socks {
+        for (_, s) in queues {
             let _ = self.program.unregister(s.queue());
         }
         XDP_SETTLE
     }
 
-    fn ingress(&mut self) -> Option<Ingress> {
+    fn ingress(&mut self, queues: &mut [(QueueId, XskSocket)], port: Option<&mut PortCounts>) -> Ingress {
         let mut i = Ingress::default();
         let mut sockets = 0u64;
-        for (_, s) in &self.socks {
+        for (_, s) in queues.iter() {
             let st = s.stats().unwrap_or_default();
             let unread = u64::from(s.frame_account().rx_ring);
             i.delivered += st.rx_packets;
@@ -289,7 +329,7 @@ impl RxSource for XskSource {
             // The program counts for every socket: its numbers come once,
             // from the source of queue 0.
             Ok(c) => {
-                if let Some(port) = &mut self.port {
+                if let Some(port) = port {
                     i.seen = c.passed + c.dropped + c.redirected;
                     i.passed = c.passed;
                     i.hook_dropped = c.dropped;
@@ -301,67 +341,35 @@ impl RxSource for XskSource {
             Err(_) => {
                 i.seen = sockets;
                 i.redirected = sockets;
-                i.interface = self.port.as_mut().and_then(PortCounts::since_open);
+                i.interface = port.and_then(PortCounts::since_open);
             }
         }
-        Some(i)
+        i
     }
 }
 
-/// One worker's fanout members: each engine receive queue with its ring.
-struct PacketSource {
-    rings: Vec<(QueueId, RxRing)>,
-    watch: Watch,
-    /// The source of engine queue 0 reports the per-interface counts.
-    port: Option<PortCounts>,
-}
+/// AF_PACKET: one ring per engine receive queue, members of one fanout group.
+struct Packet;
 
-impl PacketSource {
-    fn look(&mut self) {
-        self.watch.check(self.rings.iter().map(|(_, r)| r.as_fd()));
-    }
-}
+impl Backend for Packet {
+    type Queue = RxRing;
 
-impl RxSource for PacketSource {
-    fn poll(&mut self, q: QueueId, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
-        let n = match self.rings.iter_mut().find(|(i, _)| *i == q) {
-            Some((_, r)) => r.poll_burst(max, &mut |bytes, _meta| sink(bytes)),
-            None => 0,
-        };
-        if n == 0 && self.watch.due() {
-            self.look();
-        }
-        n
+    fn burst(q: &mut RxRing, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
+        q.poll_burst(max, &mut |bytes, _meta| sink(bytes))
     }
 
-    fn exhausted(&self, _q: QueueId) -> bool {
-        false
-    }
-
-    fn wait(&mut self, timeout: Duration) -> bool {
-        let fds: Vec<&RxRing> = self.rings.iter().map(|(_, r)| r).collect();
-        if wait_readable(&fds, timeout) || self.watch.due() {
-            self.look();
-        }
-        true
-    }
-
-    fn failure(&self) -> Option<String> {
-        self.watch.lost.clone()
-    }
-
-    fn close(&mut self) -> Duration {
+    fn close(&mut self, queues: &[(QueueId, RxRing)]) -> Duration {
         let mut settle = Duration::ZERO;
-        for (_, r) in &self.rings {
+        for (_, r) in queues {
             let _ = r.stop_receiving();
             settle = settle.max(r.retire_timeout() * 2 + Duration::from_millis(5));
         }
         settle
     }
 
-    fn ingress(&mut self) -> Option<Ingress> {
+    fn ingress(&mut self, queues: &mut [(QueueId, RxRing)], port: Option<&mut PortCounts>) -> Ingress {
         let mut i = Ingress::default();
-        for (_, r) in &mut self.rings {
+        for (_, r) in queues.iter_mut() {
             let st = r.stats().unwrap_or_else(|_| r.counters());
             i.seen += st.kernel_packets;
             i.redirected += st.kernel_packets;
@@ -370,8 +378,8 @@ impl RxSource for PacketSource {
             i.socket_drops.bad_descriptor += st.bad_frames;
             i.unread += r.unread();
         }
-        i.interface = self.port.as_mut().and_then(PortCounts::since_open);
-        Some(i)
+        i.interface = port.and_then(PortCounts::since_open);
+        i
     }
 }
 
@@ -428,12 +436,7 @@ pub fn open(
             let what = format!("afxdp:{iface}");
             let mut per = (0..workers)
                 .map(|_| {
-                    Ok(XskSource {
-                        socks: Vec::new(),
-                        program: program.clone(),
-                        watch: Watch::new(what.clone(), iface, ifindex)?,
-                        port: None,
-                    })
+                    Ok(LiveSource::new(Xsk { program: program.clone() }, Watch::new(what.clone(), iface, ifindex)?))
                 })
                 .collect::<Result<Vec<_>, LiveError>>()?;
             for (i, s) in sockets.into_iter().enumerate() {
@@ -441,7 +444,7 @@ pub fn open(
                 if i == 0 {
                     per[w].port = PortCounts::open(ifindex);
                 }
-                per[w].socks.push((QueueId(i as u16), s));
+                per[w].queues.push((QueueId(i as u16), s));
             }
             Ok((
                 per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(),
@@ -466,16 +469,14 @@ pub fn open(
             let ifindex = rings.first().map_or(0, RxRing::ifindex);
             let what = format!("afpacket:{iface}");
             let mut per = (0..workers)
-                .map(|_| {
-                    Ok(PacketSource { rings: Vec::new(), watch: Watch::new(what.clone(), iface, ifindex)?, port: None })
-                })
+                .map(|_| Ok(LiveSource::new(Packet, Watch::new(what.clone(), iface, ifindex)?)))
                 .collect::<Result<Vec<_>, LiveError>>()?;
             for (i, ring) in rings.into_iter().enumerate() {
                 let w = worker_of.get(i).copied().unwrap_or(i % workers.max(1));
                 if i == 0 {
                     per[w].port = PortCounts::open(ifindex);
                 }
-                per[w].rings.push((QueueId(i as u16), ring));
+                per[w].queues.push((QueueId(i as u16), ring));
             }
             Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::None))
         }
