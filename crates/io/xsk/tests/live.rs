@@ -13,8 +13,7 @@ use flowsteer_netns::{skip_reason, Lab, LabConfig, Side};
 use flowsteer_wire::build::FrameBuilder;
 use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
 use flowsteer_xsk::{
-    AttachConfig, BindMode, Claim, ErrorKind, PortConfig, XdpCounters, XdpMode, XdpPort, XdpProgram, XskConfig,
-    XskSocket,
+    AttachConfig, BindMode, Claim, ErrorKind, PortConfig, XdpMode, XdpPort, XdpProgram, XskConfig, XskSocket,
 };
 
 const PORT: u16 = 47000;
@@ -517,11 +516,6 @@ fn reflect_echoes_in_place_and_every_frame_comes_back() {
     assert_eq!(acct.tx, 0, "{acct:?}");
 }
 
-/// Reads the program's counters.
-fn counters(port: &XdpPort) -> XdpCounters {
-    port.program().counters().unwrap()
-}
-
 /// With UDP to PORT claimed: UDP to another port reaches a kernel socket,
 /// a TCP connection to a kernel listener works, ping (IPv4 and IPv6) is
 /// answered; only the claimed datagrams reach the socket, and the
@@ -536,7 +530,12 @@ fn the_kernel_keeps_everything_not_claimed_and_the_counters_say_so() {
     udp_rx.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
     let listener = lab.run_in(Side::B, move || std::net::TcpListener::bind((b4, kernel_tcp))).unwrap().unwrap();
     let mut port = open_port(&lab, Side::B, vec![0], PortConfig::with_mode(XdpMode::Native));
-    assert_eq!(counters(&port), XdpCounters::default());
+    // Nothing is redirected or dropped before traffic starts; the peer's
+    // own IPv6 chatter (neighbour and router solicitations, MLD reports)
+    // may already have been passed to the kernel, so passes are a baseline.
+    let at_open = port.program().counter_reasons().unwrap();
+    let open_totals = at_open.totals();
+    assert_eq!((open_totals.redirected, open_totals.dropped), (0, 0), "{at_open:?}");
 
     // The kernel: ping, TCP, UDP to another port.
     assert!(lab.ping(Side::A, b4.into(), Duration::from_secs(5)).unwrap(), "ping over IPv4");
@@ -588,7 +587,7 @@ fn the_kernel_keeps_everything_not_claimed_and_the_counters_say_so() {
     assert_eq!(c.redirected, u64::from(n), "{r:?}");
     assert_eq!(c.dropped, 0, "{r:?}");
     // 2 pings + 50 datagrams + at least 4 TCP segments (SYN, ACK, data, FIN) in.
-    assert!(r.passed_unclaimed >= 2 + 50 + 4, "{r:?}");
+    assert!(r.passed_unclaimed >= at_open.passed_unclaimed + 2 + 50 + 4, "{r:?}");
     assert_eq!((r.passed_unparsed, r.passed_no_socket), (0, 0), "{r:?}");
     assert_eq!(c.seen(), c.passed + c.redirected);
     assert_eq!(port.sockets()[0].stats().unwrap().kernel.rx_drops(), 0);
