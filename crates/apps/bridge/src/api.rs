@@ -1,0 +1,269 @@
+//! What the bridge's runtime, its control socket and its metrics share.
+//!
+//! The runtime implements [`Control`]; the control socket ([`crate::ctl`])
+//! carries [`Request`] and [`Response`] as JSON lines; the metrics endpoint
+//! ([`crate::metrics`]) renders [`BridgeStats`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Schema name of [`BridgeStats`] in JSON (`stats --json`, `bridge --json`).
+pub const STATS_SCHEMA: &str = "flowsteer.bridge.v1";
+
+/// How a port reaches its interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortKind {
+    /// AF_XDP sockets, one per receive queue, with an XDP program claiming every frame.
+    Afxdp,
+    /// AF_PACKET rings (a fanout group over the interface).
+    Afpacket,
+}
+
+/// A member port as given on the command line: `KIND:IFACE`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PortSpec {
+    /// How the port reaches its interface.
+    pub kind: PortKind,
+    /// The interface's name.
+    pub iface: String,
+}
+
+impl PortSpec {
+    /// Parses `afxdp:IFACE` or `afpacket:IFACE`.
+    pub fn parse(s: &str) -> Result<PortSpec, crate::error::BridgeError> {
+        let bad = || crate::error::BridgeError::BadPortSpec(s.to_string());
+        let (kind, iface) = s.split_once(':').ok_or_else(bad)?;
+        let kind = match kind {
+            "afxdp" => PortKind::Afxdp,
+            "afpacket" => PortKind::Afpacket,
+            _ => return Err(bad()),
+        };
+        if iface.is_empty() || iface.len() > 15 || iface.contains([':', '/', ' ']) {
+            return Err(bad());
+        }
+        Ok(PortSpec { kind, iface: iface.to_string() })
+    }
+}
+
+impl std::fmt::Display for PortSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            PortKind::Afxdp => "afxdp",
+            PortKind::Afpacket => "afpacket",
+        };
+        write!(f, "{kind}:{}", self.iface)
+    }
+}
+
+/// A run-time request (`flowsteer bridge-ctl ...`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Add a member port while traffic flows.
+    PortAdd {
+        /// The port.
+        port: PortSpec,
+    },
+    /// Remove a member port: its entries are flushed, its XDP program detached.
+    PortDel {
+        /// The interface's name.
+        iface: String,
+    },
+    /// Every entry of the MAC table.
+    FdbShow,
+    /// Add a static entry.
+    FdbAdd {
+        /// `aa:bb:cc:dd:ee:ff`.
+        mac: String,
+        /// The VLAN (0: untagged).
+        vlan: u16,
+        /// The member port's interface.
+        iface: String,
+    },
+    /// Remove an entry (learned or static).
+    FdbDel {
+        /// `aa:bb:cc:dd:ee:ff`.
+        mac: String,
+        /// The VLAN (0: untagged).
+        vlan: u16,
+    },
+    /// Remove learned entries: of one port, or of every port.
+    FdbFlush {
+        /// The port's interface; `None`: every port.
+        iface: Option<String>,
+    },
+    /// The counters.
+    Stats,
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Response {
+    /// Done; `detail` says what changed (for example "flushed 12 entries").
+    Ok {
+        /// What changed, for people.
+        detail: String,
+    },
+    /// Refused or failed.
+    Error {
+        /// Why, for people.
+        message: String,
+    },
+    /// The MAC table.
+    Fdb {
+        /// One row per entry, sorted by port, VLAN, MAC.
+        entries: Vec<FdbRow>,
+    },
+    /// The counters.
+    Stats {
+        /// The counters.
+        stats: Box<BridgeStats>,
+    },
+}
+
+/// One entry of the MAC table, as `fdb show` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FdbRow {
+    /// `aa:bb:cc:dd:ee:ff`.
+    pub mac: String,
+    /// The member port's interface.
+    pub port: String,
+    /// The VLAN (0: untagged).
+    pub vlan: u16,
+    /// Added by `fdb add` (never ages).
+    #[serde(rename = "static")]
+    pub is_static: bool,
+    /// Seconds since the source was last seen (0 for static entries).
+    pub age_s: u64,
+}
+
+/// Every counter of a running bridge (schema [`STATS_SCHEMA`]).
+///
+/// Per port and per worker, frames received = forwarded + flooded +
+/// dropped (the sum of `dropped` by reason); `received` starts at the
+/// interface (frames the kernel dropped before our socket are in
+/// `dropped`, reason `kernel`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BridgeStats {
+    /// [`STATS_SCHEMA`].
+    pub schema: String,
+    /// Seconds since the bridge started.
+    pub uptime_s: f64,
+    /// One row per member port (current and removed ones, removed last).
+    pub ports: Vec<PortStats>,
+    /// One row per worker thread.
+    pub workers: Vec<WorkerStats>,
+    /// The MAC table and its learning.
+    pub fdb: FdbCounters,
+    /// True when every row's sum adds up.
+    pub conservation_ok: bool,
+    /// The sums, for people (`received = forwarded + flooded + dropped`).
+    pub conservation: String,
+}
+
+/// One member port's counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortStats {
+    /// The interface.
+    pub name: String,
+    /// `afxdp` or `afpacket`.
+    pub kind: String,
+    /// False once removed with `port del`.
+    pub member: bool,
+    /// Link up (as last seen).
+    pub up: bool,
+    /// Frames in from this port (including the kernel's drops before our socket).
+    pub received: u64,
+    /// Of those, sent out of one other port (known unicast).
+    pub forwarded: u64,
+    /// Of those, flooded to every other member.
+    pub flooded: u64,
+    /// Of those, dropped, by reason (`reserved`, `same_port`, `vlan`, `too_big`, `malformed`, `kernel`, `tx_failed`, ...).
+    pub dropped: BTreeMap<String, u64>,
+    /// Frames sent out of this port (a flooded frame counts once per port).
+    pub transmitted: u64,
+    /// Frames that could not be sent out of this port, by reason.
+    pub tx_dropped: BTreeMap<String, u64>,
+}
+
+/// One worker thread's counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStats {
+    /// Worker index.
+    pub worker: usize,
+    /// The CPU it is pinned to.
+    pub cpu: Option<u32>,
+    /// Frames it took in.
+    pub received: u64,
+    /// Of those, forwarded (known unicast).
+    pub forwarded: u64,
+    /// Of those, flooded.
+    pub flooded: u64,
+    /// Of those, dropped, by reason.
+    pub dropped: BTreeMap<String, u64>,
+    /// Frames at or below the RX copy threshold, copied out so their receive buffer returned at once.
+    pub rx_copied: u64,
+}
+
+/// The MAC table's counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FdbCounters {
+    /// Entries now (learned + static).
+    pub entries: u64,
+    /// Learned entries now.
+    pub learned_entries: u64,
+    /// Static entries now.
+    pub static_entries: u64,
+    /// The learned-entries limit.
+    pub max_learned: u64,
+    /// New entries learned.
+    pub learned: u64,
+    /// Entries refreshed.
+    pub refreshed: u64,
+    /// Sources seen on another port than their entry's.
+    pub moved: u64,
+    /// Sources not learned because the table (or the port's share) was full.
+    pub not_learned_full: u64,
+    /// Learning events a full per-worker queue dropped.
+    pub events_dropped: u64,
+    /// Entries removed by aging.
+    pub aged: u64,
+    /// Entries removed by a flush (port down, port removed, `fdb flush`).
+    pub flushed: u64,
+}
+
+/// What the control socket and the metrics endpoint ask of a running bridge.
+pub trait Control: Send + Sync {
+    /// Answers one request. Never panics on a bad request: answers
+    /// [`Response::Error`].
+    fn request(&self, req: Request) -> Response;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_specs_parse_and_print_back() {
+        let p = PortSpec::parse("afxdp:veth0").unwrap();
+        assert_eq!((p.kind, p.iface.as_str()), (PortKind::Afxdp, "veth0"));
+        assert_eq!(p.to_string(), "afxdp:veth0");
+        assert_eq!(PortSpec::parse("afpacket:eth1").unwrap().kind, PortKind::Afpacket);
+        for bad in ["veth0", "xdp:veth0", "afxdp:", "afxdp:a:b", "afxdp:0123456789abcdef"] {
+            assert!(PortSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn requests_and_responses_are_json_lines() {
+        let r = Request::FdbAdd { mac: "02:00:00:00:00:01".into(), vlan: 0, iface: "veth0".into() };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains(r#""op":"fdb_add""#), "{text}");
+        assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
+        let row = FdbRow { mac: "02:00:00:00:00:01".into(), port: "veth0".into(), vlan: 0, is_static: true, age_s: 0 };
+        let text = serde_json::to_string(&Response::Fdb { entries: vec![row] }).unwrap();
+        assert!(text.contains(r#""static":true"#), "{text}");
+    }
+}

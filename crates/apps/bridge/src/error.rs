@@ -1,0 +1,21 @@
+//! Errors of the bridge library (the CLI turns them into messages and exit codes).
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// A port spec is not `afxdp:IFACE` or `afpacket:IFACE`.
+    #[error("bad port {0:?}: expected afxdp:IFACE or afpacket:IFACE")]
+    BadPortSpec(String),
+    /// A control socket or metrics endpoint could not be served or reached.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done, with the path or address.
+        what: String,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The peer sent something that is not a valid request or response.
+    #[error("control protocol: {0}")]
+    Protocol(String),
+}

@@ -1,0 +1,1 @@
+//! Counters in the Prometheus text exposition format, served over HTTP.
