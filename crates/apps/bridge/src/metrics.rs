@@ -1,1 +1,416 @@
-//! Counters in the Prometheus text exposition format, served over HTTP.
+//! Counters in the Prometheus text exposition format (version 0.0.4),
+//! served over HTTP.
+//!
+//! [`render`] turns a [`BridgeStats`] into the text: every family has its
+//! `# HELP` and `# TYPE`; counters end in `_total`; labels are `port`,
+//! `kind`, `worker` and `reason`, never a MAC address (the series count
+//! stays bounded by ports x reasons + workers x reasons). Every figure is
+//! one field of [`BridgeStats`], so a scrape agrees with `stats --json`.
+//! Two rows of one port name (a port removed and added again) are summed
+//! into one series (its counters stay monotonic); its gauges are those of
+//! the first row (the current port: removed ones come last).
+//!
+//! [`serve`] is a tiny HTTP/1.1 server on one thread: `GET /metrics` is
+//! answered 200 with the text; another path 404, another method 405, a
+//! request head over [`MAX_REQUEST`] bytes 431, a head not received within
+//! [`READ_TIMEOUT`] is closed unanswered. One request per connection
+//! (`Connection: close`); clients are served one at a time. Off unless the
+//! bridge is given an address.
+
+use crate::api::{BridgeStats, Control, PortStats, Request, Response, WorkerStats};
+use crate::error::BridgeError;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Longest request head (request line and headers) read, in bytes.
+pub const MAX_REQUEST: usize = 8 * 1024;
+/// How long a client has to send its request head.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a client has to take the answer.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the server's thread looks at its stop flag.
+pub const POLL: Duration = Duration::from_millis(20);
+/// The `Content-Type` of the text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A serving metrics endpoint; dropping it stops its thread.
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// The address it listens on (with the port the system chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.thread.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Serves `GET /metrics` on `addr` with `control`'s [`Request::Stats`]
+/// rendered by [`render`], until the returned server is dropped.
+pub fn serve(addr: SocketAddr, control: Arc<dyn Control>) -> Result<MetricsServer, BridgeError> {
+    let io = |what: &str| {
+        let what = format!("metrics endpoint {addr}: {what}");
+        move |source| BridgeError::Io { what, source }
+    };
+    let listener = TcpListener::bind(addr).map_err(io("bind"))?;
+    let addr = listener.local_addr().map_err(io("local address"))?;
+    listener.set_nonblocking(true).map_err(io("set nonblocking"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread_stop = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("bridge-metrics".into())
+        .spawn(move || {
+            while !thread_stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => answer(stream, control.as_ref(), &thread_stop),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => std::thread::sleep(POLL),
+                }
+            }
+        })
+        .map_err(io("spawn its thread"))?;
+    Ok(MetricsServer { addr, stop, thread: Some(thread) })
+}
+
+/// Reads the request head (up to the blank line), bounded in size and time.
+fn read_head(stream: &mut TcpStream, stop: &AtomicBool) -> Result<Vec<u8>, u16> {
+    let deadline = Instant::now() + READ_TIMEOUT;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
+            return Ok(head);
+        }
+        if head.len() > MAX_REQUEST {
+            return Err(431);
+        }
+        if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+            return Err(0);
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return Err(0),
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(_) => return Err(0),
+        }
+    }
+}
+
+fn answer(mut stream: TcpStream, control: &dyn Control, stop: &AtomicBool) {
+    if stream.set_nonblocking(false).is_err()
+        || stream.set_read_timeout(Some(POLL)).is_err()
+        || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
+    {
+        return;
+    }
+    let (status, body) = match read_head(&mut stream, stop) {
+        Err(0) => return,
+        Err(code) => (code, "request head too large\n".to_string()),
+        Ok(head) => route(&head, control),
+    };
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        _ => "Service Unavailable",
+    };
+    let content_type = if status == 200 { CONTENT_TYPE } else { "text/plain; charset=utf-8" };
+    let allow = if status == 405 { "Allow: GET\r\n" } else { "" };
+    let text = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(text.as_bytes());
+    let _ = stream.flush();
+}
+
+/// The status and body for one request head.
+fn route(head: &[u8], control: &dyn Control) -> (u16, String) {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let (Some(method), Some(target), Some(version)) = (words.next(), words.next(), words.next()) else {
+        return (400, "bad request line\n".into());
+    };
+    if !version.starts_with("HTTP/1.") {
+        return (400, "HTTP/1.x only\n".into());
+    }
+    let path = target.split('?').next().unwrap_or_default();
+    if path != "/metrics" {
+        return (404, "not found: the counters are at /metrics\n".into());
+    }
+    if method != "GET" {
+        return (405, "GET only\n".into());
+    }
+    match control.request(Request::Stats) {
+        Response::Stats { stats } => (200, render(&stats)),
+        Response::Error { message } => (503, format!("the bridge answered: {message}\n")),
+        other => (500, format!("the bridge answered something else than counters: {other:?}\n")),
+    }
+}
+
+/// A label value as the text format wants it: `\`, `"` and newline escaped.
+fn escape_label(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// A sample value: integers as such, floats in Go's spelling of NaN and infinities.
+fn float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The text being built: one family at a time.
+struct Text(String);
+
+impl Text {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+}
+
+/// Rows of one port name summed into one (counters), first row's gauges kept.
+fn ports_by_name(ports: &[PortStats]) -> Vec<PortStats> {
+    let mut out: Vec<PortStats> = Vec::new();
+    for p in ports {
+        let Some(acc) = out.iter_mut().find(|q| q.name == p.name) else {
+            out.push(p.clone());
+            continue;
+        };
+        acc.received = acc.received.saturating_add(p.received);
+        acc.forwarded = acc.forwarded.saturating_add(p.forwarded);
+        acc.flooded = acc.flooded.saturating_add(p.flooded);
+        acc.transmitted = acc.transmitted.saturating_add(p.transmitted);
+        for (into, from) in [(&mut acc.dropped, &p.dropped), (&mut acc.tx_dropped, &p.tx_dropped)] {
+            for (reason, n) in from {
+                let slot = into.entry(reason.clone()).or_default();
+                *slot = slot.saturating_add(*n);
+            }
+        }
+    }
+    out
+}
+
+const P: &str = "flowsteer_bridge_";
+
+/// A family of one sample per row: name (after the prefix), help, the row's figure.
+type PerRow<T> = (&'static str, &'static str, fn(&T) -> u64);
+/// A family of one sample per row and reason.
+type PerReason<T> = (&'static str, &'static str, fn(&T) -> &BTreeMap<String, u64>);
+
+/// `stats` in the Prometheus text exposition format (0.0.4).
+pub fn render(stats: &BridgeStats) -> String {
+    let mut t = Text(String::new());
+    let ports = ports_by_name(&stats.ports);
+    let workers = &stats.workers;
+
+    t.family(&format!("{P}info"), "gauge", "The bridge's counter schema (always 1).");
+    t.sample(&format!("{P}info"), &[("schema", &stats.schema)], 1);
+    t.family(&format!("{P}uptime_seconds"), "gauge", "Seconds since the bridge started.");
+    t.sample(&format!("{P}uptime_seconds"), &[], float(stats.uptime_s));
+    t.family(
+        &format!("{P}conservation_ok"),
+        "gauge",
+        "1 when every port's and worker's received = forwarded + flooded + dropped, else 0.",
+    );
+    t.sample(&format!("{P}conservation_ok"), &[], u8::from(stats.conservation_ok));
+
+    let port_gauges: [PerRow<PortStats>; 2] = [
+        ("port_member", "1 while the port is a member, 0 once removed.", |p| u64::from(p.member)),
+        ("port_up", "1 when the port's link was last seen up.", |p| u64::from(p.up)),
+    ];
+    t.family(&format!("{P}port_info"), "gauge", "A member port and how it reaches its interface (always 1).");
+    for p in &ports {
+        t.sample(&format!("{P}port_info"), &[("port", &p.name), ("kind", &p.kind)], 1);
+    }
+    for (name, help, value) in port_gauges {
+        t.family(&format!("{P}{name}"), "gauge", help);
+        for p in &ports {
+            t.sample(&format!("{P}{name}"), &[("port", &p.name)], value(p));
+        }
+    }
+    let port_counters: [PerRow<PortStats>; 4] = [
+        ("port_received_total", "Frames in from the port (including the kernel's drops before our socket).", |p| {
+            p.received
+        }),
+        ("port_forwarded_total", "Frames in from the port sent out of one other port (known unicast).", |p| {
+            p.forwarded
+        }),
+        ("port_flooded_total", "Frames in from the port flooded to every other member.", |p| p.flooded),
+        ("port_transmitted_total", "Frames sent out of the port (a flooded frame counts once per port).", |p| {
+            p.transmitted
+        }),
+    ];
+    for (name, help, value) in port_counters {
+        t.family(&format!("{P}{name}"), "counter", help);
+        for p in &ports {
+            t.sample(&format!("{P}{name}"), &[("port", &p.name)], value(p));
+        }
+    }
+    let port_reasons: [PerReason<PortStats>; 2] = [
+        ("port_dropped_total", "Frames in from the port dropped, by reason.", |p| &p.dropped),
+        ("port_tx_dropped_total", "Frames that could not be sent out of the port, by reason.", |p| &p.tx_dropped),
+    ];
+    for (name, help, map) in port_reasons {
+        t.family(&format!("{P}{name}"), "counter", help);
+        for p in &ports {
+            for (reason, n) in map(p) {
+                t.sample(&format!("{P}{name}"), &[("port", &p.name), ("reason", reason)], n);
+            }
+        }
+    }
+
+    t.family(&format!("{P}worker_cpu"), "gauge", "The CPU a worker thread is pinned to (absent: not pinned).");
+    for w in workers {
+        if let Some(cpu) = w.cpu {
+            t.sample(&format!("{P}worker_cpu"), &[("worker", &w.worker.to_string())], cpu);
+        }
+    }
+    let worker_counters: [PerRow<WorkerStats>; 4] = [
+        ("worker_received_total", "Frames a worker took in.", |w| w.received),
+        ("worker_forwarded_total", "Frames a worker forwarded (known unicast).", |w| w.forwarded),
+        ("worker_flooded_total", "Frames a worker flooded.", |w| w.flooded),
+        ("worker_rx_copied_total", "Small frames a worker copied out so their receive buffer returned at once.", |w| {
+            w.rx_copied
+        }),
+    ];
+    for (name, help, value) in worker_counters {
+        t.family(&format!("{P}{name}"), "counter", help);
+        for w in workers {
+            t.sample(&format!("{P}{name}"), &[("worker", &w.worker.to_string())], value(w));
+        }
+    }
+    t.family(&format!("{P}worker_dropped_total"), "counter", "Frames a worker dropped, by reason.");
+    for w in workers {
+        for (reason, n) in &w.dropped {
+            t.sample(&format!("{P}worker_dropped_total"), &[("worker", &w.worker.to_string()), ("reason", reason)], n);
+        }
+    }
+
+    let f = &stats.fdb;
+    for (name, help, v) in [
+        ("fdb_entries", "Entries in the MAC table now (learned + static).", f.entries),
+        ("fdb_learned_entries", "Learned entries in the MAC table now.", f.learned_entries),
+        ("fdb_static_entries", "Static entries in the MAC table now.", f.static_entries),
+        ("fdb_max_learned", "The limit of learned entries.", f.max_learned),
+    ] {
+        t.family(&format!("{P}{name}"), "gauge", help);
+        t.sample(&format!("{P}{name}"), &[], v);
+    }
+    for (name, help, v) in [
+        ("fdb_learned_total", "New entries learned.", f.learned),
+        ("fdb_refreshed_total", "Entries refreshed.", f.refreshed),
+        ("fdb_moved_total", "Sources seen on another port than their entry's.", f.moved),
+        (
+            "fdb_not_learned_full_total",
+            "Sources not learned because the table (or the port's share) was full.",
+            f.not_learned_full,
+        ),
+        ("fdb_events_dropped_total", "Learning events a full per-worker queue dropped.", f.events_dropped),
+        ("fdb_aged_total", "Entries removed by aging.", f.aged),
+        ("fdb_flushed_total", "Entries removed by a flush (port down, port removed, fdb flush).", f.flushed),
+    ] {
+        t.family(&format!("{P}{name}"), "counter", help);
+        t.sample(&format!("{P}{name}"), &[], v);
+    }
+    t.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_and_floats_are_spelled_as_the_format_wants() {
+        assert_eq!(escape_label(r#"a\b"c"#), r#"a\\b\"c"#);
+        assert_eq!(escape_label("a\nb"), r"a\nb");
+        assert_eq!(
+            (float(1.5), float(f64::NAN), float(f64::INFINITY), float(3.0)),
+            ("1.5".into(), "NaN".into(), "+Inf".into(), "3".into())
+        );
+        let stats = BridgeStats {
+            ports: vec![PortStats { name: "we\"ird".into(), ..Default::default() }],
+            ..Default::default()
+        };
+        assert!(render(&stats).contains(r#"flowsteer_bridge_port_received_total{port="we\"ird"} 0"#));
+    }
+
+    #[test]
+    fn a_port_seen_twice_is_one_series_with_the_sums() {
+        let row = |member, received, vlan| PortStats {
+            name: "veth0".into(),
+            member,
+            received,
+            dropped: BTreeMap::from([("vlan".to_string(), vlan)]),
+            ..Default::default()
+        };
+        let merged = ports_by_name(&[row(true, 10, 1), row(false, 5, 2)]);
+        assert_eq!(merged.len(), 1);
+        assert_eq!((merged[0].member, merged[0].received, merged[0].dropped["vlan"]), (true, 15, 3));
+    }
+
+    #[test]
+    fn only_get_metrics_is_served() {
+        struct Fixed;
+        impl Control for Fixed {
+            fn request(&self, _: Request) -> Response {
+                Response::Stats { stats: Box::default() }
+            }
+        }
+        assert_eq!(route(b"GET /metrics HTTP/1.1\r\n\r\n", &Fixed).0, 200);
+        assert_eq!(route(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n", &Fixed).0, 200);
+        assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n", &Fixed).0, 404);
+        assert_eq!(route(b"POST /metrics HTTP/1.1\r\n\r\n", &Fixed).0, 405);
+        assert_eq!(route(b"GET /metrics\r\n\r\n", &Fixed).0, 400);
+        assert_eq!(route(b"\xff\xfe\r\n\r\n", &Fixed).0, 400);
+    }
+}

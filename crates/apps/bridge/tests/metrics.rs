@@ -1,0 +1,207 @@
+//! The metrics text read back by a Prometheus text parser: every figure of
+//! a hand-built `BridgeStats` is there, once, with its type and help, and
+//! nothing else; and the HTTP endpoint against a fake bridge.
+
+use flowsteer_bridge::api::{BridgeStats, FdbCounters, PortStats, WorkerStats, STATS_SCHEMA};
+use flowsteer_bridge::metrics::{self, MAX_REQUEST};
+use flowsteer_bridge::{Control, Request, Response};
+use prometheus_parse::{Scrape, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+
+fn stats() -> BridgeStats {
+    let port = |name: &str, kind: &str, member, base: u64| PortStats {
+        name: name.into(),
+        kind: kind.into(),
+        member,
+        up: member,
+        received: base + 1,
+        forwarded: base + 2,
+        flooded: base + 3,
+        dropped: BTreeMap::from([
+            ("vlan".into(), base + 4),
+            ("reserved".into(), base + 5),
+            ("kernel".into(), base + 6),
+        ]),
+        transmitted: base + 7,
+        tx_dropped: BTreeMap::from([("tx_failed".into(), base + 8)]),
+    };
+    let worker = |i: usize, cpu, base: u64| WorkerStats {
+        worker: i,
+        cpu,
+        received: base + 1,
+        forwarded: base + 2,
+        flooded: base + 3,
+        dropped: BTreeMap::from([("same_port".into(), base + 4), ("malformed".into(), base + 5)]),
+        rx_copied: base + 6,
+    };
+    BridgeStats {
+        schema: STATS_SCHEMA.into(),
+        uptime_s: 12.25,
+        ports: vec![
+            port("veth0", "afxdp", true, 100),
+            port("veth1", "afpacket", true, 200),
+            port("old", "afxdp", false, 300),
+        ],
+        workers: vec![worker(0, Some(2), 1000), worker(1, None, 2000)],
+        fdb: FdbCounters {
+            entries: 11,
+            learned_entries: 9,
+            static_entries: 2,
+            max_learned: 65536,
+            learned: 21,
+            refreshed: 22,
+            moved: 23,
+            not_learned_full: 24,
+            events_dropped: 25,
+            aged: 26,
+            flushed: 27,
+        },
+        conservation_ok: true,
+        conservation: "sums".into(),
+    }
+}
+
+type Key = (String, BTreeSet<(String, String)>);
+
+fn key(name: &str, labels: &[(&str, &str)]) -> Key {
+    (format!("flowsteer_bridge_{name}"), labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+}
+
+/// What the text must hold: every field of `s`, computed here from the struct.
+fn expected(s: &BridgeStats) -> BTreeMap<Key, f64> {
+    let mut m = BTreeMap::new();
+    m.insert(key("info", &[("schema", &s.schema)]), 1.0);
+    m.insert(key("uptime_seconds", &[]), s.uptime_s);
+    m.insert(key("conservation_ok", &[]), if s.conservation_ok { 1.0 } else { 0.0 });
+    for p in &s.ports {
+        let l = [("port", p.name.as_str())];
+        m.insert(key("port_info", &[("port", &p.name), ("kind", &p.kind)]), 1.0);
+        m.insert(key("port_member", &l), f64::from(u8::from(p.member)));
+        m.insert(key("port_up", &l), f64::from(u8::from(p.up)));
+        m.insert(key("port_received_total", &l), p.received as f64);
+        m.insert(key("port_forwarded_total", &l), p.forwarded as f64);
+        m.insert(key("port_flooded_total", &l), p.flooded as f64);
+        m.insert(key("port_transmitted_total", &l), p.transmitted as f64);
+        for (r, n) in &p.dropped {
+            m.insert(key("port_dropped_total", &[("port", &p.name), ("reason", r)]), *n as f64);
+        }
+        for (r, n) in &p.tx_dropped {
+            m.insert(key("port_tx_dropped_total", &[("port", &p.name), ("reason", r)]), *n as f64);
+        }
+    }
+    for w in &s.workers {
+        let i = w.worker.to_string();
+        let l = [("worker", i.as_str())];
+        if let Some(cpu) = w.cpu {
+            m.insert(key("worker_cpu", &l), f64::from(cpu));
+        }
+        m.insert(key("worker_received_total", &l), w.received as f64);
+        m.insert(key("worker_forwarded_total", &l), w.forwarded as f64);
+        m.insert(key("worker_flooded_total", &l), w.flooded as f64);
+        m.insert(key("worker_rx_copied_total", &l), w.rx_copied as f64);
+        for (r, n) in &w.dropped {
+            m.insert(key("worker_dropped_total", &[("worker", &i), ("reason", r)]), *n as f64);
+        }
+    }
+    let f = &s.fdb;
+    for (name, v) in [
+        ("fdb_entries", f.entries),
+        ("fdb_learned_entries", f.learned_entries),
+        ("fdb_static_entries", f.static_entries),
+        ("fdb_max_learned", f.max_learned),
+        ("fdb_learned_total", f.learned),
+        ("fdb_refreshed_total", f.refreshed),
+        ("fdb_moved_total", f.moved),
+        ("fdb_not_learned_full_total", f.not_learned_full),
+        ("fdb_events_dropped_total", f.events_dropped),
+        ("fdb_aged_total", f.aged),
+        ("fdb_flushed_total", f.flushed),
+    ] {
+        m.insert(key(name, &[]), v as f64);
+    }
+    m
+}
+
+fn parse(text: &str) -> Scrape {
+    Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap()
+}
+
+#[test]
+fn every_figure_of_the_stats_is_in_the_text_once_typed_and_documented() {
+    let s = stats();
+    let text = metrics::render(&s);
+    let scrape = parse(&text);
+    let mut got = BTreeMap::new();
+    for sample in &scrape.samples {
+        let labels = sample.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let (is_counter, v) = match sample.value {
+            Value::Counter(v) => (true, v),
+            Value::Gauge(v) => (false, v),
+            ref other => panic!("{}: untyped or other {other:?}", sample.metric),
+        };
+        assert_eq!(
+            is_counter,
+            sample.metric.ends_with("_total"),
+            "{}: counters and only counters end in _total",
+            sample.metric
+        );
+        assert!(scrape.docs.contains_key(&sample.metric), "{} has no # HELP", sample.metric);
+        assert!(!sample.labels.keys().any(|k| k.contains("mac")), "{}: no per-MAC label", sample.metric);
+        let k: Key = (sample.metric.clone(), labels);
+        assert!(got.insert(k.clone(), v).is_none(), "{k:?} twice");
+    }
+    assert_eq!(got, expected(&s), "\n{text}");
+    // Every family has its HELP and TYPE line once.
+    let helps = text.lines().filter(|l| l.starts_with("# HELP ")).count();
+    let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
+    let families: BTreeSet<&str> = got.keys().map(|(n, _)| n.as_str()).collect();
+    assert_eq!((helps, types), (families.len(), families.len()), "\n{text}");
+}
+
+struct Fake(BridgeStats);
+
+impl Control for Fake {
+    fn request(&self, req: Request) -> Response {
+        assert_eq!(req, Request::Stats);
+        Response::Stats { stats: Box::new(self.0.clone()) }
+    }
+}
+
+fn http(addr: SocketAddr, request: &[u8]) -> (String, String) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(request).unwrap();
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    (head.to_string(), body.to_string())
+}
+
+#[test]
+fn get_metrics_over_http_and_nothing_else() {
+    let s = stats();
+    let server = metrics::serve("127.0.0.1:0".parse().unwrap(), Arc::new(Fake(s.clone()))).unwrap();
+    let addr = server.local_addr();
+    assert_ne!(addr.port(), 0);
+
+    let (head, body) = http(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains("Content-Type: text/plain; version=0.0.4"), "{head}");
+    assert!(head.contains(&format!("Content-Length: {}", body.len())), "{head}");
+    assert_eq!(body, metrics::render(&s));
+    assert_eq!(parse(&body).samples.len(), expected(&s).len());
+
+    let (head, _) = http(addr, b"GET / HTTP/1.1\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 404 "), "{head}");
+    let (head, _) = http(addr, b"DELETE /metrics HTTP/1.1\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 405 "), "{head}");
+    let mut big = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
+    big.extend(std::iter::repeat_n(b'a', MAX_REQUEST + 1));
+    let (head, _) = http(addr, &big);
+    assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
+
+    drop(server);
+    assert!(TcpStream::connect(addr).is_err(), "nothing listens once dropped");
+}
