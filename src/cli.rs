@@ -51,6 +51,9 @@ pub enum Command {
     /// RFC 2544 throughput: NDR and PDR by binary search per device under test and frame size (AF_XDP generator, namespaces it builds).
     #[command(after_help = crate::legend::help("Table columns (per device and frame size)", crate::legend::RFC2544))]
     Rfc2544(Rfc2544Args),
+    /// Talk to a running `flowsteer bridge` over its control socket: ports, the MAC table, counters.
+    #[command(after_help = crate::legend::help("Table columns (`stats`, per port and per worker)", crate::legend::BRIDGE_CTL_STATS))]
+    BridgeCtl(BridgeCtlArgs),
 }
 
 /// RSS configuration flags shared by `hash`, `plan`, `analyze`, `run`, `export` and `udp-gen`.
@@ -684,4 +687,75 @@ fn rfc2544_resolution(s: &str) -> Result<f64, String> {
         .ok()
         .filter(|v| (0.0001..=0.5).contains(v))
         .ok_or_else(|| "expected a share in 0.0001..=0.5".to_string())
+}
+
+#[derive(Args, Debug)]
+pub struct BridgeCtlArgs {
+    /// The bridge's control socket (the path `flowsteer bridge --ctl` serves).
+    #[arg(long, value_name = "PATH", default_value = flowsteer_bridge::ctl::DEFAULT_CTL_PATH)]
+    pub ctl: PathBuf,
+    #[command(subcommand)]
+    pub what: BridgeCtlWhat,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BridgeCtlWhat {
+    /// Add or remove member ports while traffic flows.
+    #[command(subcommand)]
+    Port(BridgePortWhat),
+    /// Show and change the MAC table (forwarding database).
+    #[command(subcommand)]
+    Fdb(BridgeFdbWhat),
+    /// Counters per port and per worker, the MAC table's line and the conservation check.
+    Stats {
+        /// Print the counters as JSON (schema flowsteer.bridge.v1), as the bridge keeps them.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BridgePortWhat {
+    /// Add a member port: KIND:IFACE (afxdp:veth2, afpacket:eth1).
+    Add {
+        #[arg(value_parser = crate::ranges::port_spec, value_name = "KIND:IFACE")]
+        port: flowsteer_bridge::PortSpec,
+    },
+    /// Remove a member port: its MAC table entries are flushed, its XDP program detached.
+    Del {
+        #[arg(value_parser = crate::ranges::iface, value_name = "IFACE")]
+        iface: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BridgeFdbWhat {
+    /// Every entry, one per line as `bridge fdb show` prints them: MAC dev IFACE [vlan VID] [age Ns] master flowsteer [static].
+    Show {
+        /// One JSON array of entries (mac, port, vlan, static, age_s).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a static entry: `MAC [vlan VID] IFACE`, or as iproute2 has it, `MAC dev IFACE [vlan VID]`.
+    Add {
+        #[arg(value_parser = crate::ranges::mac, value_name = "MAC")]
+        mac: String,
+        /// `[vlan VID] IFACE` or `dev IFACE [vlan VID]` (VID 1..=4094; no vlan: untagged).
+        #[arg(num_args = 1..=4, required = true, value_name = "WORDS")]
+        words: Vec<String>,
+    },
+    /// Remove an entry, learned or static: `MAC [vlan VID]`.
+    Del {
+        #[arg(value_parser = crate::ranges::mac, value_name = "MAC")]
+        mac: String,
+        /// `vlan VID` (VID 1..=4094; no vlan: untagged).
+        #[arg(num_args = 0..=2, value_name = "WORDS")]
+        words: Vec<String>,
+    },
+    /// Remove learned entries: of one port (`IFACE` or `dev IFACE`), or of every port.
+    Flush {
+        /// `IFACE` or `dev IFACE`; nothing: every port.
+        #[arg(num_args = 0..=2, value_name = "WORDS")]
+        words: Vec<String>,
+    },
 }

@@ -25,6 +25,18 @@ pub const RUN: Legend = &[
     ("Drops", "every packet it dropped, QDrops included (reasons in the summary)"),
 ];
 
+/// `bridge-ctl stats`: the per-port and per-worker tables.
+pub const BRIDGE_CTL_STATS: Legend = &[
+    ("port", "the member port's interface (removed ports last, member no)"),
+    ("received", "frames in from the port or taken in by the worker, the kernel's drops before our socket included"),
+    ("forwarded", "of those, sent out of one other port (known unicast)"),
+    ("flooded", "of those, flooded to every other member"),
+    ("dropped", "of those, dropped (by reason on the line below the tables); received = forwarded + flooded + dropped"),
+    ("transmitted", "frames sent out of the port (a flooded frame counts once per port)"),
+    ("tx_dropped", "frames that could not be sent out of the port"),
+    ("rx_copied", "small frames the worker copied out so their receive buffer returned at once"),
+];
+
 /// `udp-echo`: the per-socket table.
 pub const UDP_ECHO: Legend = &[
     ("socket", "socket number (one per CPU)"),
@@ -195,7 +207,7 @@ mod tests {
     use super::*;
 
     /// Every table's legend, with the title the README gives it.
-    const ALL: [(&str, Legend); 13] = [
+    const ALL: [(&str, Legend); 14] = [
         ("`run` (per worker)", RUN),
         ("`udp-echo` (per socket)", UDP_ECHO),
         ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
@@ -209,6 +221,7 @@ mod tests {
         ("`bench steer`", BENCH_STEER),
         ("`bench reasm`", BENCH_REASM),
         ("`rfc2544` (per device and frame size)", RFC2544),
+        ("`bridge-ctl stats` (per port and per worker)", BRIDGE_CTL_STATS),
     ];
 
     #[test]

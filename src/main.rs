@@ -3,11 +3,13 @@
 //!
 //! Exit codes: 0 success; 1 failure (bad input file, I/O, a device or
 //! peer that did not do its part, packets lost where the command's purpose
-//! was to deliver them); 2 usage error (unknown flag, missing argument, a
-//! value outside its flag's range, flags that contradict each other: one
-//! line on stderr, nothing on stdout); 3 `plan` could not
-//! serve every bucket (the plan printed says which and why); 4 `run` stopped
-//! because its live source lost its interface (deleted or set down: the
+//! was to deliver them; `bridge-ctl`: the bridge answered an error); 2 usage
+//! error (unknown flag, missing argument, a value outside its flag's range,
+//! flags that contradict each other: one line on stderr, nothing on
+//! stdout); 3 `plan` could not serve every bucket (the plan printed says
+//! which and why), `bridge-ctl` could not reach the bridge (no socket,
+//! permission denied, no answer); 4 `run` stopped because its live source
+//! lost its interface (deleted or set down: the
 //! final counters are printed, then the error). SIGINT and SIGTERM stop a
 //! running command cleanly, with its final counters, and exit 0.
 
@@ -47,6 +49,7 @@ fn main() {
         cli::Command::UdpEcho(a) => cmd::udp_echo::run(a),
         cli::Command::UdpGen(a) => cmd::udp_gen::run(a),
         cli::Command::Rfc2544(a) => cmd::rfc2544::run(a),
+        cli::Command::BridgeCtl(a) => cmd::bridge_ctl::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -87,9 +87,58 @@ pub fn frame_size(s: &str) -> Result<String, String> {
         .map_err(|_| format!("expected imix or a frame length in {MIN_FRAME_LEN}..={MAX_FRAME_LEN} bytes"))
 }
 
+/// A MAC address, six hex octets separated by `:` (or `-`), printed back
+/// as lowercase `aa:bb:cc:dd:ee:ff`.
+pub fn mac(s: &str) -> Result<String, String> {
+    let bad = || format!("expected a MAC address like 02:00:00:00:00:01, got {s:?}");
+    let octets: Vec<&str> = s.trim().split([':', '-']).collect();
+    if octets.len() != 6 || octets.iter().any(|o| o.is_empty() || o.len() > 2) {
+        return Err(bad());
+    }
+    let bytes = octets.iter().map(|o| u8::from_str_radix(o, 16)).collect::<Result<Vec<u8>, _>>().map_err(|_| bad())?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"))
+}
+
+/// A VLAN id as `bridge-ctl fdb ... vlan VID` takes it: 1..=4094 (no
+/// `vlan`: untagged).
+pub fn vid(s: &str) -> Result<u16, String> {
+    int::<u16, 1, 4094>(s)
+        .map_err(|_| format!("vlan {s:?}: expected a VLAN id in 1..=4094 (leave out vlan for untagged)"))
+}
+
+/// An interface name: 1 to 15 bytes, no `/`, `:` or blank.
+pub fn iface(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > 15 || s.contains(['/', ':']) || s.contains(char::is_whitespace) {
+        return Err(format!("{s:?}: expected an interface name (1 to 15 bytes, no '/', ':' or blank)"));
+    }
+    Ok(s.to_string())
+}
+
+/// A bridge port `KIND:IFACE` (`afxdp:veth0`, `afpacket:eth1`).
+pub fn port_spec(s: &str) -> Result<flowsteer_bridge::PortSpec, String> {
+    flowsteer_bridge::PortSpec::parse(s).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn macs_vids_and_interfaces() {
+        assert_eq!(mac("02:00:00:00:00:0A"), Ok("02:00:00:00:00:0a".into()));
+        assert_eq!(mac("2-0-0-0-0-1"), Ok("02:00:00:00:00:01".into()));
+        for bad in
+            ["02:00:00:00:00", "02:00:00:00:00:01:02", "02:00:00:00:00:0g", "020:00:00:00:00:01", "02::00:00:00:01", ""]
+        {
+            assert!(mac(bad).is_err(), "{bad}");
+        }
+        assert_eq!(vid("4094"), Ok(4094));
+        assert!(vid("0").is_err() && vid("4095").is_err() && vid("x").is_err());
+        assert!(iface("veth0").is_ok());
+        for bad in ["", "0123456789abcdef", "a/b", "a:b", "a b"] {
+            assert!(iface(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn integers_outside_the_range_are_refused_with_the_range() {

@@ -39,6 +39,17 @@ pub const POLL: Duration = Duration::from_millis(20);
 /// The `Content-Type` of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// The address of a metrics flag: `ADDR:PORT` as given, or a bare `PORT`
+/// on loopback (`127.0.0.1:PORT`), so the counters are not exposed to the
+/// network unless asked for.
+pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| format!("{s:?}: expected PORT (on loopback) or ADDR:PORT, e.g. 9101 or 0.0.0.0:9101"))
+}
+
 /// A serving metrics endpoint; dropping it stops its thread.
 pub struct MetricsServer {
     addr: SocketAddr,
@@ -382,6 +393,14 @@ mod tests {
             ..Default::default()
         };
         assert!(render(&stats).contains(r#"flowsteer_bridge_port_received_total{port="we\"ird"} 0"#));
+    }
+
+    #[test]
+    fn a_bare_port_listens_on_loopback() {
+        assert_eq!(listen_addr("9101"), Ok("127.0.0.1:9101".parse().unwrap()));
+        assert_eq!(listen_addr("0.0.0.0:9101"), Ok("0.0.0.0:9101".parse().unwrap()));
+        assert_eq!(listen_addr("[::1]:9101"), Ok("[::1]:9101".parse().unwrap()));
+        assert!(listen_addr("65536").is_err() && listen_addr("host:1").is_err());
     }
 
     #[test]

@@ -1,0 +1,163 @@
+//! `flowsteer bridge-ctl` against a fake bridge served in this process:
+//! what each command asks, what it prints, its exit codes (0 done, 1 the
+//! bridge answered an error, 2 bad arguments, 3 no bridge).
+
+#[allow(dead_code)] // only `flowsteer` and `TempDir` are used here
+mod common;
+
+use common::{flowsteer, TempDir};
+use flowsteer_bridge::api::{BridgeStats, FdbRow, PortKind, PortSpec, PortStats, STATS_SCHEMA};
+use flowsteer_bridge::{ctl, Control, Request, Response};
+use std::sync::{Arc, Mutex};
+
+#[derive(Default)]
+struct Fake {
+    asked: Mutex<Vec<Request>>,
+}
+
+impl Control for Fake {
+    fn request(&self, req: Request) -> Response {
+        self.asked.lock().unwrap().push(req.clone());
+        match req {
+            Request::FdbShow => Response::Fdb {
+                entries: vec![
+                    FdbRow {
+                        mac: "02:00:00:00:00:01".into(),
+                        port: "veth0".into(),
+                        vlan: 10,
+                        is_static: true,
+                        age_s: 0,
+                    },
+                    FdbRow {
+                        mac: "02:00:00:00:00:02".into(),
+                        port: "veth1".into(),
+                        vlan: 0,
+                        is_static: false,
+                        age_s: 12,
+                    },
+                ],
+            },
+            Request::Stats => Response::Stats {
+                stats: Box::new(BridgeStats {
+                    schema: STATS_SCHEMA.into(),
+                    ports: vec![PortStats {
+                        name: "veth0".into(),
+                        kind: "afxdp".into(),
+                        received: 7,
+                        forwarded: 7,
+                        ..Default::default()
+                    }],
+                    conservation_ok: true,
+                    ..Default::default()
+                }),
+            },
+            Request::PortDel { iface } => Response::Error { message: format!("{iface} is not a member port") },
+            _ => Response::Ok { detail: "done".into() },
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn no_bridge_is_exit_3_with_what_to_do() {
+    let out = flowsteer(&["bridge-ctl", "--ctl", "/nonexistent", "stats"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("/nonexistent") && err.contains("is the bridge running? (--ctl PATH)"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_macs_vids_and_words_are_usage_errors() {
+    for (args, says) in [
+        (&["fdb", "add", "02:00:00:00:00", "veth0"][..], "MAC address"),
+        (&["fdb", "add", "02:00:00:00:00:01", "vlan", "4095", "veth0"], "1..=4094"),
+        (&["fdb", "add", "02:00:00:00:00:01", "vlan", "10"], "which port"),
+        (&["fdb", "add", "02:00:00:00:00:01", "veth0", "veth1"], "one interface"),
+        (&["fdb", "del", "02:00:00:00:00:01", "dev", "veth0"], "no dev"),
+        (&["fdb", "flush", "vlan", "3"], "not vlan"),
+        (&["port", "add", "xdp:veth0"], "afxdp:IFACE"),
+    ] {
+        let mut argv = vec!["bridge-ctl", "--ctl", "/nonexistent"];
+        argv.extend_from_slice(args);
+        let out = flowsteer(&argv);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn each_command_asks_its_request_and_prints_the_answer() {
+    let dir = TempDir::new("bridge-ctl", "fake");
+    let sock = dir.path("ctl.sock");
+    let fake = Arc::new(Fake::default());
+    let _server = ctl::serve(&sock, fake.clone()).unwrap();
+    let run = |args: &[&str]| {
+        let mut argv = vec!["bridge-ctl", "--ctl", sock.to_str().unwrap()];
+        argv.extend_from_slice(args);
+        flowsteer(&argv)
+    };
+
+    let out = run(&["fdb", "show"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout),
+        "02:00:00:00:00:01 dev veth0 vlan 10 master flowsteer static\n02:00:00:00:00:02 dev veth1 age 12s master flowsteer\n"
+    );
+    let out = run(&["fdb", "show", "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[1]["mac"], "02:00:00:00:00:02");
+    assert_eq!((rows[1]["port"].as_str(), rows[1]["vlan"].as_u64()), (Some("veth1"), Some(0)));
+    assert_eq!((rows[0]["static"].as_bool(), rows[1]["age_s"].as_u64()), (Some(true), Some(12)));
+
+    let out = run(&["stats"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["veth0", "afxdp", "no", "no", "7", "7", "0", "0", "0", "0"]),
+        "{stdout}"
+    );
+    assert!(stdout.contains("conservation: ok"), "{stdout}");
+    let out = run(&["stats", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((doc["schema"].as_str(), doc["ports"][0]["received"].as_u64()), (Some(STATS_SCHEMA), Some(7)));
+
+    for args in [
+        &["port", "add", "afpacket:veth2"][..],
+        &["fdb", "add", "02:00:00:00:00:0A", "vlan", "10", "veth0"],
+        &["fdb", "add", "02:00:00:00:00:0b", "dev", "veth1", "vlan", "20"],
+        &["fdb", "add", "02:00:00:00:00:0c", "veth1"],
+        &["fdb", "del", "02:00:00:00:00:0a", "vlan", "10"],
+        &["fdb", "del", "02:00:00:00:00:0c"],
+        &["fdb", "flush", "dev", "veth0"],
+        &["fdb", "flush"],
+    ] {
+        let out = run(args);
+        assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "done\n".into()), "{args:?}");
+    }
+    let out = run(&["port", "del", "veth9"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "error: the bridge answered: veth9 is not a member port\n");
+
+    let mac = |m: &str| m.to_string();
+    assert_eq!(
+        fake.asked.lock().unwrap()[4..],
+        [
+            Request::PortAdd { port: PortSpec { kind: PortKind::Afpacket, iface: "veth2".into() } },
+            Request::FdbAdd { mac: mac("02:00:00:00:00:0a"), vlan: 10, iface: "veth0".into() },
+            Request::FdbAdd { mac: mac("02:00:00:00:00:0b"), vlan: 20, iface: "veth1".into() },
+            Request::FdbAdd { mac: mac("02:00:00:00:00:0c"), vlan: 0, iface: "veth1".into() },
+            Request::FdbDel { mac: mac("02:00:00:00:00:0a"), vlan: 10 },
+            Request::FdbDel { mac: mac("02:00:00:00:00:0c"), vlan: 0 },
+            Request::FdbFlush { iface: Some("veth0".into()) },
+            Request::FdbFlush { iface: None },
+            Request::PortDel { iface: "veth9".into() },
+        ]
+    );
+}
