@@ -17,8 +17,9 @@
 //!   longer than [`MAX_LINE`] bytes, or one that is not a JSON request, is
 //!   answered one [`Response::Error`] and the connection is closed.
 //! * **Stop.** Dropping the [`CtlServer`] stops its threads (each checks a
-//!   stop flag every [`POLL`]; a request being answered is finished first)
-//!   and removes the socket file if it is still the one it created.
+//!   stop flag every [`POLL`]; a request being answered is finished first,
+//!   and a client that does not take its answer holds it at most
+//!   [`WRITE_TIMEOUT`]) and removes the socket file if it is still the one it created.
 //!
 //! # Client ([`request`])
 //!
