@@ -1,6 +1,6 @@
 //! The control socket: a Unix stream socket (mode 0600) carrying one JSON
-//! [`Request`](crate::Request) per line and one JSON
-//! [`Response`](crate::Response) per line back.
+//! [`Request`] per line and one JSON
+//! [`Response`] per line back.
 //!
 //! # Server ([`serve`])
 //!
