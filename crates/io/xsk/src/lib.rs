@@ -43,4 +43,6 @@ mod sys;
 pub use error::{Error, ErrorKind, NEED_ROOT};
 pub use port::{frame_room, interface_mtu, mtu_mismatch, PortConfig, XdpPort, LINK_OVERHEAD};
 pub use prog::{AttachConfig, Claim, Fragments, XdpCounters, XdpMode, XdpProgram, XdpReasons, MAX_IPV6_EXT_HEADERS};
-pub use socket::{BindMode, FrameAccount, KernelStats, XskConfig, XskSocket, XskStats, XDP_PACKET_HEADROOM};
+pub use socket::{
+    BindMode, FrameAccount, KernelStats, XskConfig, XskSocket, XskStats, TX_TAG_NONE, XDP_PACKET_HEADROOM,
+};
