@@ -11,7 +11,8 @@
 //!   the README).
 //! * [`XskSocket`]: one AF_XDP socket per (interface, queue) with its UMEM
 //!   and its fill / completion / rx / tx rings; [`XskSocket::rx_burst`],
-//!   [`XskSocket::tx_burst`], completion recycling, counters plus the
+//!   [`XskSocket::tx_burst`], [`XskSocket::tx_prepared`] (frames written in
+//!   place in the UMEM and sent again without a copy), completion recycling, counters plus the
 //!   kernel's XDP_STATISTICS, and a per-frame [`FrameAccount`].
 //! * [`XdpPort`]: the program plus one registered socket per queue.
 //!
