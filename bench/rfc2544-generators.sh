@@ -58,4 +58,4 @@ CFG
 fi
 echo "# flowsteer rfc2544 AF_XDP generator: its ceiling at 64 bytes (--dut none), CPU $cpu"
 "$bin" rfc2544 --ceiling --sizes 64 --trial "$secs" --wait 0.5 --gen-cpus "$cpu" --json 2>/dev/null |
-    sed -n 's/.*"generator_max_fps": \([0-9.]*\).*/rfc2544 generator sent: \1 frames\/s/p; s/.*"received_fps": \([0-9.]*\).*/rfc2544 receiver got: \1 frames\/s/p' | head -2
+    sed -n 's/.*"generator_max_fps": \([0-9.]*\).*/rfc2544 generator sent: \1 frames\/s/p; s/.*"received_fps": \([0-9.]*\).*/rfc2544 receiver got: \1 frames\/s/p; s/.*"\(gen_[a-z]*_ns_per_frame\)": \([0-9.]*\).*/rfc2544 \1: \2/p; s/.*"\(rx_thread_ns_per_frame\)": \([0-9.]*\).*/rfc2544 \1: \2/p' | head -6

@@ -21,7 +21,11 @@
 //! frames with a bad header checksum silently): the IPv4 header checksum is
 //! in the template, the UDP checksum is the template's sum over the pseudo
 //! header, the UDP header and the zero stamp, plus the stamp's words,
-//! folded per frame.
+//! folded per frame ([`Template::write`]). A frame that already holds its
+//! template, sent again from the same transmit buffer, gets only its
+//! sequence number and time rewritten and its checksum updated from the
+//! old one ([`Template::restamp`], RFC 1624): the same work whatever the
+//! frame size.
 
 use std::net::IpAddr;
 
@@ -204,6 +208,32 @@ impl Template {
         }
         dst[self.csum_at..self.csum_at + 2].copy_from_slice(&csum.to_be_bytes());
     }
+
+    /// Rewrites the sequence number and transmit time of a frame this
+    /// template already wrote into `frame` (by [`Template::write`] or an
+    /// earlier `restamp`), and updates its UDP checksum incrementally from
+    /// the one in the frame (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m') over
+    /// the six changed 16-bit words) instead of summing the stamp again. The
+    /// rest of the frame (headers, stream id, padding) is left as it is. A
+    /// `frame` shorter than the template is left alone.
+    pub fn restamp(&self, frame: &mut [u8], seq: u32, ts_ns: u64) {
+        let Some(dst) = frame.get_mut(..self.bytes.len()) else { return };
+        let mut new = [0u8; 12];
+        new[0..4].copy_from_slice(&seq.to_be_bytes());
+        new[4..12].copy_from_slice(&ts_ns.to_be_bytes());
+        let fields = self.stamp_at + 4..self.stamp_at + STAMP_LEN;
+        let old_csum = u16::from_be_bytes([dst[self.csum_at], dst[self.csum_at + 1]]);
+        let mut acc = u64::from(!old_csum);
+        for w in dst[fields.clone()].chunks_exact(2) {
+            acc += u64::from(!u16::from_be_bytes([w[0], w[1]]));
+        }
+        let mut csum = fold(sum(&new, acc));
+        if csum == 0 {
+            csum = 0xffff;
+        }
+        dst[fields].copy_from_slice(&new);
+        dst[self.csum_at..self.csum_at + 2].copy_from_slice(&csum.to_be_bytes());
+    }
 }
 
 /// The frames of a trial: a template per (flow, pattern slot); frame `seq`
@@ -258,9 +288,30 @@ impl FrameSet {
 
     /// The template of frame `seq`.
     pub fn template(&self, seq: u32) -> &Template {
+        &self.templates[self.index(seq)]
+    }
+
+    /// Which template frame `seq` uses: `0..`[`FrameSet::len`].
+    pub fn index(&self, seq: u32) -> usize {
         let flow = (seq % self.flows) as usize;
         let slot = (seq as usize) % self.pattern;
-        &self.templates[flow * self.pattern + slot]
+        flow * self.pattern + slot
+    }
+
+    /// Template `index` (`None` past the end).
+    pub fn by_index(&self, index: usize) -> Option<&Template> {
+        self.templates.get(index)
+    }
+
+    /// Number of templates: frame `seq` and frame `seq + k * len()` use the
+    /// same one (the flows times the size pattern).
+    pub fn len(&self) -> usize {
+        self.templates.len()
+    }
+
+    /// Never empty (at least one flow and one size).
+    pub fn is_empty(&self) -> bool {
+        self.templates.is_empty()
     }
 
     /// Flows.
@@ -367,6 +418,60 @@ mod tests {
                 assert_eq!(read_stamp(f, 7001), None);
             }
         }
+    }
+
+    proptest::proptest! {
+        /// Restamping a frame, again and again, gives the bytes a full write
+        /// of the new stamp gives: headers, stamp and checksum.
+        #[test]
+        fn restamp_matches_a_full_write(
+            v6 in proptest::bool::ANY,
+            size in 0usize..12,
+            stamps in proptest::collection::vec((proptest::num::u32::ANY, proptest::num::u64::ANY), 1..8),
+            first in proptest::num::u32::ANY,
+        ) {
+            let set = FrameSet::new(&spec(v6), if v6 { FrameSize::Fixed(MIN_FRAME_IPV6 + size as u16 * 7) } else { FrameSize::Imix }).unwrap();
+            let t = set.template(first.wrapping_mul(12).wrapping_add(size as u32));
+            let mut inplace = vec![0u8; t.len()];
+            t.write(&mut inplace, first, 0);
+            let mut full = vec![0u8; t.len()];
+            for &(seq, ts) in &stamps {
+                t.restamp(&mut inplace, seq, ts);
+                t.write(&mut full, seq, ts);
+                proptest::prop_assert_eq!(&inplace, &full);
+                proptest::prop_assert!(udp_ok(&inplace, v6));
+            }
+        }
+    }
+
+    #[test]
+    fn restamp_keeps_the_checksum_valid_through_the_all_ones_case() {
+        // Find a stamp whose checksum is the "computed 0, sent as 0xffff"
+        // case, then restamp from and to it.
+        let set = FrameSet::new(&spec(false), FrameSize::Fixed(64)).unwrap();
+        let t = set.template(0);
+        let mut buf = vec![0u8; t.len()];
+        let csum_of = |b: &[u8]| u16::from_be_bytes([b[40], b[41]]);
+        let mut found = None;
+        for ts in 0..200_000u64 {
+            t.write(&mut buf, 0, ts);
+            if csum_of(&buf) == 0xffff {
+                found = Some(ts);
+                break;
+            }
+        }
+        let ts = found.expect("some timestamp sums to zero");
+        let mut full = buf.clone();
+        t.restamp(&mut buf, 16, 5);
+        t.write(&mut full, 16, 5);
+        assert_eq!(buf, full);
+        t.restamp(&mut buf, 0, ts);
+        assert_eq!(csum_of(&buf), 0xffff);
+        assert!(udp_ok(&buf, false));
+        // A short buffer is left alone.
+        let mut short = [0u8; 10];
+        t.restamp(&mut short, 1, 1);
+        assert_eq!(short, [0u8; 10]);
     }
 
     #[test]

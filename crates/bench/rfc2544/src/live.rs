@@ -2,10 +2,17 @@
 //! namespace and an AF_XDP receiver (behind the XDP program, claiming the
 //! test's UDP port) in its receiver namespace.
 //!
-//! Generator: the frames are pre-built ([`FrameSet`]); per frame only the
-//! 16-byte stamp and the UDP checksum are written. Rate control is a token
-//! bucket on `CLOCK_MONOTONIC` (`Instant`), sending bursts of
-//! [`LiveConfig::burst`] frames; the bucket holds at most 10 ms of frames
+//! Generator: the frames are pre-built in the UMEM. Each transmit frame
+//! holds a whole template ([`FrameSet`]) written once; sent again, it gets
+//! only its sequence number and time rewritten and its UDP checksum updated
+//! incrementally ([`crate::frames::Template::restamp`]), in place
+//! ([`XskSocket::tx_prepared`]; a frame's tag says which template it holds).
+//! Batches are a whole multiple of the template count, so the frames,
+//! coming back round the completion ring in order, meet their own template
+//! again. Rate control is a token bucket on `CLOCK_MONOTONIC` (`Instant`),
+//! sending bursts of [`LiveConfig::burst`] frames (unthrottled: a whole tx
+//! ring, [`GEN_TX_RING`], woken with one sendto of that budget where the
+//! kernel allows it); the bucket holds at most 10 ms of frames
 //! (at least one burst), so a generator descheduled briefly catches up in
 //! bursts while a stalled one does not flood afterwards: its trial shows
 //! the shortfall (invalid below 99 %).
@@ -122,6 +129,36 @@ fn softnet_delta(before: &[(u64, u64, u64)], after: &[(u64, u64, u64)]) -> Vec<S
         .collect()
 }
 
+/// Transmit ring of the generator's socket, and its frames per transmit
+/// wake-up (XDP_MAX_TX_SKB_BUDGET) in copy mode.
+pub const GEN_TX_RING: u32 = 2048;
+
+fn gen_socket_config() -> XskConfig {
+    // The generator receives nothing (no program on its interface): a small
+    // fill ring leaves the UMEM's frames to transmit.
+    XskConfig {
+        frame_count: 4096,
+        rx_ring: 64,
+        tx_ring: GEN_TX_RING,
+        copy_tx_budget: GEN_TX_RING,
+        ..XskConfig::default()
+    }
+}
+
+/// User and system CPU time of the calling thread so far, ns
+/// (`/proc/thread-self/stat` utime and stime, in [`USER_HZ`] ticks; the
+/// system part includes the softirq work the kernel ran in the thread's
+/// context, such as a veth peer's receive during the thread's sendto).
+pub fn thread_user_sys_ns() -> (u64, u64) {
+    let Ok(text) = std::fs::read_to_string("/proc/thread-self/stat") else { return (0, 0) };
+    // Fields after the command (which may hold spaces) in parentheses.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |i: usize| rest.split_whitespace().nth(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let tick = 1_000_000_000 / USER_HZ;
+    // utime and stime are fields 14 and 15 of stat(5): 12 and 13 after ')'.
+    (field(11) * tick, field(12) * tick)
+}
+
 /// Clock ticks per second of `/proc/stat` (USER_HZ: 100 on Linux, every
 /// architecture it runs on): CPU time is accounted in 10 ms steps per CPU.
 pub const USER_HZ: u64 = 100;
@@ -178,6 +215,10 @@ pub struct TrialDetail {
     pub cpu_busy_ns: u64,
     /// CPU time of the generator thread during the trial, ns ([`thread_cpu_ns`]).
     pub gen_thread_ns: u64,
+    /// Of which user time, ns ([`thread_user_sys_ns`], [`USER_HZ`] steps).
+    pub gen_user_ns: u64,
+    /// And system time (softirq work in its context included), ns.
+    pub gen_sys_ns: u64,
     /// CPU time of the receiver thread from the generator's start to its stop, ns.
     pub rx_thread_ns: u64,
 }
@@ -247,7 +288,7 @@ impl LiveRunner {
         let frames = FrameSet::new(&flow_spec(ports, &cfg, cfg.dst_port), cfg.size)?;
         let learn = FrameSet::new(&flow_spec(ports, &cfg, cfg.dst_port.wrapping_add(1)), FrameSize::Fixed(128))?;
         let gen_dev = ports.gen_dev.clone();
-        let gen = run_in(ports.gen_ns.as_deref(), move || XskSocket::open(&gen_dev, 0, &XskConfig::default()))??;
+        let gen = run_in(ports.gen_ns.as_deref(), move || XskSocket::open(&gen_dev, 0, &gen_socket_config()))??;
         let port_cfg = PortConfig {
             attach: AttachConfig { mode: cfg.xdp_mode, claim: Claim::udp(&[cfg.dst_port]), ..AttachConfig::default() },
             socket: XskConfig::default(),
@@ -348,11 +389,13 @@ impl LiveRunner {
             .spawn(move || {
                 pin(gen_cpu);
                 let cpu0 = thread_cpu_ns();
+                let (u0, s0) = thread_user_sys_ns();
                 let r = generate(&mut gen, &frames, offered_fps, duration, burst, epoch);
-                (gen, r, thread_cpu_ns().saturating_sub(cpu0))
+                let (u1, s1) = thread_user_sys_ns();
+                (gen, r, (thread_cpu_ns().saturating_sub(cpu0), u1.saturating_sub(u0), s1.saturating_sub(s0)))
             })
             .map_err(|e| Error::Thread(e.to_string()))?;
-        let (gen, (sent, duration_s, tx_incomplete), gen_thread_ns) =
+        let (gen, (sent, duration_s, tx_incomplete), (gen_thread_ns, gen_user_ns, gen_sys_ns)) =
             generator.join().map_err(|_| Error::Thread("the generator thread panicked".into()))?;
         let kicks = gen.stats().map(|s| s.tx_kick_errors).unwrap_or(0);
         self.gen = Some(gen);
@@ -375,6 +418,8 @@ impl LiveRunner {
             softnet: softnet_delta(&before, &after),
             cpu_busy_ns: busy,
             gen_thread_ns,
+            gen_user_ns,
+            gen_sys_ns,
             rx_thread_ns,
         };
         self.details.push(detail.clone());
@@ -410,59 +455,71 @@ fn generate(
     burst: usize,
     epoch: Instant,
 ) -> (u64, f64, u64) {
-    let mut bufs = vec![vec![0u8; frames.max_len()]; burst];
-    let mut lens = vec![0usize; burst];
-    let depth = if rate.is_finite() { (rate * BUCKET_SECS).max(burst as f64) } else { burst as f64 };
-    // Wait for at least this many tokens: a whole burst, or 50 us of frames
-    // at low rates.
-    let want = if rate.is_finite() { (rate * 50e-6).clamp(1.0, burst as f64) } else { burst as f64 };
+    // Unthrottled: as many frames per batch as the ring takes, rounded down
+    // to a whole number of template rounds so each frame meets its own
+    // template again when it comes back.
+    let ring = GEN_TX_RING as usize;
+    let period = frames.len().max(1);
+    let batch = if rate.is_finite() {
+        burst
+    } else if period <= ring {
+        ring / period * period
+    } else {
+        ring
+    };
+    let depth = if rate.is_finite() { (rate * BUCKET_SECS).max(batch as f64) } else { batch as f64 };
+    // Wait for at least this many tokens: a whole burst, or 200 us of
+    // frames at low rates, asleep (wakeup mode: below saturation the
+    // thread sleeps between bursts rather than spinning).
+    let want = if rate.is_finite() { (rate * 200e-6).clamp(1.0, batch as f64) } else { batch as f64 };
     let start = Instant::now();
     let end = start + duration;
     let mut last = start;
     let mut tokens = 0.0f64;
     let mut seq: u32 = 0;
     let mut sent: u64 = 0;
-    let mut pending = 0usize;
-    let mut pending_from = 0usize;
     loop {
         let now = Instant::now();
         if now >= end {
             break;
         }
-        tokens = (tokens + rate * (now - last).as_secs_f64()).min(depth);
-        last = now;
-        if pending == 0 {
+        let n = if rate.is_finite() {
+            tokens = (tokens + rate * (now - last).as_secs_f64()).min(depth);
+            last = now;
             if tokens < want {
                 let gap = (want - tokens) / rate;
-                if gap > 200e-6 {
-                    std::thread::sleep(Duration::from_secs_f64(gap - 100e-6));
+                if gap > 100e-6 {
+                    // Asleep when the wait is long against a sleep's own
+                    // cost (below burst / 100 us frames/s: 320k for 32);
+                    // oversleeping (timer slack: 50 us) only fills the
+                    // bucket further.
+                    std::thread::sleep(Duration::from_secs_f64(gap));
                 } else {
                     std::thread::yield_now();
                 }
                 continue;
             }
-            let n = (tokens as usize).min(burst);
-            let ts = epoch.elapsed().as_nanos() as u64;
-            for i in 0..n {
-                let s = seq.wrapping_add(i as u32);
-                let t = frames.template(s);
-                t.write(&mut bufs[i], s, ts);
-                lens[i] = t.len();
+            (tokens as usize).min(batch)
+        } else {
+            batch
+        };
+        let ts = epoch.elapsed().as_nanos() as u64;
+        let mut s = seq;
+        let k = sock.tx_prepared(n, &mut |buf, tag| {
+            let index = frames.index(s);
+            let t = frames.by_index(index)?;
+            if *tag == index as u32 {
+                t.restamp(buf, s, ts);
+            } else {
+                t.write(buf, s, ts);
+                *tag = index as u32;
             }
-            pending = n;
-            pending_from = 0;
-        }
-        let refs: Vec<&[u8]> = bufs[pending_from..pending_from + pending]
-            .iter()
-            .zip(&lens[pending_from..])
-            .map(|(b, &l)| &b[..l])
-            .collect();
-        let k = sock.tx_burst(&refs);
+            s = s.wrapping_add(1);
+            Some(t.len())
+        });
         seq = seq.wrapping_add(k as u32);
         sent += k as u64;
         tokens -= k as f64;
-        pending -= k;
-        pending_from += k;
         if k == 0 {
             sock.tx_complete();
             std::thread::yield_now();

@@ -280,6 +280,15 @@ pub struct CeilingRow {
     pub generator_max_fps: f64,
     /// Of which received.
     pub received_fps: f64,
+    /// CPU time of the generator thread per frame sent, ns (schedstat).
+    pub gen_thread_ns_per_frame: f64,
+    /// Of which user time (`/proc/thread-self/stat`, 10 ms steps): ours.
+    pub gen_user_ns_per_frame: f64,
+    /// And system time: the kernel's transmit, and the receive side the
+    /// kernel runs in the generator's softirq (veth).
+    pub gen_sys_ns_per_frame: f64,
+    /// CPU time of the receiver thread per frame sent, ns (schedstat).
+    pub rx_thread_ns_per_frame: f64,
 }
 
 /// The whole report (`flowsteer.rfc2544.v1`).
@@ -401,10 +410,15 @@ fn sweep(
             report.machine.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_default();
             let (fps, detail) = runner.generator_max(cfg.gen_max_trial)?;
             let secs = cfg.gen_max_trial.as_secs_f64();
+            let per = |ns: u64| if detail.sent > 0 { ns as f64 / detail.sent as f64 } else { 0.0 };
             report.generator.push(CeilingRow {
                 frame_size: size.into(),
                 generator_max_fps: fps,
                 received_fps: detail.received as f64 / secs,
+                gen_thread_ns_per_frame: per(detail.gen_thread_ns),
+                gen_user_ns_per_frame: per(detail.gen_user_ns),
+                gen_sys_ns_per_frame: per(detail.gen_sys_ns),
+                rx_thread_ns_per_frame: per(detail.rx_thread_ns),
             });
             ceilings.push(fps);
             baselines.push(match cfg.cost_rate {

@@ -11,7 +11,8 @@
 //!   the README).
 //! * [`XskSocket`]: one AF_XDP socket per (interface, queue) with its UMEM
 //!   and its fill / completion / rx / tx rings; [`XskSocket::rx_burst`],
-//!   [`XskSocket::tx_burst`], completion recycling, counters plus the
+//!   [`XskSocket::tx_burst`], [`XskSocket::tx_prepared`] (frames written in
+//!   place in the UMEM and sent again without a copy), completion recycling, counters plus the
 //!   kernel's XDP_STATISTICS, and a per-frame [`FrameAccount`].
 //! * [`XdpPort`]: the program plus one registered socket per queue.
 //!
@@ -43,4 +44,6 @@ mod sys;
 pub use error::{Error, ErrorKind, NEED_ROOT};
 pub use port::{frame_room, interface_mtu, mtu_mismatch, PortConfig, XdpPort, LINK_OVERHEAD};
 pub use prog::{AttachConfig, Claim, Fragments, XdpCounters, XdpMode, XdpProgram, XdpReasons, MAX_IPV6_EXT_HEADERS};
-pub use socket::{BindMode, FrameAccount, KernelStats, XskConfig, XskSocket, XskStats, XDP_PACKET_HEADROOM};
+pub use socket::{
+    BindMode, FrameAccount, KernelStats, XskConfig, XskSocket, XskStats, TX_TAG_NONE, XDP_PACKET_HEADROOM,
+};

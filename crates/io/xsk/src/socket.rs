@@ -34,6 +34,14 @@ pub enum BindMode {
     ZeroCopy,
 }
 
+/// The kernel's transmit budget per copy-mode sendto when not raised.
+const DEFAULT_TX_BUDGET: u32 = 32;
+
+/// The tag of a UMEM frame whose bytes the caller of
+/// [`XskSocket::tx_prepared`] does not know: never written through it, or
+/// written since by receive or [`XskSocket::tx_burst`].
+pub const TX_TAG_NONE: u32 = u32::MAX;
+
 /// Kernel headroom in front of every received frame (XDP_PACKET_HEADROOM).
 pub const XDP_PACKET_HEADROOM: u32 = 256;
 
@@ -71,6 +79,11 @@ pub struct XskConfig {
     /// Bind with XDP_USE_NEED_WAKEUP (default true): the kernel flags when it
     /// needs a syscall to make progress, so busy paths make none.
     pub need_wakeup: bool,
+    /// Frames one transmit wake-up (sendto) may send in copy mode
+    /// (XDP_MAX_TX_SKB_BUDGET): 32 (default, the kernel's own) up to
+    /// `tx_ring`. Kernels before 6.17 have no such option: there the socket
+    /// keeps 32 ([`XskSocket::tx_budget`] says which is in use).
+    pub copy_tx_budget: u32,
 }
 
 impl Default for XskConfig {
@@ -82,6 +95,7 @@ impl Default for XskConfig {
             tx_ring: 2048,
             bind: BindMode::Auto,
             need_wakeup: true,
+            copy_tx_budget: DEFAULT_TX_BUDGET,
         }
     }
 }
@@ -99,6 +113,14 @@ impl XskConfig {
             if !v.is_power_of_two() || v > 1 << 20 {
                 return Err(Error::config(format!("{name} must be a power of two up to 1048576, not {v}")));
             }
+        }
+        if self.copy_tx_budget != DEFAULT_TX_BUDGET
+            && !(DEFAULT_TX_BUDGET..=self.tx_ring).contains(&self.copy_tx_budget)
+        {
+            return Err(Error::config(format!(
+                "copy_tx_budget must be 32..=tx_ring ({}), not {}",
+                self.tx_ring, self.copy_tx_budget
+            )));
         }
         if self.rx_ring > self.frame_count {
             return Err(Error::config(format!(
@@ -217,6 +239,9 @@ pub struct XskSocket {
     need_wakeup: bool,
     free: Vec<u64>,
     owner: Vec<Owner>,
+    /// Per frame: the caller's tag of what it holds ([`XskSocket::tx_prepared`]).
+    tags: Vec<u32>,
+    tx_budget: u32,
     scratch: Vec<u64>,
     rx_owned: u32,
     tx_owned: u32,
@@ -230,10 +255,10 @@ const BIND_BUSY_RETRIES: u32 = 10;
 const BIND_BUSY_PAUSE: Duration = Duration::from_millis(20);
 
 /// Upper bound of wake-ups per `tx_burst` / `tx_complete`: in copy mode one
-/// sendto sends at most 32 frames (the kernel's TX budget), so a full ring
-/// takes tx_ring / 32 of them.
-fn max_kicks(tx_ring: u32) -> u32 {
-    tx_ring / 32 + 2
+/// sendto sends at most `budget` frames (the kernel's TX budget), so a full
+/// ring takes tx_ring / budget of them.
+fn max_kicks(tx_ring: u32, budget: u32) -> u32 {
+    tx_ring / budget.max(1) + 2
 }
 
 impl XskSocket {
@@ -292,6 +317,15 @@ impl XskSocket {
         ring(libc::XDP_UMEM_COMPLETION_RING, cfg.tx_ring, "completion")?;
         ring(libc::XDP_RX_RING, cfg.rx_ring, "rx")?;
         ring(libc::XDP_TX_RING, cfg.tx_ring, "tx")?;
+        let mut tx_budget = DEFAULT_TX_BUDGET;
+        if cfg.copy_tx_budget != DEFAULT_TX_BUDGET {
+            match sys::set_tx_budget(&fd, cfg.copy_tx_budget) {
+                Ok(()) => tx_budget = cfg.copy_tx_budget,
+                // A kernel before 6.17: it keeps its 32.
+                Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {}
+                Err(e) => return Err(Error::os(&e, format!("setting the transmit budget to {}", cfg.copy_tx_budget))),
+            }
+        }
         let off = sys::mmap_offsets(&fd).map_err(|e| Error::os(&e, "reading XDP_MMAP_OFFSETS".into()))?;
         let map_err = |name: &'static str| move |e: std::io::Error| Error::os(&e, format!("mapping the {name} ring"));
         let fill = sys::map_ring::<u64>(&fd, libc::XDP_UMEM_PGOFF_FILL_RING as i64, &off.fr, cfg.rx_ring, true)
@@ -321,6 +355,8 @@ impl XskSocket {
             // Popped from the end: hand out low frames first.
             free: (0..u64::from(total)).rev().map(|i| i * u64::from(cfg.frame_size)).collect(),
             owner: vec![Owner::Free; total as usize],
+            tags: vec![TX_TAG_NONE; total as usize],
+            tx_budget,
             scratch: Vec::with_capacity(cfg.rx_ring as usize),
             rx_owned: 0,
             tx_owned: 0,
@@ -378,6 +414,12 @@ impl XskSocket {
         self.frame_size
     }
 
+    /// Frames one copy-mode transmit wake-up sends at most (see
+    /// [`XskConfig::copy_tx_budget`]).
+    pub fn tx_budget(&self) -> u32 {
+        self.tx_budget
+    }
+
     /// The socket descriptor (for the XSKMAP, or for poll/epoll).
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -403,6 +445,7 @@ impl XskSocket {
             self.free.pop();
             if let Some(i) = self.frame_index(addr) {
                 self.owner[i] = Owner::Rx;
+                self.tags[i] = TX_TAG_NONE;
             }
             self.rx_owned += 1;
             moved = true;
@@ -583,6 +626,7 @@ impl XskSocket {
             self.free.pop();
             if let Some(i) = self.frame_index(addr) {
                 self.owner[i] = Owner::Tx;
+                self.tags[i] = TX_TAG_NONE;
             }
             self.tx_owned += 1;
             self.st.tx_packets += 1;
@@ -595,6 +639,57 @@ impl XskSocket {
         }
         self.kick_tx();
         consumed
+    }
+
+    /// Queues up to `max` free UMEM frames for transmit, each written in
+    /// place by `f`: no copy. `f(buf, tag)` gets one free frame's whole room
+    /// (`frame_size` bytes), holding what was last written to it, and that
+    /// frame's tag: a value the socket keeps with the frame for the caller,
+    /// to know what the frame holds (a template, say) and rewrite only what
+    /// changes. The tag is [`TX_TAG_NONE`] while the bytes are unknown (a
+    /// frame never written through this call, or written since by receive
+    /// or [`XskSocket::tx_burst`]). `f` returns the length to send,
+    /// `1..=frame_size`; `None` stops (the frame stays free, with what `f`
+    /// wrote and the tag it left). A length out of range stops too and
+    /// counts in `tx_rejected`. The loop also stops when the tx ring or the
+    /// free frames run out. Transmitted frames come back to the free list,
+    /// bytes and tag intact, through the completion ring (drained first).
+    /// One wake-up (sendto in copy mode, where the kernel needs one; in
+    /// zero-copy mode only when it asked) sends them. Returns frames queued.
+    pub fn tx_prepared(&mut self, max: usize, f: &mut dyn FnMut(&mut [u8], &mut u32) -> Option<usize>) -> usize {
+        self.reclaim();
+        let room = self.frame_size as usize;
+        let mut queued = 0usize;
+        while queued < max {
+            let Some(&addr) = self.free.last() else { break };
+            let Some(i) = self.frame_index(addr) else { break };
+            if !self.tx.has_room() {
+                break;
+            }
+            let Some(buf) = self.umem.get_mut(addr, room) else { break };
+            let len = match f(buf, &mut self.tags[i]) {
+                Some(len) if len > 0 && len <= room => len,
+                Some(_) => {
+                    self.st.tx_rejected += 1;
+                    break;
+                }
+                None => break,
+            };
+            if !self.tx.push(libc::xdp_desc { addr, len: len as u32, options: 0 }) {
+                break;
+            }
+            self.free.pop();
+            self.owner[i] = Owner::Tx;
+            self.tx_owned += 1;
+            self.st.tx_packets += 1;
+            self.st.tx_bytes += len as u64;
+            queued += 1;
+        }
+        if queued > 0 {
+            self.tx.submit();
+        }
+        self.kick_tx();
+        queued
     }
 
     /// Wakes the kernel if transmit descriptors are still waiting, then
@@ -613,7 +708,7 @@ impl XskSocket {
     fn kick_tx(&mut self) {
         // Copy mode sends only inside sendto, 32 frames per call; zero-copy
         // needs a call only when the kernel set NEED_WAKEUP.
-        for _ in 0..max_kicks(self.tx.size()) {
+        for _ in 0..max_kicks(self.tx.size(), self.tx_budget) {
             if self.tx.unconsumed() == 0 {
                 return;
             }
@@ -636,10 +731,13 @@ impl XskSocket {
         }
     }
 
-    /// Drains the completion ring into the free list.
+    /// Drains the completion ring into the free list, last completed
+    /// pushed first: the free list pops from its end, so frames go out
+    /// again in the order they were sent (the frames of
+    /// [`XskSocket::tx_prepared`] come round in a fixed order).
     fn reclaim(&mut self) -> usize {
         let n = self.comp.available();
-        for i in 0..n {
+        for i in (0..n).rev() {
             let addr = self.comp.read(i);
             let base = self.frame_base(addr);
             match self.frame_index(addr) {

@@ -438,6 +438,17 @@ impl<T: Copy> Ring<T> {
         true
     }
 
+    /// Room for one more entry (refreshes the kernel's consumer index when
+    /// the ring looks full).
+    pub(crate) fn has_room(&mut self) -> bool {
+        let used = self.cached_prod.wrapping_add(self.pending).wrapping_sub(self.cached_cons);
+        if used < self.size {
+            return true;
+        }
+        self.cached_cons = self.atomic(self.consumer).load(Ordering::Acquire);
+        self.cached_prod.wrapping_add(self.pending).wrapping_sub(self.cached_cons) < self.size
+    }
+
     /// Publishes the pushed entries to the kernel.
     pub(crate) fn submit(&mut self) {
         if self.pending == 0 {
@@ -586,6 +597,16 @@ fn getsockopt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, mut out: T) -> io::Result
 
 pub(crate) fn set_ring_size(fd: &OwnedFd, opt: libc::c_int, entries: u32) -> io::Result<()> {
     setsockopt(fd, opt, &entries)
+}
+
+/// XDP_MAX_TX_SKB_BUDGET (Linux 6.17, `include/uapi/linux/if_xdp.h`; not
+/// in the libc crate yet).
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+
+/// Frames one copy-mode sendto may send (32..=tx ring entries; the tx ring
+/// must exist). Older kernels fail with ENOPROTOOPT.
+pub(crate) fn set_tx_budget(fd: &OwnedFd, frames: u32) -> io::Result<()> {
+    setsockopt(fd, XDP_MAX_TX_SKB_BUDGET, &frames)
 }
 
 /// XDP_UMEM_REG: aligned chunks of `chunk_size`, no extra headroom.
