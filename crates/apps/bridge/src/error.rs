@@ -18,4 +18,21 @@ pub enum BridgeError {
     /// The peer sent something that is not a valid request or response.
     #[error("control protocol: {0}")]
     Protocol(String),
+    /// The bridge's configuration is wrong.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// A member port could not be opened.
+    #[error("port {iface}: {message}")]
+    Port {
+        /// The interface.
+        iface: String,
+        /// Why, for people.
+        message: String,
+    },
+    /// The MAC table refused its configuration.
+    #[error("MAC table: {0}")]
+    Fdb(String),
+    /// A thread could not be started.
+    #[error("starting a thread: {0}")]
+    Spawn(#[source] std::io::Error),
 }
