@@ -17,7 +17,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 mod error;
+mod star;
 mod sys;
+
+pub use star::Star;
 
 pub use error::NetnsError;
 
