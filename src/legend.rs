@@ -167,6 +167,30 @@ pub const RFC2544: Legend = &[
     ("trials", "trials the searches ran"),
 ];
 
+/// `bridge`: one row per member port.
+pub const BRIDGE_PORTS: Legend = &[
+    ("port", "the interface (removed ports last, marked -)"),
+    ("kind", "afxdp or afpacket"),
+    ("up", "link up as last seen (a port going down loses its learned MACs)"),
+    ("received", "frames in from the port, the kernel's drops before our socket included"),
+    ("forwarded", "of those, sent out of the one port their destination was learned on"),
+    ("flooded", "of those, sent out of every other member (broadcast, multicast, unknown unicast)"),
+    ("dropped", "of those, dropped (reasons in the summary): received = forwarded + flooded + dropped"),
+    ("transmitted", "frames sent out of the port (a flooded frame counts once per port)"),
+    ("tx_dropped", "frames that could not be sent out of the port (too_big, tx_failed)"),
+];
+
+/// `bridge`: one row per worker.
+pub const BRIDGE_WORKERS: Legend = &[
+    ("worker", "worker id"),
+    ("cpu", "the CPU it is pinned to (- when not pinned)"),
+    ("received", "frames it took in, its sockets' kernel drops included"),
+    ("forwarded", "of those, sent to one port"),
+    ("flooded", "of those, flooded"),
+    ("dropped", "of those, dropped"),
+    ("rx_copied", "frames at or below --rx-copy-threshold bytes"),
+];
+
 /// The legend as a `--help` block.
 pub fn help(title: &str, legend: Legend) -> String {
     let width = legend.iter().map(|(h, _)| h.len()).max().unwrap_or(0);
@@ -195,7 +219,7 @@ mod tests {
     use super::*;
 
     /// Every table's legend, with the title the README gives it.
-    const ALL: [(&str, Legend); 13] = [
+    const ALL: [(&str, Legend); 15] = [
         ("`run` (per worker)", RUN),
         ("`udp-echo` (per socket)", UDP_ECHO),
         ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
@@ -209,6 +233,8 @@ mod tests {
         ("`bench steer`", BENCH_STEER),
         ("`bench reasm`", BENCH_REASM),
         ("`rfc2544` (per device and frame size)", RFC2544),
+        ("`bridge` (per port)", BRIDGE_PORTS),
+        ("`bridge` (per worker)", BRIDGE_WORKERS),
     ];
 
     #[test]

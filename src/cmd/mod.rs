@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bridge;
 pub mod defrag;
 pub mod export;
 pub mod hash;
