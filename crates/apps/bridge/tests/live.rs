@@ -138,3 +138,43 @@ fn afxdp_three_hosts_ping_stream_isolation_counters() {
 fn afpacket_three_hosts_ping_stream_isolation_counters() {
     three_hosts(PortKind::Afpacket, "bp");
 }
+
+#[test]
+fn learned_entries_age_out_and_control_refuses_bad_input() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let star = Star::new("ba", 2).unwrap();
+    let bridge = start(&star, PortKind::Afpacket, 2, |c| c.ageing_s = 2);
+    assert!(ping(&star, 1, 2));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(fdb(&bridge).iter().any(|r| r.mac == star.mac_text(1)));
+    let ctl = bridge.control();
+    let add = Request::FdbAdd { mac: "02:00:00:00:00:99".into(), vlan: 0, iface: star.hub_dev(2).into() };
+    assert!(matches!(ctl.request(add), Response::Ok { .. }));
+    for bad in [
+        Request::FdbAdd { mac: "nonsense".into(), vlan: 0, iface: star.hub_dev(1).into() },
+        Request::FdbAdd { mac: "01:80:c2:00:00:00".into(), vlan: 0, iface: star.hub_dev(1).into() },
+        Request::FdbAdd { mac: "02:00:00:00:00:01".into(), vlan: 0, iface: "nosuch0".into() },
+        Request::FdbDel { mac: "02:00:00:00:00:42".into(), vlan: 0 },
+        Request::PortDel { iface: "nosuch0".into() },
+    ] {
+        assert!(matches!(ctl.request(bad.clone()), Response::Error { .. }), "{bad:?}");
+    }
+    // No traffic for longer than the ageing time: the learned entries go,
+    // the static one stays.
+    let deadline = Instant::now() + Duration::from_secs(6);
+    loop {
+        let rows = fdb(&bridge);
+        if !rows.iter().any(|r| !r.is_static) {
+            assert!(rows.iter().any(|r| r.is_static && r.mac == "02:00:00:00:00:99"), "{rows:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not aged: {rows:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let s = bridge.stop();
+    assert!(s.fdb.aged >= 2, "{:?}", s.fdb);
+    assert_conserved(&s);
+}
