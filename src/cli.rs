@@ -62,7 +62,7 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct BridgeArgs {
     /// A member port, KIND:IFACE with KIND afxdp or afpacket; at least two (repeat the flag).
-    #[arg(long = "port", required = true, value_parser = crate::cmd::bridge::port_spec)]
+    #[arg(long = "port", required = true, value_parser = crate::ranges::port_spec)]
     pub ports: Vec<flowsteer_bridge::PortSpec>,
     /// Worker threads; worker w serves receive queues q with q % N == w on every port.
     #[arg(long, default_value_t = 1, value_parser = crate::ranges::int::<usize, 1, 64>)]
@@ -86,7 +86,7 @@ pub struct BridgeArgs {
     #[arg(long)]
     pub vlan_filtering: bool,
     /// A port's VLANs, IFACE=VIDS[:pvid=N] (e.g. veth1=10,20:pvid=10) [default per port: VLAN 1 untagged]; needs --vlan-filtering.
-    #[arg(long, requires = "vlan_filtering", value_parser = crate::cmd::bridge::port_vlans)]
+    #[arg(long, requires = "vlan_filtering", value_parser = crate::ranges::port_vlans)]
     pub port_vlans: Vec<(String, flowsteer_bridge::PortVlans)>,
     /// Print the tables every SECS seconds.
     #[arg(long, value_parser = crate::ranges::seconds)]

@@ -3,7 +3,7 @@
 
 use crate::cli::BridgeArgs;
 use anyhow::{Context, Result};
-use flowsteer_bridge::{Bridge, BridgeConfig, BridgeStats, PortSpec, PortVlans};
+use flowsteer_bridge::{Bridge, BridgeConfig, BridgeStats};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -11,17 +11,6 @@ use std::time::{Duration, Instant};
 
 /// The control socket when `--ctl` is not given.
 pub const DEFAULT_CTL: &str = "/run/flowsteer-bridge.sock";
-
-/// `--port KIND:IFACE`.
-pub fn port_spec(s: &str) -> Result<PortSpec, String> {
-    PortSpec::parse(s).map_err(|e| e.to_string())
-}
-
-/// `--port-vlans IFACE=VIDS[:pvid=N]`.
-pub fn port_vlans(s: &str) -> Result<(String, PortVlans), String> {
-    let (iface, vids) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected IFACE=VIDS[:pvid=N]"))?;
-    Ok((iface.to_string(), PortVlans::parse(vids).map_err(|e| e.to_string())?))
-}
 
 pub fn run(args: &BridgeArgs) -> Result<i32> {
     let cfg = BridgeConfig {

@@ -30,6 +30,7 @@ pub mod frame;
 pub mod metrics;
 pub mod port;
 pub mod runtime;
+mod shared;
 mod worker;
 
 pub use api::{BridgeStats, Control, FdbRow, PortKind, PortSpec, Request, Response};

@@ -24,6 +24,7 @@ use crate::config::BridgeConfig;
 use crate::counters::{reason_map, Reason, WorkerCounters};
 use crate::error::BridgeError;
 use crate::port::{self, PortShared};
+use crate::shared::{PortList, Shared};
 use crate::worker::Worker;
 use arc_swap::ArcSwap;
 use flowsteer_fdb::{FdbConfig, FdbWriter, Mac, PortId, VlanId};
@@ -40,31 +41,6 @@ const WRITER_TICK: Duration = Duration::from_millis(1);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the writer waits for the workers to acknowledge a new port list.
 const ACK_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The member ports as the workers see them (one version).
-#[derive(Debug, Default)]
-pub(crate) struct PortList {
-    pub version: u64,
-    pub ports: Vec<Arc<PortShared>>,
-}
-
-/// What the threads of one bridge share.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub cfg: BridgeConfig,
-    pub start: Instant,
-    pub stop: AtomicBool,
-    pub ports: ArcSwap<PortList>,
-    /// Every port the bridge had (members and removed ones), for counters.
-    pub all_ports: Mutex<Vec<Arc<PortShared>>>,
-    /// The port-list version each worker has taken.
-    pub acks: Box<[AtomicU64]>,
-    pub workers: Box<[WorkerCounters]>,
-    /// The CPU each worker is pinned to (-1: none).
-    pub cpus: Box<[AtomicI64]>,
-    /// The MAC table's counters as of the writer's last tick.
-    pub fdb: Mutex<FdbCounters>,
-}
 
 type Job = (Request, SyncSender<Response>);
 

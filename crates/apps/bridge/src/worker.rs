@@ -25,7 +25,7 @@ use crate::config::TxQueue;
 use crate::counters::{PortCounters, Reason};
 use crate::frame::{out_len, write_frame, EthHeader};
 use crate::port::{PortShared, WorkerPort};
-use crate::runtime::{PortList, Shared};
+use crate::shared::{PortList, Shared};
 use flowsteer_fdb::{Decision, DropReason, FdbWorker, VlanId};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
