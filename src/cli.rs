@@ -52,8 +52,59 @@ pub enum Command {
     #[command(after_help = crate::legend::help("Table columns (per device and frame size)", crate::legend::RFC2544))]
     Rfc2544(Rfc2544Args),
     /// Talk to a running `flowsteer bridge` over its control socket: ports, the MAC table, counters.
-    #[command(after_help = crate::legend::help("Table columns (`stats`, per port and per worker)", crate::legend::BRIDGE_CTL_STATS))]
+    #[command(after_help = crate::legend::help("Table columns (`stats`, per port and per worker)", crate::legend::BRIDGE_STATS))]
     BridgeCtl(BridgeCtlArgs),
+    /// L2 learning bridge between live ports (afxdp:IFACE, afpacket:IFACE): per-core forwarding, MAC learning and aging,
+    /// VLAN filtering, a control socket and Prometheus metrics.
+    #[command(after_help = crate::legend::help("Table columns (per port and per worker)", crate::legend::BRIDGE_STATS))]
+    Bridge(BridgeArgs),
+}
+
+/// `flowsteer bridge`.
+#[derive(Args, Debug)]
+pub struct BridgeArgs {
+    /// A member port, KIND:IFACE with KIND afxdp or afpacket; at least two (repeat the flag).
+    #[arg(long = "port", required = true, value_parser = crate::ranges::port_spec)]
+    pub ports: Vec<flowsteer_bridge::PortSpec>,
+    /// Worker threads; worker w serves receive queues q with q % N == w on every port.
+    #[arg(long, default_value_t = 1, value_parser = crate::ranges::int::<usize, 1, 64>)]
+    pub workers: usize,
+    /// CPUs to pin the workers to, comma list (worker i on list[i % len]) [default: not pinned].
+    #[arg(long, value_parser = crate::ranges::cpu, value_delimiter = ',')]
+    pub cpus: Vec<u32>,
+    /// Seconds a learned MAC lives without being seen.
+    #[arg(long, default_value_t = 300, value_parser = crate::ranges::int::<u64, 1, 1_000_000>)]
+    pub ageing: u64,
+    /// Learned MACs in the bridge and on each port; when full, nothing new is learned and unknown destinations flood.
+    #[arg(long, default_value_t = 65_536, value_parser = crate::ranges::int::<usize, 1, 16_777_216>)]
+    pub max_learned: usize,
+    /// Frames up to this many bytes are copied out of the receive buffer at once (counted rx_copied).
+    #[arg(long, default_value_t = 256, value_parser = crate::ranges::int::<usize, 0, 4096>)]
+    pub rx_copy_threshold: usize,
+    /// Transmit queue on AF_XDP egress ports: cpu (the worker's own) or flow (the index of the receive queue the frame came in on).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "flow"])]
+    pub tx_queue: String,
+    /// VLAN filtering: a frame's VLAN is its tag or the ingress port's PVID, and must be allowed on both ports.
+    #[arg(long)]
+    pub vlan_filtering: bool,
+    /// A port's VLANs, IFACE=VIDS[:pvid=N] (e.g. veth1=10,20:pvid=10) [default per port: VLAN 1 untagged]; needs --vlan-filtering.
+    #[arg(long, requires = "vlan_filtering", value_parser = crate::ranges::port_vlans)]
+    pub port_vlans: Vec<(String, flowsteer_bridge::PortVlans)>,
+    /// Print the tables every SECS seconds.
+    #[arg(long, value_parser = crate::ranges::seconds)]
+    pub interval: Option<f64>,
+    /// Print the final counters as JSON (schema flowsteer.bridge.v1) instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Stop after SECS seconds [default: run until SIGINT/SIGTERM].
+    #[arg(long, value_parser = crate::ranges::seconds)]
+    pub duration: Option<f64>,
+    /// Control socket path [default: /run/flowsteer-bridge.sock].
+    #[arg(long)]
+    pub ctl: Option<std::path::PathBuf>,
+    /// Serve Prometheus metrics on ADDR:PORT, or PORT on loopback (e.g. 9108) [default: off].
+    #[arg(long, value_parser = flowsteer_bridge::metrics::listen_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// RSS configuration flags shared by `hash`, `plan`, `analyze`, `run`, `export` and `udp-gen`.

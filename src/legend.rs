@@ -25,8 +25,8 @@ pub const RUN: Legend = &[
     ("Drops", "every packet it dropped, QDrops included (reasons in the summary)"),
 ];
 
-/// `bridge-ctl stats`: the per-port and per-worker tables.
-pub const BRIDGE_CTL_STATS: Legend = &[
+/// `bridge` and `bridge-ctl stats`: the per-port and per-worker tables.
+pub const BRIDGE_STATS: Legend = &[
     ("port", "the member port's interface (removed ports last, member no)"),
     ("received", "frames in from the port or taken in by the worker, the kernel's drops before our socket included"),
     ("forwarded", "of those, sent out of one other port (known unicast)"),
@@ -221,7 +221,7 @@ mod tests {
         ("`bench steer`", BENCH_STEER),
         ("`bench reasm`", BENCH_REASM),
         ("`rfc2544` (per device and frame size)", RFC2544),
-        ("`bridge-ctl stats` (per port and per worker)", BRIDGE_CTL_STATS),
+        ("`bridge` and `bridge-ctl stats` (per port and per worker)", BRIDGE_STATS),
     ];
 
     #[test]

@@ -50,6 +50,7 @@ fn main() {
         cli::Command::UdpGen(a) => cmd::udp_gen::run(a),
         cli::Command::Rfc2544(a) => cmd::rfc2544::run(a),
         cli::Command::BridgeCtl(a) => cmd::bridge_ctl::run(a),
+        cli::Command::Bridge(a) => cmd::bridge::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

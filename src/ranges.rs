@@ -119,6 +119,12 @@ pub fn port_spec(s: &str) -> Result<flowsteer_bridge::PortSpec, String> {
     flowsteer_bridge::PortSpec::parse(s).map_err(|e| e.to_string())
 }
 
+/// `--port-vlans IFACE=VIDS[:pvid=N]`.
+pub fn port_vlans(s: &str) -> Result<(String, flowsteer_bridge::PortVlans), String> {
+    let (iface, vids) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected IFACE=VIDS[:pvid=N]"))?;
+    Ok((iface.to_string(), flowsteer_bridge::PortVlans::parse(vids).map_err(|e| e.to_string())?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,7 +50,7 @@ pub fn run(args: &BridgeCtlArgs) -> Result<i32> {
         (Response::Stats { stats }, Print::Json) => println!("{}", serde_json::to_string_pretty(&stats)?),
         (Response::Stats { stats }, Print::Text) => {
             print!("{}", ctl::stats_table(&stats));
-            println!("{}", crate::legend::footer(crate::legend::BRIDGE_CTL_STATS));
+            println!("{}", crate::legend::footer(crate::legend::BRIDGE_STATS));
         }
     }
     Ok(0)

@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bridge;
 pub mod bridge_ctl;
 pub mod defrag;
 pub mod export;

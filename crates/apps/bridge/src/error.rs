@@ -41,4 +41,73 @@ pub enum BridgeError {
         /// How long it waited.
         after: std::time::Duration,
     },
+    /// The bridge's configuration is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A member port could not be opened.
+    #[error("port {iface}: {message}")]
+    Port {
+        /// The interface.
+        iface: String,
+        /// Why, for people.
+        message: String,
+    },
+    /// The MAC table refused its configuration.
+    #[error("MAC table: {0}")]
+    Fdb(String),
+    /// A thread could not be started.
+    #[error("starting a thread: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+/// Largest number of member ports (a port's index is a `u16` in the MAC
+/// table).
+pub const MAX_PORTS: usize = 64;
+/// Largest number of workers.
+pub const MAX_WORKERS: usize = 64;
+/// Largest burst (frames taken from one receive queue at once).
+pub const MAX_BURST: usize = 256;
+/// Largest RX copy threshold: an AF_XDP frame holds at most 3,840 bytes.
+pub const MAX_RX_COPY_THRESHOLD: usize = 4096;
+
+/// What is wrong with a [`BridgeConfig`](crate::config::BridgeConfig) (or a piece of one on the
+/// command line).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Fewer than two ports.
+    #[error("a bridge needs at least two ports, {0} given")]
+    TooFewPorts(usize),
+    /// More than [`MAX_PORTS`] ports.
+    #[error("at most {MAX_PORTS} ports, {0} given")]
+    TooManyPorts(usize),
+    /// One interface named twice.
+    #[error("interface {0} is given twice")]
+    DuplicateInterface(String),
+    /// `workers` is 0 or above [`MAX_WORKERS`].
+    #[error("workers must be between 1 and {MAX_WORKERS}, not {0}")]
+    BadWorkers(usize),
+    /// `burst` is 0 or above [`MAX_BURST`].
+    #[error("burst must be between 1 and {MAX_BURST}, not {0}")]
+    BadBurst(usize),
+    /// `ageing_s` is 0.
+    #[error("ageing must be at least 1 second")]
+    BadAgeing,
+    /// A learned-entry limit is 0 or above the table's bound.
+    #[error("{0} must be between 1 and {max}", max = flowsteer_fdb::MAX_CAPACITY)]
+    BadLimit(&'static str),
+    /// `rx_copy_threshold` above [`MAX_RX_COPY_THRESHOLD`].
+    #[error("rx copy threshold must be at most {MAX_RX_COPY_THRESHOLD}, not {0}")]
+    BadRxCopyThreshold(usize),
+    /// Not `cpu` or `flow`.
+    #[error("tx queue {0:?}: expected cpu or flow")]
+    BadTxQueue(String),
+    /// Not `VIDS[:pvid=N]` with VLAN ids 1..=4094.
+    #[error("bad VLANs {0:?}: expected VIDS[:pvid=N], e.g. 10,20-22:pvid=10 (ids 1-4094)")]
+    BadVlans(String),
+    /// VLANs given for an interface that is not a port.
+    #[error("VLANs given for {0}, which is not a port")]
+    VlansForUnknownPort(String),
+    /// VLANs given without VLAN filtering.
+    #[error("per-port VLANs need VLAN filtering")]
+    VlansWithoutFiltering,
 }

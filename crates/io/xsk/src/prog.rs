@@ -80,6 +80,10 @@ pub enum Claim {
     /// other IP protocol the kernel would have handled on the interface are
     /// cut off.
     All,
+    /// Every frame, IP or not (ARP, LLDP, tagged frames of any ethertype):
+    /// the kernel sees nothing on that interface. For a bridge port, whose
+    /// sockets forward every frame.
+    Frames,
     /// UDP and TCP packets to these destination ports, and fragments as
     /// `fragments` says.
     Ports {
@@ -107,6 +111,7 @@ impl Claim {
     pub fn describe(&self) -> String {
         match self {
             Claim::All => "every IPv4/IPv6 packet".to_string(),
+            Claim::Frames => "every frame (IP or not)".to_string(),
             Claim::Ports { udp, tcp, fragments } => {
                 let list = |name: &str, ports: &[u16]| {
                     let p: Vec<String> = ports.iter().map(u16::to_string).collect();
@@ -264,6 +269,13 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
             a.bind(ipv6);
             a.goto(claimed);
         }
+        Claim::Frames => {
+            // Whatever the ethertype (or a frame too short to have one).
+            a.bind(ipv4);
+            a.bind(ipv6);
+            a.bind(not_ip);
+            a.goto(claimed);
+        }
         Claim::Ports { udp, tcp, fragments } => {
             let fragment = a.label();
             let l4 = a.label();
@@ -412,7 +424,7 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
         (unclaimed, XDP_PASS, slot::PASSED_UNCLAIMED),
         (unparsed, XDP_PASS, slot::PASSED_UNPARSED),
     ] {
-        if !a.is_used(at) {
+        if !a.is_used(at) || (s == slot::PASSED_NOT_IP && *claim == Claim::Frames) {
             continue;
         }
         a.bind(at);

@@ -450,6 +450,8 @@ fn shapes() -> Vec<(Claim, Option<u32>)> {
     vec![
         (Claim::All, None),
         (Claim::All, Some(1792)),
+        (Claim::Frames, None),
+        (Claim::Frames, Some(1792)),
         (listeners(), Some(1792)),
         (listeners(), None),
         (echo_like(), Some(1792)),
@@ -512,6 +514,16 @@ fn claim_all_takes_every_ip_packet_and_passes_the_rest() {
 }
 
 #[test]
+fn claim_frames_takes_every_frame_ip_or_not() {
+    let p = program(MAPS, &Claim::Frames, None);
+    let mut vm = Vm::new(&p, &Claim::Frames);
+    for (name, f, ..) in catalogue() {
+        assert_eq!(vm.run(&p, &f, 0), (R, slot::REDIRECTED), "{name}");
+    }
+    assert_eq!(Claim::Frames.describe(), "every frame (IP or not)");
+}
+
+#[test]
 fn claiming_nothing_passes_everything() {
     let p = program(MAPS, &Claim::nothing(), None);
     let mut vm = Vm::new(&p, &Claim::nothing());
@@ -560,7 +572,9 @@ fn truncated_frames_pass_without_reading_past_the_end() {
             for len in 0..f.len() {
                 let (got, s) = vm.run(&p, &f[..len], 0);
                 assert!(got == whole || got == P, "{claim:?} {name} cut to {len}: {got:?}");
-                if len < 14 {
+                if len < 14 && claim == Claim::Frames {
+                    assert_eq!(s, slot::REDIRECTED, "{name} cut to {len}");
+                } else if len < 14 {
                     assert_eq!(s, slot::PASSED_NOT_IP, "{name} cut to {len}");
                 }
             }

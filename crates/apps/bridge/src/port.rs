@@ -1,0 +1,154 @@
+//! Opening a member port: the sockets each worker will own on it, and what
+//! every thread shares about it (counters, MTU, VLANs, the XDP program).
+//!
+//! * AF_XDP: the program is attached with [`Claim::Frames`] (every frame,
+//!   ARP included, goes to the sockets; the kernel sees none), and one
+//!   [`XskSocket`] is opened per receive queue: queues 0, 1, ... until the
+//!   interface refuses one (at most [`MAX_QUEUES`]). Worker `w` owns the
+//!   queues `q` with `q % workers == w`: it receives and transmits on them.
+//!   A worker that owns no queue of the port (the port has fewer queues
+//!   than there are workers) transmits through an AF_PACKET socket of its
+//!   own on the interface (counted `tx_fallback`).
+//! * AF_PACKET: one TPACKET_V3 ring per worker, all in one fanout group of
+//!   the port (by flow hash, so a flow stays on one worker), and one
+//!   transmit socket per worker.
+
+use crate::api::{PortKind, PortSpec};
+use crate::config::PortVlans;
+use crate::counters::PortCounters;
+use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing, TxConfig, TxSocket};
+use flowsteer_fdb::PortId;
+use flowsteer_xsk::{AttachConfig, Claim, XdpProgram, XskConfig, XskSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Mutex;
+
+/// Most receive queues opened per AF_XDP port.
+pub const MAX_QUEUES: u32 = 64;
+
+/// What one worker owns of one port. Not shared: only that worker uses it.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerPort {
+    /// AF_XDP sockets of the worker's queues, ascending by queue.
+    pub xsk: Vec<XskSocket>,
+    /// The worker's ring of an AF_PACKET port.
+    pub ring: Option<RxRing>,
+    /// Transmit socket: of an AF_PACKET port, or of an AF_XDP port on
+    /// which the worker owns no queue.
+    pub tx: Option<TxSocket>,
+}
+
+/// What every thread knows of one member port.
+#[derive(Debug)]
+pub(crate) struct PortShared {
+    pub id: PortId,
+    pub spec: PortSpec,
+    pub ifindex: u32,
+    /// The interface's MTU when opened: frames longer than MTU + 18 are
+    /// not sent out of it (`too_big`).
+    pub mtu: u32,
+    pub vlans: PortVlans,
+    /// One block per worker.
+    pub counters: Box<[PortCounters]>,
+    /// Each worker's sockets, until the worker takes them.
+    pub handoff: Vec<Mutex<Option<WorkerPort>>>,
+    /// The XDP program (AF_XDP); taken and dropped (detached) when the
+    /// port is removed or the bridge stops.
+    pub program: Mutex<Option<XdpProgram>>,
+    /// The program's drops when it was detached.
+    pub program_dropped: AtomicU64,
+    pub member: AtomicBool,
+    pub up: AtomicBool,
+}
+
+impl PortShared {
+    /// Longest frame sent out of this port.
+    pub fn max_frame(&self) -> usize {
+        self.mtu as usize + 18
+    }
+}
+
+/// Opens `spec` as port `id` for `workers` workers, in the calling
+/// thread's network namespace. Returns the port and what to tell the user.
+pub(crate) fn open(
+    id: PortId,
+    spec: &PortSpec,
+    vlans: PortVlans,
+    workers: usize,
+    group: u16,
+) -> Result<(PortShared, Vec<String>), String> {
+    let mtu = flowsteer_xsk::interface_mtu(&spec.iface).map_err(|e| e.to_string())?;
+    let mut warnings = Vec::new();
+    let mut handles: Vec<WorkerPort> = (0..workers).map(|_| WorkerPort::default()).collect();
+    let mut program = None;
+    let ifindex;
+    match spec.kind {
+        PortKind::Afxdp => {
+            let sock_cfg = XskConfig::default();
+            let room = flowsteer_xsk::frame_room(&sock_cfg);
+            let attach = AttachConfig {
+                claim: Claim::Frames,
+                max_queues: MAX_QUEUES,
+                max_frame_len: Some(room),
+                ..AttachConfig::default()
+            };
+            let prog = XdpProgram::attach(&spec.iface, &attach).map_err(|e| e.to_string())?;
+            ifindex = prog.ifindex();
+            if let Some(why) = flowsteer_xsk::mtu_mismatch(&spec.iface, mtu, &sock_cfg) {
+                warnings.push(why);
+            }
+            let mut queues = 0u32;
+            for q in 0..MAX_QUEUES {
+                match XskSocket::open(&spec.iface, q, &sock_cfg) {
+                    Ok(s) => {
+                        prog.register(&s).map_err(|e| e.to_string())?;
+                        handles[q as usize % workers].xsk.push(s);
+                        queues += 1;
+                    }
+                    Err(e) if q == 0 => return Err(e.to_string()),
+                    Err(_) => break,
+                }
+            }
+            for (w, h) in handles.iter_mut().enumerate() {
+                if h.xsk.is_empty() {
+                    h.tx = Some(TxSocket::open(&spec.iface, &TxConfig::default()).map_err(|e| e.to_string())?);
+                    if w == queues as usize {
+                        warnings.push(format!(
+                            "{}: {queues} queue(s) for {workers} workers: workers {queues}.. receive nothing there and \
+                             transmit through AF_PACKET (counted tx_fallback)",
+                            spec.iface
+                        ));
+                    }
+                }
+            }
+            program = Some(prog);
+        }
+        PortKind::Afpacket => {
+            for h in handles.iter_mut() {
+                let cfg = RxConfig {
+                    block_count: 8,
+                    retire_blk_tov_ms: 1,
+                    fill_rxhash: false,
+                    fanout: (workers > 1).then(|| Fanout::new(group, FanoutMode::Hash)),
+                    ..RxConfig::default()
+                };
+                h.ring = Some(RxRing::open(&spec.iface, &cfg).map_err(|e| e.to_string())?);
+                h.tx = Some(TxSocket::open(&spec.iface, &TxConfig::default()).map_err(|e| e.to_string())?);
+            }
+            ifindex = handles[0].tx.as_ref().map_or(0, TxSocket::ifindex);
+        }
+    }
+    let port = PortShared {
+        id,
+        spec: spec.clone(),
+        ifindex,
+        mtu,
+        vlans,
+        counters: (0..workers).map(|_| PortCounters::default()).collect(),
+        handoff: handles.into_iter().map(|h| Mutex::new(Some(h))).collect(),
+        program: Mutex::new(program),
+        program_dropped: AtomicU64::new(0),
+        member: AtomicBool::new(true),
+        up: AtomicBool::new(true),
+    };
+    Ok((port, warnings))
+}

@@ -1,0 +1,544 @@
+//! The running bridge: its threads, what they share, and the control
+//! requests.
+//!
+//! Threads (all spawned by [`Bridge::start`], in the caller's network
+//! namespace, which they inherit):
+//! * one worker per `workers` ([`crate::worker`]), pinned to `cpus[i % len]`;
+//! * one writer, the only thread that changes anything: it drains the
+//!   workers' learning events into the MAC table and publishes about every
+//!   millisecond, ages once per second, reads each port's link state over
+//!   netlink once per second (a port going down loses its learned entries),
+//!   and applies control requests (port add/del, fdb add/del/flush/show).
+//!
+//! Shared state, and who writes it:
+//! * the member-port list: an `ArcSwap<PortList>` the writer replaces and
+//!   workers load once per loop (no lock); after a change the writer waits
+//!   until every worker acknowledged the new version before it closes
+//!   anything of a removed port;
+//! * counters: per worker and per (port, worker), written by that worker
+//!   only, summed by [`Bridge::stats`];
+//! * the MAC table: `flowsteer-fdb` (left-right), written by the writer.
+
+use crate::api::{BridgeStats, Control, FdbCounters, FdbRow, PortStats, Request, Response, WorkerStats, STATS_SCHEMA};
+use crate::config::BridgeConfig;
+use crate::counters::{reason_map, Reason, WorkerCounters};
+use crate::error::BridgeError;
+use crate::port::{self, PortShared};
+use crate::shared::{PortList, Shared};
+use crate::worker::Worker;
+use arc_swap::ArcSwap;
+use flowsteer_fdb::{FdbConfig, FdbWriter, Mac, PortId, VlanId};
+use flowsteer_live::link::LinkReader;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long the writer sleeps between drains when nothing asks it.
+const WRITER_TICK: Duration = Duration::from_millis(1);
+/// How long a control request waits for the writer's answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the writer waits for the workers to acknowledge a new port list.
+const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+
+type Job = (Request, SyncSender<Response>);
+
+/// The handle the control socket and the metrics endpoint use.
+#[derive(Debug)]
+pub struct BridgeControl {
+    shared: Arc<Shared>,
+    jobs: Mutex<Option<Sender<Job>>>,
+}
+
+impl Control for BridgeControl {
+    fn request(&self, req: Request) -> Response {
+        if req == Request::Stats {
+            return Response::Stats { stats: Box::new(stats(&self.shared)) };
+        }
+        let Some(tx) = self.jobs.lock().ok().and_then(|j| j.clone()) else {
+            return Response::Error { message: "the bridge is stopped".into() };
+        };
+        let (reply, answer) = mpsc::sync_channel(1);
+        if tx.send((req, reply)).is_err() {
+            return Response::Error { message: "the bridge is stopped".into() };
+        }
+        answer
+            .recv_timeout(REQUEST_TIMEOUT)
+            .unwrap_or_else(|_| Response::Error { message: "the bridge did not answer".into() })
+    }
+}
+
+/// A running bridge. Dropping it stops it (as [`Bridge::stop`]).
+#[derive(Debug)]
+pub struct Bridge {
+    shared: Arc<Shared>,
+    control: Arc<BridgeControl>,
+    workers: Vec<JoinHandle<()>>,
+    writer: Option<JoinHandle<()>>,
+    warnings: Vec<String>,
+}
+
+impl Bridge {
+    /// Opens every port and starts the workers and the writer, in the
+    /// calling thread's network namespace.
+    ///
+    /// Errors: [`BridgeError::Config`] for a bad configuration,
+    /// [`BridgeError::Port`] when a port cannot be opened (nothing stays
+    /// attached), [`BridgeError::Spawn`] when a thread cannot be started.
+    pub fn start(cfg: BridgeConfig) -> Result<Bridge, BridgeError> {
+        cfg.validate()?;
+        let fcfg = FdbConfig {
+            ageing_s: cfg.ageing_s,
+            max_learned: cfg.max_learned,
+            max_learned_per_port: cfg.max_learned_per_port,
+            ..FdbConfig::default()
+        };
+        let (writer, fdb_workers) =
+            flowsteer_fdb::fdb(fcfg, cfg.workers).map_err(|e| BridgeError::Fdb(e.to_string()))?;
+        let mut warnings = Vec::new();
+        let mut ports = Vec::new();
+        for (i, spec) in cfg.ports.iter().enumerate() {
+            let (p, w) = port::open(PortId(i as u16), spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(i))
+                .map_err(|message| BridgeError::Port { iface: spec.iface.clone(), message })?;
+            warnings.extend(w);
+            ports.push(Arc::new(p));
+        }
+        let mtus: Vec<u32> = ports.iter().map(|p| p.mtu).collect();
+        if mtus.iter().any(|m| *m != mtus[0]) {
+            let list: Vec<String> = ports.iter().map(|p| format!("{} {}", p.spec.iface, p.mtu)).collect();
+            warnings.push(format!(
+                "member MTUs differ ({}): frames longer than an egress port's MTU + 18 are dropped (too_big)",
+                list.join(", ")
+            ));
+        }
+        let workers = cfg.workers;
+        let shared = Arc::new(Shared {
+            start: Instant::now(),
+            stop: AtomicBool::new(false),
+            ports: ArcSwap::from_pointee(PortList { version: 1, ports: ports.clone() }),
+            all_ports: Mutex::new(ports),
+            acks: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
+            cpus: (0..workers).map(|_| AtomicI64::new(-1)).collect(),
+            fdb: Mutex::new(FdbCounters::default()),
+            cfg,
+        });
+        let (jobs_tx, jobs_rx) = mpsc::channel();
+        let control = Arc::new(BridgeControl { shared: shared.clone(), jobs: Mutex::new(Some(jobs_tx)) });
+        let mut bridge = Bridge { shared: shared.clone(), control, workers: Vec::new(), writer: None, warnings };
+        let links = LinkReader::new().map_err(|source| BridgeError::Io { what: "netlink socket".into(), source })?;
+        let mut wr =
+            Writer { shared: shared.clone(), fdb: writer, links, jobs: jobs_rx, next_id: shared.cfg.ports.len() };
+        wr.publish_counters();
+        bridge.writer = Some(
+            std::thread::Builder::new()
+                .name("fs-bridge-writer".into())
+                .spawn(move || wr.run())
+                .map_err(BridgeError::Spawn)?,
+        );
+        for (w, fdb) in fdb_workers.into_iter().enumerate() {
+            let sh = shared.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("fs-bridge-w{w}"))
+                .spawn(move || {
+                    if !sh.cfg.cpus.is_empty() {
+                        let cpu = sh.cfg.cpus[w % sh.cfg.cpus.len()];
+                        if core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
+                            sh.cpus[w].store(i64::from(cpu), Ordering::Relaxed);
+                        }
+                    }
+                    Worker::new(w, sh, fdb).run();
+                })
+                .map_err(BridgeError::Spawn)?;
+            bridge.workers.push(handle);
+        }
+        Ok(bridge)
+    }
+
+    /// What to tell the user about the ports (MTUs, queues).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The handle for the control socket and the metrics endpoint.
+    pub fn control(&self) -> Arc<dyn Control> {
+        self.control.clone()
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> BridgeStats {
+        stats(&self.shared)
+    }
+
+    /// Stops the workers and the writer, closes every port (XDP programs
+    /// detached) and returns the final counters.
+    pub fn stop(mut self) -> BridgeStats {
+        self.shutdown();
+        stats(&self.shared)
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+        if let Ok(mut j) = self.control.jobs.lock() {
+            j.take();
+        }
+        if let Some(h) = self.writer.take() {
+            let _ = h.join();
+        }
+        let all = self.shared.all_ports.lock().map(|a| a.clone()).unwrap_or_default();
+        for p in all {
+            detach(&p);
+        }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Fanout group of the i-th port opened by this process.
+fn fanout_group(i: usize) -> u16 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    ((std::process::id() as u64).wrapping_mul(131).wrapping_add(n * 7 + i as u64) & 0xffff) as u16
+}
+
+/// Drops a port's XDP program (detaching it), keeping its drop count, and
+/// any sockets no worker took.
+fn detach(p: &PortShared) {
+    let prog = p.program.lock().ok().and_then(|mut g| g.take());
+    if let Some(prog) = prog {
+        let dropped = prog.counters().map(|c| c.dropped).unwrap_or(0);
+        p.program_dropped.store(dropped, Ordering::Relaxed);
+        drop(prog);
+    }
+    for h in &p.handoff {
+        if let Ok(mut g) = h.lock() {
+            g.take();
+        }
+    }
+}
+
+struct Writer {
+    shared: Arc<Shared>,
+    fdb: FdbWriter,
+    links: LinkReader,
+    jobs: Receiver<Job>,
+    next_id: usize,
+}
+
+impl Writer {
+    fn now_s(&self) -> u64 {
+        self.shared.start.elapsed().as_secs()
+    }
+
+    fn run(&mut self) {
+        let mut next_second = Instant::now() + Duration::from_secs(1);
+        while !self.shared.stop.load(Ordering::Acquire) {
+            match self.jobs.recv_timeout(WRITER_TICK) {
+                Ok((req, reply)) => {
+                    self.fdb.drain();
+                    let _ = reply.send(self.apply(req));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(WRITER_TICK),
+            }
+            self.fdb.drain();
+            if Instant::now() >= next_second {
+                next_second += Duration::from_secs(1);
+                self.fdb.age(self.now_s());
+                self.watch_links();
+            }
+            self.publish_counters();
+        }
+        self.fdb.drain();
+        self.publish_counters();
+    }
+
+    fn publish_counters(&self) {
+        let s = self.fdb.stats();
+        let learned = self.fdb.learned_len() as u64;
+        let entries = self.fdb.len() as u64;
+        let c = FdbCounters {
+            entries,
+            learned_entries: learned,
+            static_entries: entries - learned,
+            max_learned: self.fdb.config().max_learned as u64,
+            learned: s.learned,
+            refreshed: s.refreshed,
+            moved: s.moved,
+            not_learned_full: s.not_learned_full,
+            events_dropped: 0,
+            aged: s.aged,
+            flushed: s.flushed,
+        };
+        if let Ok(mut g) = self.shared.fdb.lock() {
+            *g = c;
+        }
+    }
+
+    /// A port whose link went down loses its learned entries.
+    fn watch_links(&mut self) {
+        let list = self.shared.ports.load_full();
+        for p in &list.ports {
+            let up = matches!(self.links.read(p.ifindex, None), Ok(Some(l)) if l.up);
+            let was = p.up.swap(up, Ordering::Relaxed);
+            if was && !up {
+                self.fdb.flush_port(p.id);
+            }
+        }
+    }
+
+    fn member(&self, iface: &str) -> Option<Arc<PortShared>> {
+        self.shared.ports.load().ports.iter().find(|p| p.spec.iface == iface).cloned()
+    }
+
+    fn apply(&mut self, req: Request) -> Response {
+        let err = |m: String| Response::Error { message: m };
+        match req {
+            Request::Stats => Response::Stats { stats: Box::new(stats(&self.shared)) },
+            Request::FdbShow => Response::Fdb { entries: self.rows() },
+            Request::FdbAdd { mac, vlan, iface } => {
+                let Some(mac) = parse_mac(&mac) else {
+                    return err(format!("bad MAC {mac:?}: expected aa:bb:cc:dd:ee:ff"));
+                };
+                if vlan > 4094 {
+                    return err(format!("bad VLAN {vlan}: expected 0-4094"));
+                }
+                let Some(p) = self.member(&iface) else { return err(format!("{iface} is not a member port")) };
+                let now = self.now_s();
+                match self.fdb.add_static(mac, VlanId(vlan), p.id, now) {
+                    Ok(()) => Response::Ok { detail: format!("added {mac} vlan {vlan} on {iface}") },
+                    Err(e) => err(format!("{mac}: {e}")),
+                }
+            }
+            Request::FdbDel { mac, vlan } => {
+                let Some(m) = parse_mac(&mac) else {
+                    return err(format!("bad MAC {mac:?}: expected aa:bb:cc:dd:ee:ff"));
+                };
+                match self.fdb.remove(m, VlanId(vlan)) {
+                    true => Response::Ok { detail: format!("removed {m} vlan {vlan}") },
+                    false => err(format!("no entry for {m} vlan {vlan}")),
+                }
+            }
+            Request::FdbFlush { iface: None } => {
+                let n = self.fdb.flush_learned();
+                Response::Ok { detail: format!("flushed {n} entries") }
+            }
+            Request::FdbFlush { iface: Some(iface) } => {
+                let Some(p) = self.member(&iface) else { return err(format!("{iface} is not a member port")) };
+                let n = self.fdb.flush_port(p.id);
+                Response::Ok { detail: format!("flushed {n} entries of {iface}") }
+            }
+            Request::PortAdd { port } => self.port_add(port),
+            Request::PortDel { iface } => self.port_del(&iface),
+        }
+    }
+
+    fn rows(&self) -> Vec<FdbRow> {
+        let names: Vec<(PortId, String)> = self
+            .shared
+            .all_ports
+            .lock()
+            .map(|a| a.iter().map(|p| (p.id, p.spec.iface.clone())).collect())
+            .unwrap_or_default();
+        let now = self.now_s();
+        let mut rows: Vec<(PortId, u16, Mac, FdbRow)> = self
+            .fdb
+            .entries()
+            .map(|(k, e)| {
+                let port = names
+                    .iter()
+                    .find(|(id, _)| *id == e.port)
+                    .map_or_else(|| format!("#{}", e.port.0), |n| n.1.clone());
+                let age_s = if e.is_static { 0 } else { now.saturating_sub(e.last_seen_s) };
+                let row = FdbRow { mac: k.mac.to_string(), port, vlan: k.vlan.0, is_static: e.is_static, age_s };
+                (e.port, k.vlan.0, k.mac, row)
+            })
+            .collect();
+        rows.sort_by(|a, b| (&a.3.port, a.1, a.2).cmp(&(&b.3.port, b.1, b.2)));
+        rows.into_iter().map(|r| r.3).collect()
+    }
+
+    fn replace_list(&self, ports: Vec<Arc<PortShared>>) {
+        let version = self.shared.ports.load().version + 1;
+        self.shared.ports.store(Arc::new(PortList { version, ports }));
+        let deadline = Instant::now() + ACK_TIMEOUT;
+        while Instant::now() < deadline
+            && self.shared.acks.iter().any(|a| a.load(Ordering::Acquire) < version)
+            && !self.shared.stop.load(Ordering::Relaxed)
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    fn port_add(&mut self, spec: crate::api::PortSpec) -> Response {
+        let list = self.shared.ports.load_full();
+        if list.ports.iter().any(|p| p.spec.iface == spec.iface) {
+            return Response::Error { message: format!("{} is already a member port", spec.iface) };
+        }
+        if list.ports.len() >= crate::config::MAX_PORTS || self.next_id > usize::from(u16::MAX) {
+            return Response::Error { message: "no room for another port".into() };
+        }
+        let id = PortId(self.next_id as u16);
+        let cfg = &self.shared.cfg;
+        match port::open(id, &spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(self.next_id)) {
+            Ok((p, warnings)) => {
+                self.next_id += 1;
+                let p = Arc::new(p);
+                if let Ok(mut all) = self.shared.all_ports.lock() {
+                    all.push(p.clone());
+                }
+                let mut ports = list.ports.clone();
+                ports.push(p);
+                self.replace_list(ports);
+                let mut detail = format!("added {spec}");
+                for w in warnings {
+                    detail.push_str("; ");
+                    detail.push_str(&w);
+                }
+                Response::Ok { detail }
+            }
+            Err(message) => Response::Error { message: format!("{spec}: {message}") },
+        }
+    }
+
+    fn port_del(&mut self, iface: &str) -> Response {
+        let list = self.shared.ports.load_full();
+        let Some(gone) = list.ports.iter().find(|p| p.spec.iface == iface).cloned() else {
+            return Response::Error { message: format!("{iface} is not a member port") };
+        };
+        let ports: Vec<Arc<PortShared>> = list.ports.iter().filter(|p| p.id != gone.id).cloned().collect();
+        self.replace_list(ports);
+        gone.member.store(false, Ordering::Relaxed);
+        let n = self.fdb.remove_port(gone.id);
+        detach(&gone);
+        Response::Ok { detail: format!("removed {iface} ({n} entries flushed)") }
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff` (hex digits in either case).
+pub fn parse_mac(s: &str) -> Option<Mac> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut m {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(Mac(m))
+}
+
+fn stats(sh: &Shared) -> BridgeStats {
+    let all = sh.all_ports.lock().map(|a| a.clone()).unwrap_or_default();
+    let nworkers = sh.workers.len();
+    let mut ports = Vec::new();
+    // Kernel drops per worker (of its sockets, over every port).
+    let mut worker_kernel = vec![0u64; nworkers];
+    for p in &all {
+        let (mut rx, mut fwd, mut fl, mut tx) = (0, 0, 0, 0);
+        let mut dropped = [0u64; Reason::COUNT];
+        let mut tx_dropped = [0u64; Reason::COUNT];
+        for (w, c) in p.counters.iter().enumerate() {
+            rx += c.received.get();
+            fwd += c.forwarded.get();
+            fl += c.flooded.get();
+            tx += c.transmitted.get();
+            for (d, v) in dropped.iter_mut().zip(c.dropped.values()) {
+                *d += v;
+            }
+            for (d, v) in tx_dropped.iter_mut().zip(c.tx_dropped.values()) {
+                *d += v;
+            }
+            worker_kernel[w] += c.dropped.get(Reason::Kernel);
+        }
+        let program = p.program.lock().ok().and_then(|g| g.as_ref().and_then(|prog| prog.counters().ok()));
+        let prog_dropped = program.map_or_else(|| p.program_dropped.load(Ordering::Relaxed), |c| c.dropped);
+        dropped[Reason::Kernel as usize] += prog_dropped;
+        let kernel = dropped[Reason::Kernel as usize];
+        ports.push(PortStats {
+            name: p.spec.iface.clone(),
+            kind: match p.spec.kind {
+                crate::api::PortKind::Afxdp => "afxdp".into(),
+                crate::api::PortKind::Afpacket => "afpacket".into(),
+            },
+            member: p.member.load(Ordering::Relaxed),
+            up: p.up.load(Ordering::Relaxed),
+            received: rx + kernel,
+            forwarded: fwd,
+            flooded: fl,
+            dropped: reason_map(&dropped),
+            transmitted: tx,
+            tx_dropped: reason_map(&tx_dropped),
+        });
+    }
+    ports.sort_by_key(|p| !p.member);
+    let workers: Vec<WorkerStats> = sh
+        .workers
+        .iter()
+        .enumerate()
+        .map(|(w, c)| {
+            let mut dropped = c.dropped.values();
+            dropped[Reason::Kernel as usize] += worker_kernel[w];
+            let cpu = sh.cpus[w].load(Ordering::Relaxed);
+            WorkerStats {
+                worker: w,
+                cpu: u32::try_from(cpu).ok(),
+                received: c.received.get() + worker_kernel[w],
+                forwarded: c.forwarded.get(),
+                flooded: c.flooded.get(),
+                dropped: reason_map(&dropped),
+                rx_copied: c.rx_copied.get(),
+            }
+        })
+        .collect();
+    let mut bad = Vec::new();
+    let mut sums = Vec::new();
+    for (name, r, f, fl, d) in ports
+        .iter()
+        .map(|p| (p.name.clone(), p.received, p.forwarded, p.flooded, p.dropped.values().sum::<u64>()))
+        .chain(workers.iter().map(|w| {
+            (format!("worker {}", w.worker), w.received, w.forwarded, w.flooded, w.dropped.values().sum::<u64>())
+        }))
+    {
+        let ok = r == f + fl + d;
+        sums.push(format!("{name}: {r} {} {f} + {fl} + {d}", if ok { "=" } else { "!=" }));
+        if !ok {
+            bad.push(name);
+        }
+    }
+    let mut fdb = sh.fdb.lock().map(|g| g.clone()).unwrap_or_default();
+    fdb.events_dropped = sh.workers.iter().map(|w| w.events_dropped.get()).sum();
+    BridgeStats {
+        schema: STATS_SCHEMA.to_string(),
+        uptime_s: sh.start.elapsed().as_secs_f64(),
+        ports,
+        workers,
+        fdb,
+        conservation_ok: bad.is_empty(),
+        conservation: format!("received = forwarded + flooded + dropped; {}", sums.join("; ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_parse_strictly() {
+        assert_eq!(parse_mac("02:AB:00:00:00:0f"), Some(Mac([2, 0xab, 0, 0, 0, 0xf])));
+        for bad in
+            ["", "02:ab:00:00:00", "02:ab:00:00:00:0f:11", "2:ab:00:00:00:0f", "zz:ab:00:00:00:0f", "02-ab-00-00-00-0f"]
+        {
+            assert_eq!(parse_mac(bad), None, "{bad}");
+        }
+    }
+}

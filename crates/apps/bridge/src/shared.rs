@@ -1,0 +1,37 @@
+//! What the bridge's threads share: the member-port list (replaced by the
+//! writer, loaded by the workers once per loop), the counters, the MAC
+//! table's counters and the stop flag.
+
+use crate::api::FdbCounters;
+use crate::config::BridgeConfig;
+use crate::counters::WorkerCounters;
+use crate::port::PortShared;
+use arc_swap::ArcSwap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The member ports as the workers see them (one version).
+#[derive(Debug, Default)]
+pub(crate) struct PortList {
+    pub version: u64,
+    pub ports: Vec<Arc<PortShared>>,
+}
+
+/// What the threads of one bridge share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub cfg: BridgeConfig,
+    pub start: Instant,
+    pub stop: AtomicBool,
+    pub ports: ArcSwap<PortList>,
+    /// Every port the bridge had (members and removed ones), for counters.
+    pub all_ports: Mutex<Vec<Arc<PortShared>>>,
+    /// The port-list version each worker has taken.
+    pub acks: Box<[AtomicU64]>,
+    pub workers: Box<[WorkerCounters]>,
+    /// The CPU each worker is pinned to (-1: none).
+    pub cpus: Box<[AtomicI64]>,
+    /// The MAC table's counters as of the writer's last tick.
+    pub fdb: Mutex<FdbCounters>,
+}

@@ -1,0 +1,464 @@
+//! A forwarding worker: one pinned thread that polls its receive queues on
+//! every member port, learns and decides with the MAC table once per burst,
+//! and sends each burst's output per egress port in one batch through the
+//! transmit handles it owns (no lock on the way).
+//!
+//! Per loop: load the member-port list (`arc-swap`, one atomic load; a new
+//! version makes the worker take the sockets of added ports and drop those
+//! of removed ones, then acknowledge the version); for each port and each of
+//! its queues of this worker: receive a burst, forward it, transmit it.
+//! Idle (a whole round without a frame): `poll(2)` on the worker's sockets
+//! for at most 1 ms.
+//!
+//! RX copy: a frame is copied out of the receive buffer into the worker's
+//! burst buffer while the receive call hands it over, and the buffer goes
+//! back to the kernel when the call returns. Frames at or below the copy
+//! threshold are counted `rx_copied`. Larger frames are copied too: the
+//! AF_XDP (`XskSocket::rx_burst`) and AF_PACKET (`RxRing::poll_burst`)
+//! receive calls lend each frame only for the duration of one callback, so
+//! keeping a large frame in its receive buffer until the burst is sent
+//! needs a receive call that lends the whole burst (and, for AF_XDP, a
+//! transmit call that takes a UMEM frame by address, as `reflect_burst`
+//! does for one socket, across two sockets sharing a UMEM).
+
+use crate::config::TxQueue;
+use crate::counters::{PortCounters, Reason};
+use crate::frame::{out_len, write_frame, EthHeader};
+use crate::port::{PortShared, WorkerPort};
+use crate::shared::{PortList, Shared};
+use flowsteer_fdb::{Decision, DropReason, FdbWorker, VlanId};
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a worker reads its sockets' kernel drop counters.
+const KERNEL_COUNTS_EVERY: Duration = Duration::from_millis(100);
+/// Longest idle wait.
+const IDLE_WAIT: Duration = Duration::from_millis(1);
+/// Times a full AF_XDP transmit ring is drained and retried before the
+/// rest of a batch is dropped (`tx_failed`).
+const TX_RETRIES: usize = 64;
+/// `PACKET_OUTGOING`: a frame this host sent (never bridged back).
+const PACKET_OUTGOING: u8 = 4;
+
+struct Local {
+    port: Arc<PortShared>,
+    h: WorkerPort,
+}
+
+/// A received frame in the burst buffer.
+#[derive(Clone, Copy)]
+struct RxFrame {
+    start: usize,
+    len: usize,
+    /// The receive queue it came in on.
+    rxq: u32,
+}
+
+/// A frame to send: in the burst buffer or in the rewrite buffer.
+#[derive(Clone, Copy)]
+struct Out {
+    rewritten: bool,
+    start: usize,
+    len: usize,
+    rxq: u32,
+}
+
+#[derive(Default)]
+struct Buffers {
+    arena: Vec<u8>,
+    frames: Vec<RxFrame>,
+    rewrite: Vec<u8>,
+    /// Per egress port id.
+    out: Vec<Vec<Out>>,
+}
+
+pub(crate) struct Worker {
+    w: usize,
+    shared: Arc<Shared>,
+    fdb: FdbWorker,
+    local: Vec<Option<Local>>,
+    version: u64,
+    buf: Buffers,
+}
+
+impl Worker {
+    pub(crate) fn new(w: usize, shared: Arc<Shared>, fdb: FdbWorker) -> Worker {
+        let burst = shared.cfg.burst;
+        let buf = Buffers {
+            arena: Vec::with_capacity(burst * 2048),
+            frames: Vec::with_capacity(burst),
+            rewrite: Vec::with_capacity(burst * 2048),
+            out: Vec::new(),
+        };
+        Worker { w, shared, fdb, local: Vec::new(), version: u64::MAX, buf }
+    }
+
+    pub(crate) fn run(mut self) {
+        let shared = self.shared.clone();
+        let mut next_counts = Instant::now();
+        loop {
+            let stopping = shared.stop.load(Ordering::Acquire);
+            let list = shared.ports.load();
+            if list.version != self.version {
+                self.sync(&list);
+            }
+            if stopping {
+                break;
+            }
+            let mut got = 0;
+            for port in &list.ports {
+                got += self.poll_port(port.id.0 as usize, &list);
+            }
+            for l in self.local.iter_mut().flatten() {
+                for s in &mut l.h.xsk {
+                    if s.tx_in_flight() > 0 {
+                        s.tx_complete();
+                    }
+                }
+            }
+            if Instant::now() >= next_counts {
+                self.kernel_counts();
+                next_counts = Instant::now() + KERNEL_COUNTS_EVERY;
+            }
+            if got == 0 {
+                self.idle_wait();
+            }
+        }
+        self.kernel_counts();
+        for l in self.local.iter_mut().flatten() {
+            for s in &mut l.h.xsk {
+                for _ in 0..TX_RETRIES {
+                    if s.tx_in_flight() == 0 {
+                        break;
+                    }
+                    s.tx_complete();
+                }
+            }
+        }
+        self.local.clear();
+    }
+
+    /// Takes the sockets of ports new in `list`, drops those of ports no
+    /// longer in it, and acknowledges the version.
+    fn sync(&mut self, list: &PortList) {
+        for slot in self.local.iter_mut() {
+            if slot.as_ref().is_some_and(|l| !list.ports.iter().any(|p| Arc::ptr_eq(p, &l.port))) {
+                *slot = None;
+            }
+        }
+        for p in &list.ports {
+            let id = p.id.0 as usize;
+            if self.local.len() <= id {
+                self.local.resize_with(id + 1, || None);
+                self.buf.out.resize_with(id + 1, Vec::new);
+            }
+            if self.local[id].is_none() {
+                let taken = p.handoff[self.w].lock().ok().and_then(|mut h| h.take());
+                if let Some(h) = taken {
+                    self.local[id] = Some(Local { port: p.clone(), h });
+                }
+            }
+        }
+        self.version = list.version;
+        self.shared.acks[self.w].store(list.version, Ordering::Release);
+    }
+
+    /// Receives, forwards and sends one burst per queue of port `id`.
+    fn poll_port(&mut self, id: usize, list: &PortList) -> usize {
+        let Some(l) = self.local.get(id).and_then(Option::as_ref) else { return 0 };
+        let (nxsk, ring) = (l.h.xsk.len(), l.h.ring.is_some());
+        let mut got = 0;
+        for qi in 0..nxsk {
+            let n = self.receive(id, Some(qi));
+            if n > 0 {
+                got += n;
+                self.forward_and_send(id, list);
+            }
+        }
+        if ring {
+            let n = self.receive(id, None);
+            if n > 0 {
+                got += n;
+                self.forward_and_send(id, list);
+            }
+        }
+        got
+    }
+
+    /// One receive burst into the burst buffer: from AF_XDP queue `qi`, or
+    /// from the AF_PACKET ring when `qi` is None.
+    fn receive(&mut self, id: usize, qi: Option<usize>) -> usize {
+        let Buffers { arena, frames, .. } = &mut self.buf;
+        arena.clear();
+        frames.clear();
+        let Some(Some(l)) = self.local.get_mut(id) else { return 0 };
+        let threshold = self.shared.cfg.rx_copy_threshold;
+        let burst = self.shared.cfg.burst;
+        let mut copied = 0u64;
+        match qi {
+            Some(qi) => {
+                let sock = &mut l.h.xsk[qi];
+                let rxq = sock.queue();
+                sock.rx_burst(burst, &mut |f: &[u8]| {
+                    let start = arena.len();
+                    arena.extend_from_slice(f);
+                    frames.push(RxFrame { start, len: f.len(), rxq });
+                    copied += u64::from(f.len() <= threshold);
+                });
+            }
+            None => {
+                let Some(ring) = l.h.ring.as_mut() else { return 0 };
+                ring.poll_burst(burst, &mut |f: &[u8], meta| {
+                    if meta.packet_type == PACKET_OUTGOING {
+                        return;
+                    }
+                    let start = arena.len();
+                    match meta.vlan {
+                        // The kernel took the tag out of the frame: put it back.
+                        Some(tag) if f.len() >= 12 => {
+                            arena.extend_from_slice(&f[..12]);
+                            let tpid = if tag.tpid == 0 { 0x8100 } else { tag.tpid };
+                            arena.extend_from_slice(&tpid.to_be_bytes());
+                            arena.extend_from_slice(&tag.tci.to_be_bytes());
+                            arena.extend_from_slice(&f[12..]);
+                        }
+                        _ => arena.extend_from_slice(f),
+                    }
+                    let len = arena.len() - start;
+                    frames.push(RxFrame { start, len, rxq: 0 });
+                    copied += u64::from(len <= threshold);
+                });
+            }
+        }
+        self.shared.workers[self.w].rx_copied.add(copied);
+        frames.len()
+    }
+
+    fn forward_and_send(&mut self, id: usize, list: &PortList) {
+        let Some(Some(l)) = self.local.get(id) else { return };
+        let ingress = l.port.clone();
+        let now_s = self.shared.start.elapsed().as_secs();
+        let wc = &self.shared.workers[self.w];
+        let cfg = &self.shared.cfg;
+        let w = self.w;
+        let buf = &mut self.buf;
+        buf.rewrite.clear();
+        let pc = &ingress.counters[w];
+        let n = buf.frames.len() as u64;
+        pc.received.add(n);
+        wc.received.add(n);
+        let dropped = |r: Reason| {
+            pc.dropped.add(r, 1);
+            wc.dropped.add(r, 1);
+        };
+        match self.fdb.burst(now_s) {
+            None => {
+                // The writer is gone (the bridge is stopping): nothing is forwarded.
+                pc.dropped.add(Reason::NoPort, n);
+                wc.dropped.add(Reason::NoPort, n);
+                return;
+            }
+            Some(mut burst) => {
+                for i in 0..buf.frames.len() {
+                    let fr = buf.frames[i];
+                    let bytes = &buf.arena[fr.start..fr.start + fr.len];
+                    let Ok(hdr) = EthHeader::parse(bytes) else {
+                        dropped(Reason::Malformed);
+                        continue;
+                    };
+                    let vid = if cfg.vlan_filtering {
+                        let Some(vid) = hdr.vid().or(ingress.vlans.pvid) else {
+                            dropped(Reason::Vlan);
+                            continue;
+                        };
+                        if !ingress.vlans.admits(vid) {
+                            dropped(Reason::Vlan);
+                            continue;
+                        }
+                        Some(vid)
+                    } else {
+                        None
+                    };
+                    let key_vlan = VlanId(vid.unwrap_or(0));
+                    match burst.forward(ingress.id, hdr.src, hdr.dst, key_vlan) {
+                        Decision::Unicast(p) => {
+                            let Some(eg) = list.ports.iter().find(|e| e.id == p) else {
+                                dropped(Reason::NoPort);
+                                continue;
+                            };
+                            if vid.is_some_and(|v| !eg.vlans.admits(v)) {
+                                dropped(Reason::Vlan);
+                                continue;
+                            }
+                            match enqueue(buf, eg, fr, &hdr, vid, w) {
+                                true => {
+                                    pc.forwarded.add(1);
+                                    wc.forwarded.add(1);
+                                }
+                                false => dropped(Reason::TooBig),
+                            }
+                        }
+                        Decision::Flood => {
+                            for eg in &list.ports {
+                                if eg.id == ingress.id || vid.is_some_and(|v| !eg.vlans.admits(v)) {
+                                    continue;
+                                }
+                                enqueue(buf, eg, fr, &hdr, vid, w);
+                            }
+                            pc.flooded.add(1);
+                            wc.flooded.add(1);
+                        }
+                        Decision::Drop(DropReason::Reserved) => dropped(Reason::Reserved),
+                        Decision::Drop(DropReason::SamePort) => dropped(Reason::SamePort),
+                    }
+                }
+            }
+        }
+        self.send(list);
+    }
+
+    /// Sends every egress port's batch of this burst.
+    fn send(&mut self, list: &PortList) {
+        let tx_queue = self.shared.cfg.tx_queue;
+        let wc = &self.shared.workers[self.w];
+        for eg in &list.ports {
+            let id = eg.id.0 as usize;
+            let Buffers { arena, rewrite, out, .. } = &mut self.buf;
+            let Some(outs) = out.get_mut(id) else { continue };
+            if outs.is_empty() {
+                continue;
+            }
+            let pc = &eg.counters[self.w];
+            let bytes = |o: &Out| {
+                if o.rewritten {
+                    &rewrite[o.start..o.start + o.len]
+                } else {
+                    &arena[o.start..o.start + o.len]
+                }
+            };
+            let Some(Some(l)) = self.local.get_mut(id) else {
+                pc.tx_dropped.add(Reason::NoPort, outs.len() as u64);
+                outs.clear();
+                continue;
+            };
+            let mut sent = 0usize;
+            if !l.h.xsk.is_empty() {
+                let nsock = l.h.xsk.len();
+                let pick = |rxq: u32, socks: &[flowsteer_xsk::XskSocket]| match tx_queue {
+                    TxQueue::Cpu => 0,
+                    TxQueue::Flow => socks.iter().position(|s| s.queue() == rxq).unwrap_or(0),
+                };
+                if nsock == 1 {
+                    let refs: Vec<&[u8]> = outs.iter().map(bytes).collect();
+                    sent += xsk_send(&mut l.h.xsk[0], &refs);
+                } else {
+                    for s in 0..nsock {
+                        let refs: Vec<&[u8]> = outs.iter().filter(|o| pick(o.rxq, &l.h.xsk) == s).map(bytes).collect();
+                        if !refs.is_empty() {
+                            sent += xsk_send(&mut l.h.xsk[s], &refs);
+                        }
+                    }
+                }
+            } else if let Some(tx) = l.h.tx.as_mut() {
+                let refs: Vec<&[u8]> = outs.iter().map(bytes).collect();
+                sent = tx.send_batch(&refs);
+                if eg.spec.kind == crate::api::PortKind::Afxdp {
+                    wc.tx_fallback.add(sent as u64);
+                }
+            }
+            pc.transmitted.add(sent as u64);
+            pc.tx_dropped.add(Reason::TxFailed, (outs.len() - sent) as u64);
+            outs.clear();
+        }
+    }
+
+    /// Publishes the kernel's drop counts of this worker's sockets, per port.
+    fn kernel_counts(&mut self) {
+        self.shared.workers[self.w].events_dropped.set(self.fdb.stats().events_dropped);
+        for l in self.local.iter_mut().flatten() {
+            let mut drops = 0u64;
+            for s in &l.h.xsk {
+                if let Ok(st) = s.stats() {
+                    drops += st.kernel.rx_dropped + st.kernel.rx_ring_full + st.rx_bad_descs;
+                }
+            }
+            if let Some(ring) = l.h.ring.as_mut() {
+                if let Ok(st) = ring.stats() {
+                    drops += st.kernel_drops + st.bad_frames;
+                }
+            }
+            l.port.counters[self.w].dropped.set(Reason::Kernel, drops);
+        }
+    }
+
+    fn idle_wait(&self) {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds: Vec<PollFd<'_>> = Vec::new();
+        for l in self.local.iter().flatten() {
+            for s in &l.h.xsk {
+                fds.push(PollFd::new(s, PollFlags::IN));
+            }
+            if let Some(r) = &l.h.ring {
+                fds.push(PollFd::from_borrowed_fd(r.as_fd(), PollFlags::IN));
+            }
+        }
+        if fds.is_empty() {
+            std::thread::sleep(IDLE_WAIT);
+            return;
+        }
+        let ts = Timespec { tv_sec: 0, tv_nsec: IDLE_WAIT.as_nanos() as i64 };
+        let _ = poll(&mut fds, Some(&ts));
+    }
+}
+
+/// Queues `fr` for port `eg` (tagged as `eg` wants it); false (and
+/// `too_big` counted on `eg`) when it is longer than `eg` takes.
+fn enqueue(buf: &mut Buffers, eg: &PortShared, fr: RxFrame, hdr: &EthHeader, vid: Option<u16>, w: usize) -> bool {
+    let pc: &PortCounters = &eg.counters[w];
+    // With VLAN filtering: untagged out of the port whose PVID it is,
+    // tagged (priority bits kept) out of the others.
+    let tci = match vid {
+        Some(v) if eg.vlans.pvid == Some(v) => None,
+        Some(v) => Some((hdr.tci.unwrap_or(0) & 0xf000) | v),
+        None => hdr.tci,
+    };
+    let len = out_len(fr.len, hdr, tci);
+    if len > eg.max_frame() {
+        pc.tx_dropped.add(Reason::TooBig, 1);
+        return false;
+    }
+    let id = eg.id.0 as usize;
+    if buf.out.len() <= id {
+        buf.out.resize_with(id + 1, Vec::new);
+    }
+    let out = if tci == hdr.tci {
+        Out { rewritten: false, start: fr.start, len: fr.len, rxq: fr.rxq }
+    } else {
+        let start = buf.rewrite.len();
+        write_frame(&mut buf.rewrite, &buf.arena[fr.start..fr.start + fr.len], hdr, tci);
+        Out { rewritten: true, start, len: buf.rewrite.len() - start, rxq: fr.rxq }
+    };
+    buf.out[id].push(out);
+    true
+}
+
+/// Sends `frames` on one AF_XDP socket, draining completions and retrying
+/// while its ring or its free frames are full; returns how many were queued.
+fn xsk_send(sock: &mut flowsteer_xsk::XskSocket, frames: &[&[u8]]) -> usize {
+    let mut done = 0;
+    let mut tries = 0;
+    while done < frames.len() {
+        let n = sock.tx_burst(&frames[done..]);
+        done += n;
+        if n == 0 {
+            tries += 1;
+            if tries > TX_RETRIES {
+                break;
+            }
+            sock.tx_complete();
+        }
+    }
+    done
+}

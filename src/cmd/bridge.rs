@@ -1,0 +1,74 @@
+//! `flowsteer bridge`: an L2 learning bridge between live ports, with a
+//! per-port and a per-worker table every `--interval` and at the end.
+
+use crate::cli::BridgeArgs;
+use anyhow::{Context, Result};
+use flowsteer_bridge::{Bridge, BridgeConfig, BridgeStats};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+pub fn run(args: &BridgeArgs) -> Result<i32> {
+    let cfg = BridgeConfig {
+        ports: args.ports.clone(),
+        workers: args.workers,
+        cpus: args.cpus.clone(),
+        ageing_s: args.ageing,
+        max_learned: args.max_learned,
+        max_learned_per_port: args.max_learned,
+        rx_copy_threshold: args.rx_copy_threshold,
+        tx_queue: args.tx_queue.parse()?,
+        vlan_filtering: args.vlan_filtering,
+        port_vlans: args.port_vlans.iter().cloned().collect::<BTreeMap<_, _>>(),
+        ..BridgeConfig::default()
+    };
+    cfg.validate().map_err(|e| crate::cmd::usage(e.to_string()))?;
+    let stop = flowsteer_live::stop_on_signals()?;
+    let bridge = Bridge::start(cfg).context("starting the bridge")?;
+    crate::cmd::warn_all(bridge.warnings());
+    let ctl_path = args.ctl.clone().unwrap_or_else(|| PathBuf::from(flowsteer_bridge::ctl::DEFAULT_CTL_PATH));
+    let _ctl = flowsteer_bridge::ctl::serve(&ctl_path, bridge.control()).context("control socket")?;
+    let _metrics = match args.metrics {
+        Some(addr) => Some(flowsteer_bridge::metrics::serve(addr, bridge.control()).context("metrics endpoint")?),
+        None => None,
+    };
+    if !args.json {
+        let ports: Vec<String> = args.ports.iter().map(ToString::to_string).collect();
+        println!(
+            "bridge: {} ports ({}), {} worker(s), control socket {}",
+            ports.len(),
+            ports.join(" "),
+            args.workers,
+            ctl_path.display()
+        );
+    }
+    let start = Instant::now();
+    let end = args.duration.map(|d| start + Duration::from_secs_f64(d));
+    let every = args.interval.map(Duration::from_secs_f64);
+    let mut next = every.map(|e| start + e);
+    while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| Instant::now() < e) {
+        std::thread::sleep(Duration::from_millis(20));
+        if let (Some(n), Some(e)) = (next, every) {
+            if Instant::now() >= n {
+                next = Some(n + e);
+                if !args.json {
+                    print_tables(&bridge.stats(), false);
+                }
+            }
+        }
+    }
+    let fin = bridge.stop();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&fin)?);
+    } else {
+        print_tables(&fin, true);
+    }
+    Ok(0)
+}
+
+fn print_tables(s: &BridgeStats, last: bool) {
+    println!("{} at {:.1} s", if last { "final" } else { "interval" }, s.uptime_s);
+    print!("{}", flowsteer_bridge::ctl::stats_table(s));
+    println!("{}", crate::legend::footer(crate::legend::BRIDGE_STATS));
+}
