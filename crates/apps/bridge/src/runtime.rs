@@ -275,6 +275,7 @@ impl Writer {
             moved: s.moved,
             not_learned_full: s.not_learned_full,
             events_dropped: 0,
+            events_suppressed: 0,
             aged: s.aged,
             flushed: s.flushed,
         };
@@ -517,6 +518,7 @@ fn stats(sh: &Shared) -> BridgeStats {
     }
     let mut fdb = sh.fdb.lock().map(|g| g.clone()).unwrap_or_default();
     fdb.events_dropped = sh.workers.iter().map(|w| w.events_dropped.get()).sum();
+    fdb.events_suppressed = sh.workers.iter().map(|w| w.events_suppressed.get()).sum();
     BridgeStats {
         schema: STATS_SCHEMA.to_string(),
         uptime_s: sh.start.elapsed().as_secs_f64(),

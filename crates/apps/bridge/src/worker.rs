@@ -376,7 +376,9 @@ impl Worker {
 
     /// Publishes the kernel's drop counts of this worker's sockets, per port.
     fn kernel_counts(&mut self) {
-        self.shared.workers[self.w].events_dropped.set(self.fdb.stats().events_dropped);
+        let fs = self.fdb.stats();
+        self.shared.workers[self.w].events_dropped.set(fs.events_dropped);
+        self.shared.workers[self.w].events_suppressed.set(fs.events_suppressed);
         for l in self.local.iter_mut().flatten() {
             let mut drops = 0u64;
             for s in &l.h.xsk {
