@@ -418,6 +418,10 @@ impl Writer {
         let ports: Vec<Arc<PortShared>> = list.ports.iter().filter(|p| p.id != gone.id).cloned().collect();
         self.replace_list(ports);
         gone.member.store(false, Ordering::Relaxed);
+        // Sources the workers saw on the port until they acknowledged the
+        // new list are still in their event queues: learn them first, so
+        // that removing the port's entries removes them too.
+        self.fdb.drain();
         let n = self.fdb.remove_port(gone.id);
         detach(&gone);
         Response::Ok { detail: format!("removed {iface} ({n} entries flushed)") }

@@ -43,7 +43,7 @@ fn flood(kind: PortKind, tag: &str, max_learned: usize) {
     let sent = sender.join().unwrap().unwrap();
     assert_eq!(sent as u64, FLOOD);
     for (f, what) in flows.into_iter().zip(["2 -> 3", "3 -> 2"]) {
-        f.wait().assert_complete_in_order(FLOW, what);
+        f.wait().assert_complete_with(FLOW, what, ctl.as_ref());
     }
 
     let s = common::stats(ctl.as_ref());

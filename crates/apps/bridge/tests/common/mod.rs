@@ -103,6 +103,15 @@ pub struct Received {
 }
 
 impl Received {
+    /// As [`assert_complete_in_order`](Self::assert_complete_in_order),
+    /// with the bridge's counters in the message when it fails.
+    pub fn assert_complete_with(&self, count: u32, what: &str, ctl: &dyn Control) {
+        if self.overflow != 0 || self.seqs.len() as u32 != count {
+            println!("{what}: bridge counters: {:#?}", stats(ctl));
+        }
+        self.assert_complete_in_order(count, what);
+    }
+
     /// All `count` arrived, in order, and the socket dropped none.
     pub fn assert_complete_in_order(&self, count: u32, what: &str) {
         assert_eq!(self.overflow, 0, "{what}: the receiving socket overflowed (not the bridge's loss)");
