@@ -224,6 +224,19 @@ pub fn raw_frames(
     rate: u32,
     src: impl Fn(u64) -> [u8; 6] + Send + 'static,
 ) -> JoinHandle<Result<usize, NetnsError>> {
+    raw_frames_tagged(star, from, dst, None, count, rate, src)
+}
+
+/// As [`raw_frames`], with an 802.1Q tag of VLAN `vid` when given.
+pub fn raw_frames_tagged(
+    star: &Star,
+    from: usize,
+    dst: [u8; 6],
+    vid: Option<u16>,
+    count: u64,
+    rate: u32,
+    src: impl Fn(u64) -> [u8; 6] + Send + 'static,
+) -> JoinHandle<Result<usize, NetnsError>> {
     let dev = star.host_dev(from);
     star.spawn_in(from, move || {
         let mut tx = flowsteer_afpacket::TxSocket::open(&dev, &Default::default()).unwrap();
@@ -233,13 +246,18 @@ pub fn raw_frames(
         while i < count {
             let n = 32.min(count - i);
             pace(start, i, rate);
-            let frames: Vec<[u8; 60]> = (i..i + n)
+            let frames: Vec<Vec<u8>> = (i..i + n)
                 .map(|k| {
-                    let mut f = [0u8; 60];
-                    f[..6].copy_from_slice(&dst);
-                    f[6..12].copy_from_slice(&src(k));
-                    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-                    f[14..22].copy_from_slice(&k.to_be_bytes());
+                    let mut f = Vec::with_capacity(64);
+                    f.extend_from_slice(&dst);
+                    f.extend_from_slice(&src(k));
+                    if let Some(v) = vid {
+                        f.extend_from_slice(&[0x81, 0x00]);
+                        f.extend_from_slice(&v.to_be_bytes());
+                    }
+                    f.extend_from_slice(&0x88b5u16.to_be_bytes());
+                    f.extend_from_slice(&k.to_be_bytes());
+                    f.resize(f.len() + 38, 0);
                     f
                 })
                 .collect();
