@@ -228,6 +228,10 @@ pub struct FdbCounters {
     pub not_learned_full: u64,
     /// Learning events a full per-worker queue dropped.
     pub events_dropped: u64,
+    /// Learning events not posted because a worker's per-second filter
+    /// was full (it remembers at most 4,096 sources a second): the source
+    /// is learned when it is seen again in a later second.
+    pub events_suppressed: u64,
     /// Entries removed by aging.
     pub aged: u64,
     /// Entries removed by a flush (port down, port removed, `fdb flush`).

@@ -133,6 +133,9 @@ pub struct WorkerCounters {
     /// Learning events its full queue to the writer dropped (the FDB
     /// handle's count, copied now and then).
     pub events_dropped: Counter,
+    /// Learning events not posted because its per-second filter was full
+    /// (the FDB handle's count, copied now and then).
+    pub events_suppressed: Counter,
 }
 
 /// One port's counters as one worker sees them (on cache lines of its own).

@@ -499,7 +499,7 @@ pub fn stats_table(s: &BridgeStats) -> String {
     let _ = writeln!(
         out,
         "fdb: {} entries ({} learned of at most {}, {} static); learned {}, refreshed {}, moved {}, \
-         not learned (full) {}, events dropped {}, aged {}, flushed {}",
+         not learned (full) {}, events dropped {}, events suppressed {}, aged {}, flushed {}",
         f.entries,
         f.learned_entries,
         f.max_learned,
@@ -509,6 +509,7 @@ pub fn stats_table(s: &BridgeStats) -> String {
         f.moved,
         f.not_learned_full,
         f.events_dropped,
+        f.events_suppressed,
         f.aged,
         f.flushed
     );

@@ -367,6 +367,11 @@ pub fn render(stats: &BridgeStats) -> String {
             f.not_learned_full,
         ),
         ("fdb_events_dropped_total", "Learning events a full per-worker queue dropped.", f.events_dropped),
+        (
+            "fdb_events_suppressed_total",
+            "Learning events not posted because a worker's per-second filter was full.",
+            f.events_suppressed,
+        ),
         ("fdb_aged_total", "Entries removed by aging.", f.aged),
         ("fdb_flushed_total", "Entries removed by a flush (port down, port removed, fdb flush).", f.flushed),
     ] {

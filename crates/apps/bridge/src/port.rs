@@ -124,8 +124,13 @@ pub(crate) fn open(
         }
         PortKind::Afpacket => {
             for h in handles.iter_mut() {
+                // A block goes to the worker when full or 1 ms old, so a
+                // block is about 1 ms of frames at low rates: 64 blocks of
+                // 128 KiB (8 MiB) ride out a worker descheduled for 64 ms,
+                // where 8 blocks of 1 MiB (the same 8 MiB) overflowed after 8.
                 let cfg = RxConfig {
-                    block_count: 8,
+                    block_size: 128 << 10,
+                    block_count: 64,
                     retire_blk_tov_ms: 1,
                     fill_rxhash: false,
                     fanout: (workers > 1).then(|| Fanout::new(group, FanoutMode::Hash)),

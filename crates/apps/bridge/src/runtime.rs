@@ -275,6 +275,7 @@ impl Writer {
             moved: s.moved,
             not_learned_full: s.not_learned_full,
             events_dropped: 0,
+            events_suppressed: 0,
             aged: s.aged,
             flushed: s.flushed,
         };
@@ -417,6 +418,10 @@ impl Writer {
         let ports: Vec<Arc<PortShared>> = list.ports.iter().filter(|p| p.id != gone.id).cloned().collect();
         self.replace_list(ports);
         gone.member.store(false, Ordering::Relaxed);
+        // Sources the workers saw on the port until they acknowledged the
+        // new list are still in their event queues: learn them first, so
+        // that removing the port's entries removes them too.
+        self.fdb.drain();
         let n = self.fdb.remove_port(gone.id);
         detach(&gone);
         Response::Ok { detail: format!("removed {iface} ({n} entries flushed)") }
@@ -517,6 +522,7 @@ fn stats(sh: &Shared) -> BridgeStats {
     }
     let mut fdb = sh.fdb.lock().map(|g| g.clone()).unwrap_or_default();
     fdb.events_dropped = sh.workers.iter().map(|w| w.events_dropped.get()).sum();
+    fdb.events_suppressed = sh.workers.iter().map(|w| w.events_suppressed.get()).sum();
     BridgeStats {
         schema: STATS_SCHEMA.to_string(),
         uptime_s: sh.start.elapsed().as_secs_f64(),

@@ -140,12 +140,21 @@ impl Worker {
         self.local.clear();
     }
 
-    /// Takes the sockets of ports new in `list`, drops those of ports no
-    /// longer in it, and acknowledges the version.
+    /// Takes the sockets of ports new in `list`, hands back those of ports
+    /// no longer in it, and acknowledges the version.
+    ///
+    /// A removed port's sockets go back to its hand-off slot, where the
+    /// writer drops them after the acknowledgement: closing a packet or
+    /// AF_XDP socket waits for an RCU grace period (`synchronize_net`),
+    /// milliseconds in which this worker's other queues would overflow.
     fn sync(&mut self, list: &PortList) {
         for slot in self.local.iter_mut() {
             if slot.as_ref().is_some_and(|l| !list.ports.iter().any(|p| Arc::ptr_eq(p, &l.port))) {
-                *slot = None;
+                if let Some(l) = slot.take() {
+                    if let Ok(mut h) = l.port.handoff[self.w].lock() {
+                        *h = Some(l.h);
+                    }
+                }
             }
         }
         for p in &list.ports {
@@ -376,7 +385,9 @@ impl Worker {
 
     /// Publishes the kernel's drop counts of this worker's sockets, per port.
     fn kernel_counts(&mut self) {
-        self.shared.workers[self.w].events_dropped.set(self.fdb.stats().events_dropped);
+        let fs = self.fdb.stats();
+        self.shared.workers[self.w].events_dropped.set(fs.events_dropped);
+        self.shared.workers[self.w].events_suppressed.set(fs.events_suppressed);
         for l in self.local.iter_mut().flatten() {
             let mut drops = 0u64;
             for s in &l.h.xsk {

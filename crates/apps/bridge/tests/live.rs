@@ -2,78 +2,12 @@
 //! running in the hub over the hub-side veths, for AF_XDP and AF_PACKET
 //! ports. Root only; prints "skipped: <reason>" otherwise.
 
-use flowsteer_bridge::{Bridge, BridgeConfig, BridgeStats, PortKind, PortSpec, Request, Response};
+mod common;
+
+use common::{assert_conserved, fdb, ping, start, udp_sequence};
+use flowsteer_bridge::{PortKind, Request, Response};
 use flowsteer_netns::{skip_reason, Star};
-use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
-
-fn start(star: &Star, kind: PortKind, n: usize, tweak: impl FnOnce(&mut BridgeConfig)) -> Bridge {
-    let mut cfg = BridgeConfig {
-        ports: (1..=n).map(|i| PortSpec { kind, iface: star.hub_dev(i).to_string() }).collect(),
-        ..BridgeConfig::default()
-    };
-    tweak(&mut cfg);
-    star.run_in(0, move || Bridge::start(cfg)).expect("enter hub").expect("bridge starts")
-}
-
-fn ping(star: &Star, from: usize, to: usize) -> bool {
-    let addr = star.v4(to).into();
-    star.run_in(from, move || flowsteer_netns::ping(addr, Duration::from_secs(5))).unwrap().unwrap()
-}
-
-fn fdb(bridge: &Bridge) -> Vec<flowsteer_bridge::FdbRow> {
-    match bridge.control().request(Request::FdbShow) {
-        Response::Fdb { entries } => entries,
-        other => panic!("{other:?}"),
-    }
-}
-
-/// Sends `count` datagrams with sequence numbers from host `from` to host
-/// `to` at about `rate` per second; returns what arrived, in order.
-fn udp_sequence(star: &Star, from: usize, to: usize, count: u32, rate: u32) -> Vec<u32> {
-    let dst = SocketAddr::new(star.v4(to).into(), 40_000);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let rx = star.spawn_in(to, move || {
-        let sock = UdpSocket::bind(dst).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        ready_tx.send(()).unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 2048];
-        while let Ok(n) = sock.recv(&mut buf) {
-            if n >= 4 {
-                got.push(u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]));
-            }
-            if got.len() as u32 == count {
-                break;
-            }
-        }
-        got
-    });
-    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    star.run_in(from, move || {
-        let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
-        let start = Instant::now();
-        let mut payload = [0u8; 32];
-        for seq in 0..count {
-            payload[..4].copy_from_slice(&seq.to_be_bytes());
-            // Paced: datagram `seq` leaves no earlier than seq / rate.
-            let due = Duration::from_secs_f64(f64::from(seq) / f64::from(rate));
-            while start.elapsed() < due {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            sock.send_to(&payload, dst).unwrap();
-        }
-    })
-    .unwrap();
-    rx.join().unwrap().unwrap()
-}
-
-fn assert_conserved(s: &BridgeStats) {
-    assert!(s.conservation_ok, "{}", s.conservation);
-    for p in &s.ports {
-        assert_eq!(p.received, p.forwarded + p.flooded + p.dropped.values().sum::<u64>(), "{p:?}");
-    }
-}
 
 fn three_hosts(kind: PortKind, tag: &str) {
     if let Some(why) = skip_reason() {
@@ -90,7 +24,7 @@ fn three_hosts(kind: PortKind, tag: &str) {
 
     // The table knows each host on its own port.
     std::thread::sleep(Duration::from_millis(50));
-    let rows = fdb(&bridge);
+    let rows = fdb(bridge.control().as_ref());
     for i in 1..=3 {
         let row = rows.iter().find(|r| r.mac == star.mac_text(i)).unwrap_or_else(|| panic!("host {i}: {rows:?}"));
         assert_eq!(row.port, star.hub_dev(i), "{rows:?}");
@@ -105,8 +39,7 @@ fn three_hosts(kind: PortKind, tag: &str) {
     let before = star.rx_packets(3).unwrap();
     let got = udp_sequence(&star, 1, 2, 10_000, 20_000);
     let after = star.rx_packets(3).unwrap();
-    assert_eq!(got.len(), 10_000, "lost {}", 10_000 - got.len());
-    assert!(got.iter().enumerate().all(|(i, s)| *s == i as u32), "out of order");
+    got.assert_complete_with(10_000, "1 -> 2", bridge.control().as_ref());
     assert!(after - before <= 20, "host 3 saw {} frames of a unicast stream", after - before);
 
     let live = bridge.stats();
@@ -149,7 +82,7 @@ fn learned_entries_age_out_and_control_refuses_bad_input() {
     let bridge = start(&star, PortKind::Afpacket, 2, |c| c.ageing_s = 2);
     assert!(ping(&star, 1, 2));
     std::thread::sleep(Duration::from_millis(50));
-    assert!(fdb(&bridge).iter().any(|r| r.mac == star.mac_text(1)));
+    assert!(fdb(bridge.control().as_ref()).iter().any(|r| r.mac == star.mac_text(1)));
     let ctl = bridge.control();
     let add = Request::FdbAdd { mac: "02:00:00:00:00:99".into(), vlan: 0, iface: star.hub_dev(2).into() };
     assert!(matches!(ctl.request(add), Response::Ok { .. }));
@@ -166,7 +99,7 @@ fn learned_entries_age_out_and_control_refuses_bad_input() {
     // the static one stays.
     let deadline = Instant::now() + Duration::from_secs(6);
     loop {
-        let rows = fdb(&bridge);
+        let rows = fdb(bridge.control().as_ref());
         if !rows.iter().any(|r| !r.is_static) {
             assert!(rows.iter().any(|r| r.is_static && r.mac == "02:00:00:00:00:99"), "{rows:?}");
             break;

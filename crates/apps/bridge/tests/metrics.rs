@@ -2,10 +2,13 @@
 //! a hand-built `BridgeStats` is there, once, with its type and help, and
 //! nothing else; and the HTTP endpoint against a fake bridge.
 
+mod common;
+
+use common::{expected, parse, Key};
 use flowsteer_bridge::api::{BridgeStats, FdbCounters, PortStats, WorkerStats, STATS_SCHEMA};
 use flowsteer_bridge::metrics::{self, MAX_REQUEST};
 use flowsteer_bridge::{Control, Request, Response};
-use prometheus_parse::{Scrape, Value};
+use prometheus_parse::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -56,77 +59,13 @@ fn stats() -> BridgeStats {
             moved: 23,
             not_learned_full: 24,
             events_dropped: 25,
+            events_suppressed: 28,
             aged: 26,
             flushed: 27,
         },
         conservation_ok: true,
         conservation: "sums".into(),
     }
-}
-
-type Key = (String, BTreeSet<(String, String)>);
-
-fn key(name: &str, labels: &[(&str, &str)]) -> Key {
-    (format!("flowsteer_bridge_{name}"), labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
-}
-
-/// What the text must hold: every field of `s`, computed here from the struct.
-fn expected(s: &BridgeStats) -> BTreeMap<Key, f64> {
-    let mut m = BTreeMap::new();
-    m.insert(key("info", &[("schema", &s.schema)]), 1.0);
-    m.insert(key("uptime_seconds", &[]), s.uptime_s);
-    m.insert(key("conservation_ok", &[]), if s.conservation_ok { 1.0 } else { 0.0 });
-    for p in &s.ports {
-        let l = [("port", p.name.as_str())];
-        m.insert(key("port_info", &[("port", &p.name), ("kind", &p.kind)]), 1.0);
-        m.insert(key("port_member", &l), f64::from(u8::from(p.member)));
-        m.insert(key("port_up", &l), f64::from(u8::from(p.up)));
-        m.insert(key("port_received_total", &l), p.received as f64);
-        m.insert(key("port_forwarded_total", &l), p.forwarded as f64);
-        m.insert(key("port_flooded_total", &l), p.flooded as f64);
-        m.insert(key("port_transmitted_total", &l), p.transmitted as f64);
-        for (r, n) in &p.dropped {
-            m.insert(key("port_dropped_total", &[("port", &p.name), ("reason", r)]), *n as f64);
-        }
-        for (r, n) in &p.tx_dropped {
-            m.insert(key("port_tx_dropped_total", &[("port", &p.name), ("reason", r)]), *n as f64);
-        }
-    }
-    for w in &s.workers {
-        let i = w.worker.to_string();
-        let l = [("worker", i.as_str())];
-        if let Some(cpu) = w.cpu {
-            m.insert(key("worker_cpu", &l), f64::from(cpu));
-        }
-        m.insert(key("worker_received_total", &l), w.received as f64);
-        m.insert(key("worker_forwarded_total", &l), w.forwarded as f64);
-        m.insert(key("worker_flooded_total", &l), w.flooded as f64);
-        m.insert(key("worker_rx_copied_total", &l), w.rx_copied as f64);
-        for (r, n) in &w.dropped {
-            m.insert(key("worker_dropped_total", &[("worker", &i), ("reason", r)]), *n as f64);
-        }
-    }
-    let f = &s.fdb;
-    for (name, v) in [
-        ("fdb_entries", f.entries),
-        ("fdb_learned_entries", f.learned_entries),
-        ("fdb_static_entries", f.static_entries),
-        ("fdb_max_learned", f.max_learned),
-        ("fdb_learned_total", f.learned),
-        ("fdb_refreshed_total", f.refreshed),
-        ("fdb_moved_total", f.moved),
-        ("fdb_not_learned_full_total", f.not_learned_full),
-        ("fdb_events_dropped_total", f.events_dropped),
-        ("fdb_aged_total", f.aged),
-        ("fdb_flushed_total", f.flushed),
-    ] {
-        m.insert(key(name, &[]), v as f64);
-    }
-    m
-}
-
-fn parse(text: &str) -> Scrape {
-    Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap()
 }
 
 #[test]

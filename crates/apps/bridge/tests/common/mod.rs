@@ -1,0 +1,369 @@
+//! Helpers shared by the bridge's tests (each file says `mod common;`):
+//! starting a bridge in a [`Star`]'s hub, kernel UDP flows with sequence
+//! numbers received on sockets that report their overflow drops
+//! (`SO_RXQ_OVFL`), raw frames from a host, the counters' sums, and the
+//! metrics text as a map.
+#![allow(dead_code)] // each test file uses its own share
+
+use flowsteer_bridge::api::{BridgeStats, PortStats};
+use flowsteer_bridge::{Bridge, BridgeConfig, Control, FdbRow, PortKind, PortSpec, Request, Response};
+use flowsteer_netns::{skip_reason, NetnsError, Star};
+use nix::sys::socket::{self, sockopt, ControlMessageOwned, MsgFlags};
+use prometheus_parse::{Scrape, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::IoSliceMut;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// True (and "skipped: why" printed) when live tests cannot run here.
+pub fn skip() -> bool {
+    match skip_reason() {
+        Some(why) => {
+            println!("skipped: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+/// Starts a bridge over the hub-side veths of hosts 1..=n, in the hub.
+pub fn start(star: &Star, kind: PortKind, n: usize, tweak: impl FnOnce(&mut BridgeConfig)) -> Bridge {
+    let mut cfg = BridgeConfig {
+        ports: (1..=n).map(|i| PortSpec { kind, iface: star.hub_dev(i).to_string() }).collect(),
+        ..BridgeConfig::default()
+    };
+    tweak(&mut cfg);
+    star.run_in(0, move || Bridge::start(cfg)).expect("enter hub").expect("bridge starts")
+}
+
+/// One ICMP echo from host `from` to host `to` answered (5 s at most).
+pub fn ping(star: &Star, from: usize, to: usize) -> bool {
+    let addr = star.v4(to).into();
+    star.run_in(from, move || flowsteer_netns::ping(addr, Duration::from_secs(5))).unwrap().unwrap()
+}
+
+/// The MAC table through a control handle.
+pub fn fdb(ctl: &dyn Control) -> Vec<FdbRow> {
+    match ctl.request(Request::FdbShow) {
+        Response::Fdb { entries } => entries,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Sends `req` and expects `Response::Ok`; returns its detail.
+pub fn ok(ctl: &dyn Control, req: Request) -> String {
+    match ctl.request(req.clone()) {
+        Response::Ok { detail } => detail,
+        other => panic!("{req:?}: {other:?}"),
+    }
+}
+
+/// The counters through a control handle.
+pub fn stats(ctl: &dyn Control) -> BridgeStats {
+    match ctl.request(Request::Stats) {
+        Response::Stats { stats } => *stats,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The row of `name` (the member one when the port was removed and added back).
+pub fn port<'a>(s: &'a BridgeStats, name: &str) -> &'a PortStats {
+    s.ports.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no port {name}: {s:?}"))
+}
+
+/// Every row's sum holds, and the runtime says so.
+pub fn assert_conserved(s: &BridgeStats) {
+    assert!(s.conservation_ok, "{}", s.conservation);
+    for p in &s.ports {
+        assert_eq!(p.received, p.forwarded + p.flooded + p.dropped.values().sum::<u64>(), "{p:?}");
+    }
+    for w in &s.workers {
+        assert_eq!(w.received, w.forwarded + w.flooded + w.dropped.values().sum::<u64>(), "{w:?}");
+    }
+}
+
+/// Whether the hub-side veth of host i has an XDP program.
+pub fn xdp_attached(star: &Star, i: usize) -> bool {
+    let out = std::process::Command::new("ip")
+        .args(["-n", star.hub_ns(), "link", "show", "dev", star.hub_dev(i)])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("xdp")
+}
+
+/// What a receiving socket got: the sequence numbers in arrival order, and
+/// the socket's own overflow count (`SO_RXQ_OVFL`): datagrams the kernel
+/// dropped at this socket, which are not the bridge's loss.
+#[derive(Debug)]
+pub struct Received {
+    pub seqs: Vec<u32>,
+    pub overflow: u32,
+}
+
+impl Received {
+    /// As [`assert_complete_in_order`](Self::assert_complete_in_order),
+    /// with the bridge's counters in the message when it fails.
+    pub fn assert_complete_with(&self, count: u32, what: &str, ctl: &dyn Control) {
+        if self.overflow != 0 || self.seqs.len() as u32 != count {
+            println!("{what}: bridge counters: {:#?}", stats(ctl));
+        }
+        self.assert_complete_in_order(count, what);
+    }
+
+    /// All `count` arrived, in order, and the socket dropped none.
+    pub fn assert_complete_in_order(&self, count: u32, what: &str) {
+        assert_eq!(self.overflow, 0, "{what}: the receiving socket overflowed (not the bridge's loss)");
+        assert_eq!(
+            self.seqs.len() as u32,
+            count,
+            "{what}: lost {}",
+            count as usize - self.seqs.len().min(count as usize)
+        );
+        if let Some(i) = self.seqs.iter().enumerate().position(|(i, s)| *s != i as u32) {
+            panic!("{what}: out of order at {i}: {:?}", &self.seqs[i..(i + 5).min(self.seqs.len())]);
+        }
+    }
+}
+
+/// A sequenced UDP flow under way: a paced sender in one host, a receiver
+/// in another.
+pub struct Flow {
+    rx: JoinHandle<Result<Received, NetnsError>>,
+    tx: JoinHandle<Result<(), NetnsError>>,
+}
+
+impl Flow {
+    /// Waits for the sender to finish and the receiver to have everything
+    /// (or 3 s of silence).
+    pub fn wait(self) -> Received {
+        self.tx.join().unwrap().unwrap();
+        self.rx.join().unwrap().unwrap()
+    }
+}
+
+/// Starts `count` datagrams with sequence numbers from host `from` to
+/// host `to`'s UDP `port`, about `rate` per second, once the receiver is
+/// bound; returns at once.
+pub fn udp_flow(star: &Star, from: usize, to: usize, port: u16, count: u32, rate: u32) -> Flow {
+    let dst = SocketAddr::new(star.v4(to).into(), port);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let rx = star.spawn_in(to, move || {
+        let sock = UdpSocket::bind(dst).unwrap();
+        socket::setsockopt(&sock, sockopt::RxqOvfl, &1).unwrap();
+        // Room for a whole second of the flow: a receiver thread that waits
+        // for a CPU does not overflow.
+        socket::setsockopt(&sock, sockopt::RcvBufForce, &(8 << 20)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut got = Received { seqs: Vec::with_capacity(count as usize), overflow: 0 };
+        let mut buf = [0u8; 2048];
+        let mut space = nix::cmsg_space!(u32);
+        while (got.seqs.len() as u32) < count {
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let Ok(msg) = socket::recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::empty()) else {
+                break;
+            };
+            let n = msg.bytes;
+            for c in msg.cmsgs().unwrap() {
+                if let ControlMessageOwned::RxqOvfl(d) = c {
+                    got.overflow = d;
+                }
+            }
+            if n >= 4 {
+                got.seqs.push(u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]));
+            }
+        }
+        got
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let tx = star.spawn_in(from, move || {
+        let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let start = Instant::now();
+        let mut payload = [0u8; 32];
+        for seq in 0..count {
+            payload[..4].copy_from_slice(&seq.to_be_bytes());
+            pace(start, u64::from(seq), rate);
+            sock.send_to(&payload, dst).unwrap();
+        }
+    });
+    Flow { rx, tx }
+}
+
+/// Waits until item `n` of a paced sequence is due (n / rate seconds after `start`).
+pub fn pace(start: Instant, n: u64, rate: u32) {
+    let due = Duration::from_secs_f64(n as f64 / f64::from(rate));
+    while start.elapsed() < due {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// `count` datagrams from `from` to `to`, waited for.
+pub fn udp_sequence(star: &Star, from: usize, to: usize, count: u32, rate: u32) -> Received {
+    udp_flow(star, from, to, 40_000, count, rate).wait()
+}
+
+/// A locally administered unicast MAC, distinct for each `i` < 2^40 and
+/// scattered over the address space (an odd multiplier mod 2^40 is a bijection).
+pub fn random_mac(salt: u8, i: u64) -> [u8; 6] {
+    let x = i.wrapping_mul(0x9e37_79b9_7f4b) & ((1 << 40) - 1);
+    let b = x.to_be_bytes();
+    [0x02 | (salt << 2), b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// Starts sending `count` Ethernet frames (ethertype 0x88b5, local
+/// experimental) from host `from`'s veth with source MAC `src(i)` and
+/// destination `dst`, about `rate` per second, through an AF_PACKET
+/// socket in that host; returns how many the kernel took when joined.
+pub fn raw_frames(
+    star: &Star,
+    from: usize,
+    dst: [u8; 6],
+    count: u64,
+    rate: u32,
+    src: impl Fn(u64) -> [u8; 6] + Send + 'static,
+) -> JoinHandle<Result<usize, NetnsError>> {
+    raw_frames_tagged(star, from, dst, None, count, rate, src)
+}
+
+/// As [`raw_frames`], with an 802.1Q tag of VLAN `vid` when given.
+pub fn raw_frames_tagged(
+    star: &Star,
+    from: usize,
+    dst: [u8; 6],
+    vid: Option<u16>,
+    count: u64,
+    rate: u32,
+    src: impl Fn(u64) -> [u8; 6] + Send + 'static,
+) -> JoinHandle<Result<usize, NetnsError>> {
+    let dev = star.host_dev(from);
+    star.spawn_in(from, move || {
+        let mut tx = flowsteer_afpacket::TxSocket::open(&dev, &Default::default()).unwrap();
+        let start = Instant::now();
+        let mut sent = 0;
+        let mut i = 0;
+        while i < count {
+            let n = 32.min(count - i);
+            pace(start, i, rate);
+            let frames: Vec<Vec<u8>> = (i..i + n)
+                .map(|k| {
+                    let mut f = Vec::with_capacity(64);
+                    f.extend_from_slice(&dst);
+                    f.extend_from_slice(&src(k));
+                    if let Some(v) = vid {
+                        f.extend_from_slice(&[0x81, 0x00]);
+                        f.extend_from_slice(&v.to_be_bytes());
+                    }
+                    f.extend_from_slice(&0x88b5u16.to_be_bytes());
+                    f.extend_from_slice(&k.to_be_bytes());
+                    f.resize(f.len() + 38, 0);
+                    f
+                })
+                .collect();
+            sent += tx.send_batch(&frames);
+            i += n;
+        }
+        sent
+    })
+}
+
+/// A field of /proc/self/status in KiB (`VmRSS`, `VmHWM`).
+pub fn status_kib(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
+
+/// Resets the process's peak resident size (`VmHWM`) to the current one.
+pub fn reset_hwm() {
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+}
+
+/// A metrics sample: family name and label set.
+pub type Key = (String, BTreeSet<(String, String)>);
+
+/// The key of family `flowsteer_bridge_<name>` with `labels`.
+pub fn key(name: &str, labels: &[(&str, &str)]) -> Key {
+    (format!("flowsteer_bridge_{name}"), labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+}
+
+/// What the metrics text must hold for `s` (its port names each once):
+/// every field, computed here from the struct.
+pub fn expected(s: &BridgeStats) -> BTreeMap<Key, f64> {
+    let mut m = BTreeMap::new();
+    m.insert(key("info", &[("schema", &s.schema)]), 1.0);
+    m.insert(key("uptime_seconds", &[]), s.uptime_s);
+    m.insert(key("conservation_ok", &[]), if s.conservation_ok { 1.0 } else { 0.0 });
+    for p in &s.ports {
+        let l = [("port", p.name.as_str())];
+        m.insert(key("port_info", &[("port", &p.name), ("kind", &p.kind)]), 1.0);
+        m.insert(key("port_member", &l), f64::from(u8::from(p.member)));
+        m.insert(key("port_up", &l), f64::from(u8::from(p.up)));
+        m.insert(key("port_received_total", &l), p.received as f64);
+        m.insert(key("port_forwarded_total", &l), p.forwarded as f64);
+        m.insert(key("port_flooded_total", &l), p.flooded as f64);
+        m.insert(key("port_transmitted_total", &l), p.transmitted as f64);
+        for (r, n) in &p.dropped {
+            m.insert(key("port_dropped_total", &[("port", &p.name), ("reason", r)]), *n as f64);
+        }
+        for (r, n) in &p.tx_dropped {
+            m.insert(key("port_tx_dropped_total", &[("port", &p.name), ("reason", r)]), *n as f64);
+        }
+    }
+    for w in &s.workers {
+        let i = w.worker.to_string();
+        let l = [("worker", i.as_str())];
+        if let Some(cpu) = w.cpu {
+            m.insert(key("worker_cpu", &l), f64::from(cpu));
+        }
+        m.insert(key("worker_received_total", &l), w.received as f64);
+        m.insert(key("worker_forwarded_total", &l), w.forwarded as f64);
+        m.insert(key("worker_flooded_total", &l), w.flooded as f64);
+        m.insert(key("worker_rx_copied_total", &l), w.rx_copied as f64);
+        for (r, n) in &w.dropped {
+            m.insert(key("worker_dropped_total", &[("worker", &i), ("reason", r)]), *n as f64);
+        }
+    }
+    let f = &s.fdb;
+    for (name, v) in [
+        ("fdb_entries", f.entries),
+        ("fdb_learned_entries", f.learned_entries),
+        ("fdb_static_entries", f.static_entries),
+        ("fdb_max_learned", f.max_learned),
+        ("fdb_learned_total", f.learned),
+        ("fdb_refreshed_total", f.refreshed),
+        ("fdb_moved_total", f.moved),
+        ("fdb_not_learned_full_total", f.not_learned_full),
+        ("fdb_events_dropped_total", f.events_dropped),
+        ("fdb_events_suppressed_total", f.events_suppressed),
+        ("fdb_aged_total", f.aged),
+        ("fdb_flushed_total", f.flushed),
+    ] {
+        m.insert(key(name, &[]), v as f64);
+    }
+    m
+}
+
+/// The metrics text parsed by a Prometheus text parser.
+pub fn parse(text: &str) -> Scrape {
+    Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap()
+}
+
+/// Every sample of a scrape as key -> value; panics on a sample seen twice
+/// or one neither counter nor gauge.
+pub fn samples(scrape: &Scrape) -> BTreeMap<Key, f64> {
+    let mut got = BTreeMap::new();
+    for sample in &scrape.samples {
+        let labels = sample.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let v = match sample.value {
+            Value::Counter(v) | Value::Gauge(v) => v,
+            ref other => panic!("{}: untyped or other {other:?}", sample.metric),
+        };
+        let k: Key = (sample.metric.clone(), labels);
+        assert!(got.insert(k.clone(), v).is_none(), "{k:?} twice");
+    }
+    got
+}

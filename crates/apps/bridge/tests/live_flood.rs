@@ -1,0 +1,97 @@
+//! A MAC flood: host 1 sends 100,000 frames with random source MACs while
+//! hosts 2 and 3 exchange sequenced UDP flows through the bridge. The table
+//! stays within its limit and says so (`not_learned_full`), the process
+//! stays under 64 MiB resident, and the flows between 2 and 3 arrive
+//! complete and in order. Root only; prints "skipped: <reason>" otherwise.
+//!
+//! The tests of this file run one at a time (their resident sizes are of
+//! one process).
+
+mod common;
+
+use common::{assert_conserved, fdb, ping, random_mac, raw_frames, reset_hwm, start, status_kib, udp_flow};
+use flowsteer_bridge::PortKind;
+use flowsteer_netns::Star;
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const FLOOD: u64 = 100_000;
+const FLOOD_RATE: u32 = 25_000;
+const FLOW: u32 = 20_000;
+const FLOW_RATE: u32 = 5_000;
+/// Resident-size ceiling of the whole test process while bridging.
+const MAX_RSS_KIB: u64 = 64 * 1024;
+
+fn flood(kind: PortKind, tag: &str, max_learned: usize) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if common::skip() {
+        return;
+    }
+    let star = Star::new(tag, 3).unwrap();
+    reset_hwm();
+    let rss_before = status_kib("VmRSS");
+    let bridge = start(&star, kind, 3, |c| c.max_learned = max_learned);
+    let ctl = bridge.control();
+    // Hosts 2 and 3 are known before the flood.
+    assert!(ping(&star, 2, 3) && ping(&star, 3, 2));
+
+    let flows = [udp_flow(&star, 2, 3, 40_001, FLOW, FLOW_RATE), udp_flow(&star, 3, 2, 40_002, FLOW, FLOW_RATE)];
+    // An unknown unicast destination: every frame floods to hosts 2 and 3,
+    // whose kernels drop it (not theirs).
+    let sender = raw_frames(&star, 1, [0x02, 0xee, 0, 0, 0, 1], FLOOD, FLOOD_RATE, |i| random_mac(1, i));
+    let sent = sender.join().unwrap().unwrap();
+    assert_eq!(sent as u64, FLOOD);
+    for (f, what) in flows.into_iter().zip(["2 -> 3", "3 -> 2"]) {
+        f.wait().assert_complete_with(FLOW, what, ctl.as_ref());
+    }
+
+    let s = common::stats(ctl.as_ref());
+    let hwm = status_kib("VmHWM");
+    let rss_now = status_kib("VmRSS");
+    println!(
+        "{kind:?} max_learned {max_learned}: VmRSS before {rss_before} KiB, VmHWM while bridging {hwm} KiB, VmRSS after {rss_now} KiB; fdb {:?}",
+        s.fdb
+    );
+    assert!(hwm < MAX_RSS_KIB, "resident peak {hwm} KiB >= {MAX_RSS_KIB} KiB");
+    assert_conserved(&s);
+    let p1 = common::port(&s, star.hub_dev(1));
+    assert_eq!(p1.received, FLOOD, "{p1:?}");
+    assert!(s.fdb.learned_entries <= max_learned as u64, "{:?}", s.fdb);
+    assert_eq!(s.fdb.entries, s.fdb.learned_entries);
+    let rows = fdb(ctl.as_ref());
+    assert_eq!(rows.len() as u64, s.fdb.entries);
+    if max_learned < FLOOD as usize / 10 {
+        // Full: exactly at the limit, the rest counted.
+        assert_eq!(s.fdb.learned_entries, max_learned as u64, "{:?}", s.fdb);
+        assert!(s.fdb.not_learned_full > 0, "{:?}", s.fdb);
+    } else {
+        assert_eq!(s.fdb.not_learned_full, 0, "{:?}", s.fdb);
+    }
+    // The hosts learned before the flood keep their entries.
+    for i in [2, 3] {
+        assert!(rows.iter().any(|r| r.mac == star.mac_text(i) && r.port == star.hub_dev(i)), "host {i}");
+    }
+    let end = bridge.stop();
+    assert_conserved(&end);
+    // Every flooding source is accounted for (the final counters hold the
+    // workers' last copies): learned, not learned (full), or its learning
+    // event dropped or suppressed.
+    let f = &end.fdb;
+    assert!(f.learned + f.not_learned_full + f.events_dropped + f.events_suppressed >= FLOOD, "{f:?}");
+}
+
+#[test]
+fn afxdp_mac_flood_small_table() {
+    flood(PortKind::Afxdp, "fx", 1_000);
+}
+
+#[test]
+fn afpacket_mac_flood_small_table() {
+    flood(PortKind::Afpacket, "fp", 1_000);
+}
+
+#[test]
+fn afxdp_mac_flood_default_table() {
+    flood(PortKind::Afxdp, "fd", 65_536);
+}
