@@ -8,6 +8,7 @@
 //! | [`dut`] | devices under test in namespaces of their own (`none`, `patch`, `linux-bridge`), removed on drop; [`dut::cleanup`] for what a killed run left | `ip`, `tc` |
 //! | [`live`] | the AF_XDP generator (token bucket, bursts, stamped frames) and receiver; a [`search::TrialRunner`] | AF_XDP, threads |
 //! | [`sweep`] | DUTs x frame sizes x repeats, the generator's ceiling, the machine, the report (`flowsteer.rfc2544.v1`) | all of the above |
+//! | [`spread`] | source ports per flow from the GF(2) planner, so the flows land evenly on N receive queues of an RSS configuration | none |
 //! | [`track`] | the receiver's check of each frame: sent in this trial, duplicate, reordered, foreign; latency percentiles | none (time is an argument) |
 //!
 //! The search never runs a trial itself: [`search::Search::next_step`]
@@ -20,6 +21,7 @@ pub mod dut;
 pub mod frames;
 pub mod live;
 pub mod search;
+pub mod spread;
 pub mod sweep;
 pub mod track;
 
@@ -41,6 +43,12 @@ pub enum Error {
     /// A harness thread could not start or panicked.
     #[error("thread: {0}")]
     Thread(String),
+    /// The flows could not be spread over the receive queues.
+    #[error(transparent)]
+    Spread(#[from] spread::SpreadError),
+    /// An AF_PACKET socket failed.
+    #[error("AF_PACKET: {0}")]
+    Packet(#[from] flowsteer_afpacket::Error),
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),

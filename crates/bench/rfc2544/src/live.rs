@@ -273,6 +273,8 @@ fn flow_spec(ports: &Ports, cfg: &LiveConfig, port: u16) -> FlowSpec {
         src_port: 1024,
         dst_port: port,
         flows: cfg.flows,
+        src_ports: Vec::new(),
+        stream_base: 0,
     }
 }
 
