@@ -193,6 +193,7 @@ pub struct Template {
     csum_at: usize,
     base_sum: u64,
     stream: u16,
+    sport: u16,
 }
 
 impl Template {
@@ -209,6 +210,16 @@ impl Template {
     /// Never empty.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
+    }
+
+    /// The UDP source port.
+    pub fn sport(&self) -> u16 {
+        self.sport
+    }
+
+    /// The stream id the stamp carries.
+    pub fn stream(&self) -> u16 {
+        self.stream
     }
 
     /// Writes the frame with its stamp into `out` (at least [`Template::len`]
@@ -302,7 +313,7 @@ impl FrameSet {
                 let udp_len = (bytes.len() - (hdr - 8)) as u32;
                 let base_sum = sum(&bytes[hdr - 8..], pseudo_header_sum(src, spec.dst_ip, 17, udp_len));
                 let stream = spec.stream_base.wrapping_add(flow as u16);
-                templates.push(Template { bytes, stamp_at: hdr, csum_at, base_sum, stream });
+                templates.push(Template { bytes, stamp_at: hdr, csum_at, base_sum, stream, sport });
             }
         }
         Ok(FrameSet { flows: spec.flows, pattern: pattern.len(), templates })

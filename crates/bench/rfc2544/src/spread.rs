@@ -53,6 +53,51 @@ pub enum SpreadError {
     NoPort { lo: u16, hi: u16, src: IpAddr, queue: u16, why: String },
 }
 
+/// What to spread over: the device under test's RSS configuration, the
+/// number of queues and the source ports allowed.
+#[derive(Debug, Clone)]
+pub struct SpreadSpec {
+    /// Key, hash types and indirection table of the receiving port.
+    pub config: RssConfig,
+    /// Queues `0..queues` get the flows.
+    pub queues: u16,
+    /// Source ports the planner may use.
+    pub sports: PortRange,
+}
+
+impl SpreadSpec {
+    /// The source port of each flow of `spec` ([`spread_ports`]).
+    pub fn ports(&self, spec: &FlowSpec) -> Result<Vec<u16>, SpreadError> {
+        spread_ports(&self.config, spec, self.queues, self.sports)
+    }
+}
+
+impl PartialEq for SpreadSpec {
+    fn eq(&self, o: &SpreadSpec) -> bool {
+        self.queues == o.queues
+            && self.sports == o.sports
+            && self.config.key().as_bytes() == o.config.key().as_bytes()
+            && self.config.types == o.config.types
+            && self.config.reta == o.config.reta
+    }
+}
+
+impl serde::Serialize for SpreadSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("SpreadSpec", 5)?;
+        st.serialize_field("queues", &self.queues)?;
+        st.serialize_field("sports", &format!("{}-{}", self.sports.lo, self.sports.hi))?;
+        st.serialize_field("hash_types", &self.config.types.to_string())?;
+        st.serialize_field("reta_size", &self.config.reta.len())?;
+        st.serialize_field(
+            "key",
+            &self.config.key().as_bytes().iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        )?;
+        st.end()
+    }
+}
+
 /// The queue flow `flow` of `spec` lands on under `config` (flowsteer-rss's
 /// hash of its 4-tuple and the RETA).
 pub fn queue_of(config: &RssConfig, spec: &FlowSpec, flow: u32) -> QueueId {
@@ -85,12 +130,8 @@ pub fn spread_ports(
     if spec.flows < u32::from(queues) {
         return Err(SpreadError::TooFewFlows { flows: spec.flows, queues });
     }
-    let probe = FlowTuple {
-        src: spec.src_ip,
-        dst: spec.dst_ip,
-        proto: proto::UDP,
-        ports: Some((sports.lo, spec.dst_port)),
-    };
+    let probe =
+        FlowTuple { src: spec.src_ip, dst: spec.dst_ip, proto: proto::UDP, ports: Some((sports.lo, spec.dst_port)) };
     if config.types.fields_for(&probe, false) != Fields::FourTuple {
         let family = if spec.dst_ip.is_ipv4() { "IPv4" } else { "IPv6" };
         return Err(SpreadError::PortsNotHashed { types: config.types.to_string(), family });
@@ -239,8 +280,14 @@ mod tests {
         let c = config("all", 4);
         let s = spec(false, 8);
         assert_eq!(spread_ports(&c, &s, 0, DEFAULT_SPORTS), Err(SpreadError::NoQueues));
-        assert_eq!(spread_ports(&c, &s, 5, DEFAULT_SPORTS), Err(SpreadError::TooFewQueues { queues: 5, reta_queues: 4 }));
-        assert_eq!(spread_ports(&c, &spec(false, 2), 4, DEFAULT_SPORTS), Err(SpreadError::TooFewFlows { flows: 2, queues: 4 }));
+        assert_eq!(
+            spread_ports(&c, &s, 5, DEFAULT_SPORTS),
+            Err(SpreadError::TooFewQueues { queues: 5, reta_queues: 4 })
+        );
+        assert_eq!(
+            spread_ports(&c, &spec(false, 2), 4, DEFAULT_SPORTS),
+            Err(SpreadError::TooFewFlows { flows: 2, queues: 4 })
+        );
         let two = config("default", 4);
         let e = spread_ports(&two, &s, 4, DEFAULT_SPORTS).unwrap_err();
         assert!(matches!(e, SpreadError::PortsNotHashed { .. }), "{e}");

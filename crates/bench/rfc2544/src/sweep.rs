@@ -12,8 +12,10 @@ use serde::Serialize;
 
 use crate::dut::{DutKind, Ports, Topology};
 use crate::frames::FrameSize;
+use crate::io::IoMode;
 use crate::live::{LiveConfig, LiveRunner, TrialDetail};
 use crate::search::{self, SearchConfig, Spread, TrialRecord};
+use crate::spread::SpreadSpec;
 use crate::Error;
 
 /// JSON schema name of [`Report`].
@@ -63,6 +65,15 @@ pub struct SweepConfig {
     /// Offered rate of the CPU-cost trial (frames/s), run on every DUT and
     /// on `none` at each size; `None`: no cost trial.
     pub cost_rate: Option<f64>,
+    /// Socket family of the generator and receiver (default auto: AF_XDP,
+    /// AF_PACKET when AF_XDP cannot be set up).
+    pub io: IoMode,
+    /// Both ends generate and receive at once, each direction at the
+    /// offered rate (rates in the report are per direction).
+    pub bidirectional: bool,
+    /// Source ports planned onto N receive queues of this RSS
+    /// configuration; `None`: ports count up from 1024.
+    pub spread: Option<SpreadSpec>,
 }
 
 impl SweepConfig {
@@ -87,6 +98,9 @@ impl SweepConfig {
             external: None,
             latency_shares: vec![0.5, 0.9, 0.99],
             cost_rate: None,
+            io: IoMode::Auto,
+            bidirectional: false,
+            spread: None,
         }
     }
 
@@ -122,6 +136,9 @@ impl SweepConfig {
         l.rx_cpu = self.rx_cpu;
         l.wait = self.wait;
         l.learning = self.learning;
+        l.io = self.io;
+        l.bidirectional = self.bidirectional;
+        l.spread = self.spread.clone().map(Arc::new);
         l
     }
 }
@@ -143,6 +160,10 @@ pub struct Machine {
     pub xsk_bind: String,
     /// Receive and transmit queues per port.
     pub queues: u32,
+    /// Socket family used: `afxdp` or `afpacket`.
+    pub io: String,
+    /// Why `--io auto` fell back to AF_PACKET (`None`: it did not).
+    pub io_fallback: Option<String>,
 }
 
 fn cpu_model() -> String {
@@ -406,7 +427,7 @@ fn sweep(
         for &size in &cfg.sizes {
             on(Event::Ceiling { size });
             let mut runner = LiveRunner::new(&topo.ports(), cfg.live(size), stop.clone())?;
-            report.machine.xdp_mode = format!("{:?}", runner.program().mode()).to_lowercase();
+            note_io(&mut report.machine, &runner);
             report.machine.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_default();
             let (fps, detail) = runner.generator_max(cfg.gen_max_trial)?;
             let secs = cfg.gen_max_trial.as_secs_f64();
@@ -442,6 +463,15 @@ fn sweep(
     Ok(())
 }
 
+/// The socket family, XDP mode and fallback reason of a runner.
+fn note_io(m: &mut Machine, runner: &LiveRunner) {
+    m.io = runner.io().name().to_string();
+    m.xdp_mode = runner.program().map(|p| format!("{:?}", p.mode()).to_lowercase()).unwrap_or_else(|| "none".into());
+    if m.io_fallback.is_none() {
+        m.io_fallback = runner.fallback().map(str::to_string);
+    }
+}
+
 /// Searches every size on one DUT's ports.
 #[allow(clippy::too_many_arguments)]
 fn measure(
@@ -459,6 +489,9 @@ fn measure(
             return Err(Error::Stopped);
         }
         let mut runner = LiveRunner::new(ports, cfg.live(size), stop.clone())?;
+        if report.machine.io_fallback.is_none() {
+            report.machine.io_fallback = runner.fallback().map(str::to_string);
+        }
         let mut repeats = Vec::new();
         let mut trials = Vec::new();
         for r in 0..cfg.repeat {
