@@ -261,6 +261,9 @@ pub struct ResultRow {
     pub pdr_fps: Option<f64>,
     /// NDR in bits/s of frames (FCS included, no preamble or gap).
     pub ndr_bps: Option<f64>,
+    /// Bidirectional: NDR of both directions together (twice `ndr_fps`,
+    /// which is per direction); `None` one-way.
+    pub ndr_aggregate_fps: Option<f64>,
     /// NDR spread over the repeats.
     pub ndr_spread: Option<Spread>,
     /// PDR spread over the repeats.
@@ -342,6 +345,8 @@ pub enum Event<'a> {
     Cost { dut: DutKind, size: FrameSize },
     /// A latency trial at a share of the NDR starts.
     Latency { dut: DutKind, size: FrameSize, share: f64 },
+    /// `--io auto` fell back to AF_PACKET (once per sweep), and why.
+    IoFallback { reason: &'a str },
     /// A trial finished; `interval` is the goal being searched and its
     /// bounds after it.
     Trial { dut: DutKind, size: FrameSize, record: &'a TrialRecord, interval: Option<(&'static str, f64, f64)> },
@@ -427,8 +432,7 @@ fn sweep(
         for &size in &cfg.sizes {
             on(Event::Ceiling { size });
             let mut runner = LiveRunner::new(&topo.ports(), cfg.live(size), stop.clone())?;
-            note_io(&mut report.machine, &runner);
-            report.machine.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_default();
+            note_io(&mut report.machine, &runner, on);
             let (fps, detail) = runner.generator_max(cfg.gen_max_trial)?;
             let secs = cfg.gen_max_trial.as_secs_f64();
             let per = |ns: u64| if detail.sent > 0 { ns as f64 / detail.sent as f64 } else { 0.0 };
@@ -464,11 +468,18 @@ fn sweep(
 }
 
 /// The socket family, XDP mode and fallback reason of a runner.
-fn note_io(m: &mut Machine, runner: &LiveRunner) {
-    m.io = runner.io().name().to_string();
-    m.xdp_mode = runner.program().map(|p| format!("{:?}", p.mode()).to_lowercase()).unwrap_or_else(|| "none".into());
+fn note_io(m: &mut Machine, runner: &LiveRunner, on: &mut dyn FnMut(Event<'_>)) {
+    if m.io.is_empty() {
+        m.io = runner.io().name().to_string();
+        m.xdp_mode =
+            runner.program().map(|p| format!("{:?}", p.mode()).to_lowercase()).unwrap_or_else(|| "none".into());
+        m.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_else(|| "none".into());
+    }
     if m.io_fallback.is_none() {
-        m.io_fallback = runner.fallback().map(str::to_string);
+        if let Some(why) = runner.fallback() {
+            m.io_fallback = Some(why.to_string());
+            on(Event::IoFallback { reason: why });
+        }
     }
 }
 
@@ -489,9 +500,7 @@ fn measure(
             return Err(Error::Stopped);
         }
         let mut runner = LiveRunner::new(ports, cfg.live(size), stop.clone())?;
-        if report.machine.io_fallback.is_none() {
-            report.machine.io_fallback = runner.fallback().map(str::to_string);
-        }
+        note_io(&mut report.machine, &runner, on);
         let mut repeats = Vec::new();
         let mut trials = Vec::new();
         for r in 0..cfg.repeat {
@@ -552,6 +561,7 @@ fn measure(
             ndr_fps: ndr,
             pdr_fps: pdr,
             ndr_bps: ndr.map(|f| f * size.mean_bytes() * 8.0),
+            ndr_aggregate_fps: ndr.filter(|_| cfg.bidirectional).map(|f| 2.0 * f),
             ndr_spread,
             pdr_spread,
             generator_max_fps: gmax,
