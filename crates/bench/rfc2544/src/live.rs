@@ -859,8 +859,10 @@ fn generate(
                     // Asleep when the wait is long against a sleep's own
                     // cost (below burst / 100 us frames/s: 320k for 32);
                     // oversleeping (timer slack: 50 us) only fills the
-                    // bucket further. A receiving end sleeps in poll(2).
-                    if rx.is_some() {
+                    // bucket further. A receiving end sleeps in poll(2)
+                    // when the wait is a millisecond or more (poll's
+                    // resolution; shorter, its ring holds what arrives).
+                    if rx.is_some() && gap >= 1e-3 {
                         port.wait_rx(Duration::from_secs_f64(gap));
                     } else {
                         std::thread::sleep(Duration::from_secs_f64(gap));
