@@ -160,7 +160,8 @@ pub struct Machine {
     pub xsk_bind: String,
     /// Receive and transmit queues per port.
     pub queues: u32,
-    /// Socket family used: `afxdp` or `afpacket`.
+    /// Socket family used: `afxdp`, `afpacket`, or `mixed` when `--io auto`
+    /// fell back on some ports only (an external DUT's, say).
     pub io: String,
     /// Why `--io auto` fell back to AF_PACKET (`None`: it did not).
     pub io_fallback: Option<String>,
@@ -469,8 +470,12 @@ fn sweep(
 
 /// The socket family, XDP mode and fallback reason of a runner.
 fn note_io(m: &mut Machine, runner: &LiveRunner, on: &mut dyn FnMut(Event<'_>)) {
+    let io = runner.io().name();
+    if !m.io.is_empty() && m.io != io {
+        m.io = "mixed".into();
+    }
     if m.io.is_empty() {
-        m.io = runner.io().name().to_string();
+        m.io = io.to_string();
         m.xdp_mode =
             runner.program().map(|p| format!("{:?}", p.mode()).to_lowercase()).unwrap_or_else(|| "none".into());
         m.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_else(|| "none".into());
