@@ -723,6 +723,30 @@ pub struct Rfc2544Args {
     /// Draw NDR frames/s against frame size per DUT, beside the generator's ceiling, to FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Both ends generate and receive at once (RFC 2544 section 14), each direction at the offered rate; rates are per direction, the report adds the aggregate.
+    #[arg(long)]
+    pub bidirectional: bool,
+    /// Sockets of the generator and receiver: afxdp, afpacket, or auto (AF_XDP, falling back to AF_PACKET when AF_XDP cannot be set up; the reason is printed).
+    #[arg(long, value_parser = ["afxdp", "afpacket", "auto"], default_value = "auto")]
+    pub io: String,
+    /// Plan the flows' source ports (GF(2) planner) so they land evenly on receive queues 0..N of the DUT's RSS (--key, --reta-size, --hash-types, --ethtool-x).
+    #[arg(value_parser = crate::ranges::int::<u16, 1, 4096>, long)]
+    pub spread_queues: Option<u16>,
+    /// RSS key the DUT uses (with --spread-queues): default (Microsoft), symmetric, or hex.
+    #[arg(long, default_value = "default", requires = "spread_queues")]
+    pub key: String,
+    /// Indirection table size (with --spread-queues), filled with queues 0..N round robin.
+    #[arg(value_parser = crate::ranges::pow2::<1, {crate::ranges::MAX_TABLE}>, long, default_value_t = 128, requires = "spread_queues")]
+    pub reta_size: usize,
+    /// Hash types of the DUT (with --spread-queues); the default hashes UDP on its ports, which spreading by source port needs.
+    #[arg(long, default_value = "all", requires = "spread_queues")]
+    pub hash_types: String,
+    /// Read the DUT's key and indirection table from `ethtool -x IFACE` output (with --spread-queues).
+    #[arg(long, value_name = "FILE", requires = "spread_queues")]
+    pub ethtool_x: Option<PathBuf>,
+    /// Source ports --spread-queues may use.
+    #[arg(long, default_value = "1024-65535", requires = "spread_queues")]
+    pub sport_range: String,
 }
 
 /// `rfc2544 --sizes`: a frame size with the FCS, 64..=1518, or imix.

@@ -168,7 +168,7 @@ pub const BENCH_REASM: Legend = &[
 pub const RFC2544: Legend = &[
     ("dut", "the device under test"),
     ("size", "frame size in bytes with the FCS, or imix"),
-    ("NDR Mfps", "highest offered rate with no frame lost (median over --repeat), million frames per second"),
+    ("NDR Mfps", "highest offered rate with no frame lost (median over --repeat), million frames per second; per direction with --bidirectional"),
     ("PDR Mfps", "highest offered rate with at most 0.5 % lost"),
     ("NDR Gb/s", "NDR in bits of frames per second (FCS included, no preamble or gap)"),
     ("NDR min..max", "NDR of the fastest and slowest search"),

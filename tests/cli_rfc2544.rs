@@ -186,3 +186,105 @@ fn tx_rx_measure_existing_interfaces_as_external() {
     let out = Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(["rfc2544", "--tx", "ctx"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "--tx without --rx");
 }
+
+/// `--bidirectional --io afpacket --spread-queues 4`: both directions in
+/// every trial, the AF_PACKET path recorded in `machine`, the spread in
+/// `config`; the fields the one-way report has are all still there.
+#[test]
+fn bidirectional_afpacket_spread_report() {
+    if skip() {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["rfc2544", "--dut", "patch", "--bidirectional", "--io", "afpacket", "--spread-queues", "4", "--json"])
+        .args(SHORT)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(doc["schema"], "flowsteer.rfc2544.v1");
+    assert_eq!(doc["machine"]["io"], "afpacket");
+    assert!(doc["machine"]["io_fallback"].is_null());
+    assert_eq!(doc["config"]["io"], "afpacket");
+    assert_eq!(doc["config"]["bidirectional"], true);
+    assert_eq!(doc["config"]["spread"]["queues"], 4);
+    let row = &doc["results"][0];
+    for key in ["ndr_fps", "pdr_fps", "generator_max_fps", "trials"] {
+        assert!(row.get(key).is_some(), "{key}");
+    }
+    if let Some(ndr) = row["ndr_fps"].as_f64() {
+        let agg = row["ndr_aggregate_fps"].as_f64().expect("aggregate NDR");
+        assert!((agg - 2.0 * ndr).abs() <= 1e-9 * agg, "{agg} {ndr}");
+    }
+    let t = &row["trials"][0]["detail"];
+    let (rev, agg) = (&t["reverse"], &t["aggregate"]);
+    assert!(rev["sent"].as_u64().unwrap() > 0, "{t}");
+    assert_eq!(agg["sent"].as_u64().unwrap(), t["sent"].as_u64().unwrap() + rev["sent"].as_u64().unwrap());
+    assert_eq!(agg["received"].as_u64().unwrap(), t["received"].as_u64().unwrap() + rev["received"].as_u64().unwrap());
+}
+
+#[test]
+fn rss_flags_need_spread_queues() {
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["rfc2544", "--dut", "none", "--hash-types", "udp4"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--spread-queues"));
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["rfc2544", "--dut", "none", "--io", "dpdk"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `--io auto` where AF_XDP cannot be set up (the receiving interface's MTU
+/// is beyond what a UMEM frame holds): the run falls back to AF_PACKET,
+/// prints why, and records it in `machine`.
+#[test]
+fn auto_io_falls_back_and_says_why() {
+    if skip() {
+        return;
+    }
+    let ns = format!("fs2544-{}-cli-fb", std::process::id());
+    let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().expect("ip").success(), "ip {args:?}");
+    ip(&["netns", "add", &ns]);
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _del = Del(ns.clone());
+    ip(&["-n", &ns, "link", "add", "ftx", "type", "veth", "peer", "name", "frx"]);
+    ip(&["-n", &ns, "link", "set", "frx", "mtu", "3000"]);
+    ip(&["-n", &ns, "link", "set", "ftx", "up"]);
+    ip(&["-n", &ns, "link", "set", "frx", "up"]);
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            env!("CARGO_BIN_EXE_flowsteer"),
+            "rfc2544",
+            "--tx",
+            "ftx",
+            "--rx",
+            "frx",
+            "--json",
+        ])
+        .args(SHORT)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("note: AF_XDP could not be set up") && stderr.contains("AF_PACKET"), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let why = doc["machine"]["io_fallback"].as_str().expect("io_fallback");
+    assert!(why.contains("using AF_PACKET"), "{why}");
+    // The ceiling's own veth pair ran AF_XDP, the external ports AF_PACKET.
+    assert_eq!(doc["machine"]["io"], "mixed");
+    assert_eq!(doc["results"][0]["dut"], "external");
+    assert!(doc["results"][0]["ndr_fps"].as_f64().is_some(), "{}", doc["results"][0]);
+}

@@ -13,9 +13,13 @@ use flowsteer_rfc2544::frames::FrameSize;
 use flowsteer_rfc2544::sweep::{self, Event, Report, SizeLabel, SweepConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::Rfc2544Args;
+use crate::cli::{Rfc2544Args, RssArgs};
 use crate::cmd::usage;
+use crate::rssopts::{resolve, Resolved};
+use flowsteer_plan::plan::PortRange;
 use flowsteer_rfc2544::frames::MIN_FRAME_IPV6;
+use flowsteer_rfc2544::io::IoMode;
+use flowsteer_rfc2544::spread::SpreadSpec;
 
 fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
     let duts: Vec<DutKind> = args.dut.iter().filter_map(|d| DutKind::parse(d)).collect();
@@ -49,6 +53,31 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
     cfg.gen_cpu = gen.first().copied();
     cfg.rx_cpu = gen.get(1).or(gen.first()).copied();
     cfg.dut_cpus = args.dut_cpus.iter().map(|&c| c as usize).collect();
+    cfg.bidirectional = args.bidirectional;
+    if args.bidirectional && args.flows > 32768 {
+        return Err(usage("--bidirectional: at most 32768 --flows (each direction has its own stream ids)"));
+    }
+    // Checked by the flag's parser already.
+    cfg.io = IoMode::parse(&args.io).unwrap_or(IoMode::Auto);
+    if let Some(n) = args.spread_queues {
+        let rss = RssArgs {
+            key: args.key.clone(),
+            seed: None,
+            key_len: 52,
+            reta_size: args.reta_size,
+            queues: None,
+            cpus: Vec::new(),
+            hash_types: args.hash_types.clone(),
+            frag_4tuple: false,
+            ethtool_x: args.ethtool_x.clone(),
+            mapping: "reta".into(),
+            imp: "auto".into(),
+        };
+        let Resolved { config, warnings } = resolve(&rss, Some(usize::from(n)))?;
+        crate::cmd::warn_all(&warnings);
+        let sports: PortRange = args.sport_range.parse().map_err(|e| usage(format!("--sport-range: {e}")))?;
+        cfg.spread = Some(SpreadSpec { config, queues: n, sports });
+    }
     Ok(cfg)
 }
 
@@ -76,9 +105,12 @@ fn size_text(s: &SizeLabel) -> String {
 pub fn text(r: &Report) -> String {
     let m = &r.machine;
     let mut out = format!(
-        "machine: {} ({} CPUs), kernel {}, driver {}, XDP {}, AF_XDP {}, {} queue(s)\n",
-        m.cpu_model, m.cpus, m.kernel, m.driver, m.xdp_mode, m.xsk_bind, m.queues
+        "machine: {} ({} CPUs), kernel {}, driver {}, io {}, XDP {}, AF_XDP {}, {} queue(s)\n",
+        m.cpu_model, m.cpus, m.kernel, m.driver, m.io, m.xdp_mode, m.xsk_bind, m.queues
     );
+    if let Some(why) = &m.io_fallback {
+        out += &format!("io fallback: {why}\n");
+    }
     let c = &r.config;
     out += &format!(
         "trials {:.1} s (short {:.1} s), wait {:.1} s, resolution {} %, {} flow(s), {}, repeat {}\n",
@@ -90,6 +122,19 @@ pub fn text(r: &Report) -> String {
         if c.ipv6 { "IPv6" } else { "IPv4" },
         c.repeat
     );
+    if c.bidirectional {
+        out += "bidirectional: both ends send and receive; rates are per direction (aggregate: twice), NDR: neither direction lost a frame\n";
+    }
+    if let Some(sp) = &c.spread {
+        out += &format!(
+            "flows spread over receive queues 0..{} (hash types {}, {}-entry table, source ports {}-{})\n",
+            sp.queues,
+            sp.config.types,
+            sp.config.reta.len(),
+            sp.sports.lo,
+            sp.sports.hi
+        );
+    }
     let gen: Vec<String> = r
         .generator
         .iter()
@@ -224,8 +269,16 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
     });
     let mut trials = 0u32;
     let report = sweep::run(&cfg, Some(stop), &mut |ev| {
+        if let Event::IoFallback { reason } = &ev {
+            match &bar {
+                Some(bar) => bar.println(format!("note: {reason}")),
+                None => eprintln!("note: {reason}"),
+            }
+            return;
+        }
         let Some(bar) = &bar else { return };
         match ev {
+            Event::IoFallback { .. } => {}
             Event::Cost { dut, size } => bar.set_message(format!("{} {} B: CPU cost trial", dut.name(), size.label())),
             Event::Latency { dut, size, share } => {
                 bar.set_message(format!("{} {} B: latency at {:.0} % of NDR", dut.name(), size.label(), share * 100.0))

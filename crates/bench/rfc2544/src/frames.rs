@@ -121,7 +121,7 @@ pub enum FrameError {
     #[error("frame size {size}: must be {min}..=1518 bytes (FCS included)")]
     SizeOutOfRange { size: u16, min: u16 },
     /// No flows.
-    #[error("flows must be 1..=65536")]
+    #[error("flows must be 1..=65536, stream ids (first + flows) at most 65536")]
     Flows,
     /// Source and destination of different families.
     #[error("source and destination addresses must both be IPv4 or both IPv6")]
@@ -130,6 +130,9 @@ pub enum FrameError {
 
 /// The flows of a trial: one per stream id, differing in source port and
 /// source address (the last octet or group counts up from `src_ip`).
+/// Flow `i` carries stream id `stream_base + i`, so two generators sharing
+/// a receiver path (the two directions of a bidirectional trial) never
+/// send the same stream id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FlowSpec {
     /// Source MAC (the generator's interface).
@@ -140,12 +143,30 @@ pub struct FlowSpec {
     pub src_ip: IpAddr,
     /// Destination address.
     pub dst_ip: IpAddr,
-    /// First source port; flow `i` uses `src_port + i` (wrapping).
+    /// First source port; flow `i` uses `src_port + i` (wrapping) unless
+    /// `src_ports` names its port.
     pub src_port: u16,
+    /// Source port per flow (from [`crate::spread::spread_ports`]); empty:
+    /// `src_port + i`.
+    pub src_ports: Vec<u16>,
+    /// Stream id of flow 0 (`stream_base + flows` at most 65536).
+    pub stream_base: u16,
     /// Destination port (the receiver claims it).
     pub dst_port: u16,
     /// Number of flows, 1..=65536 (default 16).
     pub flows: u32,
+}
+
+impl FlowSpec {
+    /// Source address of flow `i`.
+    pub fn src_addr(&self, i: u32) -> IpAddr {
+        nth_addr(self.src_ip, i)
+    }
+
+    /// Source port of flow `i`.
+    pub fn sport(&self, i: u32) -> u16 {
+        self.src_ports.get(i as usize).copied().unwrap_or_else(|| self.src_port.wrapping_add(i as u16))
+    }
 }
 
 fn nth_addr(base: IpAddr, i: u32) -> IpAddr {
@@ -172,6 +193,7 @@ pub struct Template {
     csum_at: usize,
     base_sum: u64,
     stream: u16,
+    sport: u16,
 }
 
 impl Template {
@@ -188,6 +210,16 @@ impl Template {
     /// Never empty.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
+    }
+
+    /// The UDP source port.
+    pub fn sport(&self) -> u16 {
+        self.sport
+    }
+
+    /// The stream id the stamp carries.
+    pub fn stream(&self) -> u16 {
+        self.stream
     }
 
     /// Writes the frame with its stamp into `out` (at least [`Template::len`]
@@ -248,7 +280,7 @@ pub struct FrameSet {
 impl FrameSet {
     /// Builds the templates.
     pub fn new(spec: &FlowSpec, size: FrameSize) -> Result<FrameSet, FrameError> {
-        if spec.flows == 0 || spec.flows > 65536 {
+        if spec.flows == 0 || u64::from(spec.flows) + u64::from(spec.stream_base) > 65536 {
             return Err(FrameError::Flows);
         }
         if spec.src_ip.is_ipv4() != spec.dst_ip.is_ipv4() {
@@ -267,8 +299,8 @@ impl FrameSet {
         for flow in 0..spec.flows {
             for &n in &pattern {
                 let payload = vec![0u8; usize::from(n) - FCS_LEN - hdr];
-                let src = nth_addr(spec.src_ip, flow);
-                let sport = spec.src_port.wrapping_add(flow as u16);
+                let src = spec.src_addr(flow);
+                let sport = spec.sport(flow);
                 let b = FrameBuilder {
                     src_mac: spec.src_mac,
                     dst_mac: spec.dst_mac,
@@ -280,7 +312,8 @@ impl FrameSet {
                 bytes[csum_at + 1] = 0;
                 let udp_len = (bytes.len() - (hdr - 8)) as u32;
                 let base_sum = sum(&bytes[hdr - 8..], pseudo_header_sum(src, spec.dst_ip, 17, udp_len));
-                templates.push(Template { bytes, stamp_at: hdr, csum_at, base_sum, stream: flow as u16 });
+                let stream = spec.stream_base.wrapping_add(flow as u16);
+                templates.push(Template { bytes, stamp_at: hdr, csum_at, base_sum, stream, sport });
             }
         }
         Ok(FrameSet { flows: spec.flows, pattern: pattern.len(), templates })
@@ -378,6 +411,8 @@ mod tests {
             src_port: 1000,
             dst_port: 7000,
             flows: 4,
+            src_ports: Vec::new(),
+            stream_base: 0,
         }
     }
 
@@ -472,6 +507,27 @@ mod tests {
         let mut short = [0u8; 10];
         t.restamp(&mut short, 1, 1);
         assert_eq!(short, [0u8; 10]);
+    }
+
+    #[test]
+    fn stream_base_and_planned_source_ports_reach_the_frames() {
+        let spec = FlowSpec { stream_base: 4, src_ports: vec![40000, 40001, 50000, 7], ..spec(false) };
+        let set = FrameSet::new(&spec, FrameSize::Fixed(64)).unwrap();
+        for seq in 0..8u32 {
+            let t = set.template(seq);
+            let mut buf = vec![0u8; t.len()];
+            t.write(&mut buf, seq, 1);
+            assert!(udp_ok(&buf, false));
+            let st = read_stamp(&buf, 7000).unwrap();
+            assert_eq!(u32::from(st.stream), 4 + seq % 4);
+            let sport = u16::from_be_bytes([buf[34], buf[35]]);
+            assert_eq!(sport, spec.src_ports[(seq % 4) as usize]);
+        }
+        // Stream ids past 65535 are refused.
+        let over = FlowSpec { stream_base: 65533, src_ports: Vec::new(), ..spec.clone() };
+        assert_eq!(FrameSet::new(&over, FrameSize::Fixed(64)).unwrap_err(), FrameError::Flows);
+        let fits = FlowSpec { stream_base: 65532, src_ports: Vec::new(), ..spec };
+        assert!(FrameSet::new(&fits, FrameSize::Fixed(64)).is_ok());
     }
 
     #[test]

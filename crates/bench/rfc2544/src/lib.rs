@@ -6,8 +6,10 @@
 //! | [`search`] | the NDR/PDR binary search (RFC 2544 section 26.1, the MLRsearch practice): which rate to try next, for how long, and when to stop | none (sans-IO: trial results come in as arguments) |
 //! | [`frames`] | test frames: templates per flow and size (IMIX included), the per-frame stamp (stream, sequence, transmit time) with its checksum update | none |
 //! | [`dut`] | devices under test in namespaces of their own (`none`, `patch`, `linux-bridge`), removed on drop; [`dut::cleanup`] for what a killed run left | `ip`, `tc` |
+//! | [`io`] | the sockets a trial drives: AF_XDP or AF_PACKET behind one `Port` | AF_XDP, AF_PACKET |
 //! | [`live`] | the AF_XDP generator (token bucket, bursts, stamped frames) and receiver; a [`search::TrialRunner`] | AF_XDP, threads |
 //! | [`sweep`] | DUTs x frame sizes x repeats, the generator's ceiling, the machine, the report (`flowsteer.rfc2544.v1`) | all of the above |
+//! | [`spread`] | source ports per flow from the GF(2) planner, so the flows land evenly on N receive queues of an RSS configuration | none |
 //! | [`track`] | the receiver's check of each frame: sent in this trial, duplicate, reordered, foreign; latency percentiles | none (time is an argument) |
 //!
 //! The search never runs a trial itself: [`search::Search::next_step`]
@@ -18,8 +20,10 @@
 
 pub mod dut;
 pub mod frames;
+pub mod io;
 pub mod live;
 pub mod search;
+pub mod spread;
 pub mod sweep;
 pub mod track;
 
@@ -41,6 +45,12 @@ pub enum Error {
     /// A harness thread could not start or panicked.
     #[error("thread: {0}")]
     Thread(String),
+    /// The flows could not be spread over the receive queues.
+    #[error(transparent)]
+    Spread(#[from] spread::SpreadError),
+    /// An AF_PACKET socket failed.
+    #[error("AF_PACKET: {0}")]
+    Packet(#[from] flowsteer_afpacket::Error),
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),

@@ -12,8 +12,10 @@ use serde::Serialize;
 
 use crate::dut::{DutKind, Ports, Topology};
 use crate::frames::FrameSize;
+use crate::io::IoMode;
 use crate::live::{LiveConfig, LiveRunner, TrialDetail};
 use crate::search::{self, SearchConfig, Spread, TrialRecord};
+use crate::spread::SpreadSpec;
 use crate::Error;
 
 /// JSON schema name of [`Report`].
@@ -63,6 +65,15 @@ pub struct SweepConfig {
     /// Offered rate of the CPU-cost trial (frames/s), run on every DUT and
     /// on `none` at each size; `None`: no cost trial.
     pub cost_rate: Option<f64>,
+    /// Socket family of the generator and receiver (default auto: AF_XDP,
+    /// AF_PACKET when AF_XDP cannot be set up).
+    pub io: IoMode,
+    /// Both ends generate and receive at once, each direction at the
+    /// offered rate (rates in the report are per direction).
+    pub bidirectional: bool,
+    /// Source ports planned onto N receive queues of this RSS
+    /// configuration; `None`: ports count up from 1024.
+    pub spread: Option<SpreadSpec>,
 }
 
 impl SweepConfig {
@@ -87,6 +98,9 @@ impl SweepConfig {
             external: None,
             latency_shares: vec![0.5, 0.9, 0.99],
             cost_rate: None,
+            io: IoMode::Auto,
+            bidirectional: false,
+            spread: None,
         }
     }
 
@@ -122,6 +136,9 @@ impl SweepConfig {
         l.rx_cpu = self.rx_cpu;
         l.wait = self.wait;
         l.learning = self.learning;
+        l.io = self.io;
+        l.bidirectional = self.bidirectional;
+        l.spread = self.spread.clone().map(Arc::new);
         l
     }
 }
@@ -143,6 +160,11 @@ pub struct Machine {
     pub xsk_bind: String,
     /// Receive and transmit queues per port.
     pub queues: u32,
+    /// Socket family used: `afxdp`, `afpacket`, or `mixed` when `--io auto`
+    /// fell back on some ports only (an external DUT's, say).
+    pub io: String,
+    /// Why `--io auto` fell back to AF_PACKET (`None`: it did not).
+    pub io_fallback: Option<String>,
 }
 
 fn cpu_model() -> String {
@@ -240,6 +262,9 @@ pub struct ResultRow {
     pub pdr_fps: Option<f64>,
     /// NDR in bits/s of frames (FCS included, no preamble or gap).
     pub ndr_bps: Option<f64>,
+    /// Bidirectional: NDR of both directions together (twice `ndr_fps`,
+    /// which is per direction); `None` one-way.
+    pub ndr_aggregate_fps: Option<f64>,
     /// NDR spread over the repeats.
     pub ndr_spread: Option<Spread>,
     /// PDR spread over the repeats.
@@ -321,6 +346,8 @@ pub enum Event<'a> {
     Cost { dut: DutKind, size: FrameSize },
     /// A latency trial at a share of the NDR starts.
     Latency { dut: DutKind, size: FrameSize, share: f64 },
+    /// `--io auto` fell back to AF_PACKET (once per sweep), and why.
+    IoFallback { reason: &'a str },
     /// A trial finished; `interval` is the goal being searched and its
     /// bounds after it.
     Trial { dut: DutKind, size: FrameSize, record: &'a TrialRecord, interval: Option<(&'static str, f64, f64)> },
@@ -406,8 +433,7 @@ fn sweep(
         for &size in &cfg.sizes {
             on(Event::Ceiling { size });
             let mut runner = LiveRunner::new(&topo.ports(), cfg.live(size), stop.clone())?;
-            report.machine.xdp_mode = format!("{:?}", runner.program().mode()).to_lowercase();
-            report.machine.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_default();
+            note_io(&mut report.machine, &runner, on);
             let (fps, detail) = runner.generator_max(cfg.gen_max_trial)?;
             let secs = cfg.gen_max_trial.as_secs_f64();
             let per = |ns: u64| if detail.sent > 0 { ns as f64 / detail.sent as f64 } else { 0.0 };
@@ -442,6 +468,26 @@ fn sweep(
     Ok(())
 }
 
+/// The socket family, XDP mode and fallback reason of a runner.
+fn note_io(m: &mut Machine, runner: &LiveRunner, on: &mut dyn FnMut(Event<'_>)) {
+    let io = runner.io().name();
+    if !m.io.is_empty() && m.io != io {
+        m.io = "mixed".into();
+    }
+    if m.io.is_empty() {
+        m.io = io.to_string();
+        m.xdp_mode =
+            runner.program().map(|p| format!("{:?}", p.mode()).to_lowercase()).unwrap_or_else(|| "none".into());
+        m.xsk_bind = runner.gen_bind().map(|b| format!("{b:?}").to_lowercase()).unwrap_or_else(|| "none".into());
+    }
+    if m.io_fallback.is_none() {
+        if let Some(why) = runner.fallback() {
+            m.io_fallback = Some(why.to_string());
+            on(Event::IoFallback { reason: why });
+        }
+    }
+}
+
 /// Searches every size on one DUT's ports.
 #[allow(clippy::too_many_arguments)]
 fn measure(
@@ -459,6 +505,7 @@ fn measure(
             return Err(Error::Stopped);
         }
         let mut runner = LiveRunner::new(ports, cfg.live(size), stop.clone())?;
+        note_io(&mut report.machine, &runner, on);
         let mut repeats = Vec::new();
         let mut trials = Vec::new();
         for r in 0..cfg.repeat {
@@ -519,6 +566,7 @@ fn measure(
             ndr_fps: ndr,
             pdr_fps: pdr,
             ndr_bps: ndr.map(|f| f * size.mean_bytes() * 8.0),
+            ndr_aggregate_fps: ndr.filter(|_| cfg.bidirectional).map(|f| 2.0 * f),
             ndr_spread,
             pdr_spread,
             generator_max_fps: gmax,

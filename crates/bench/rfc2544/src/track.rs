@@ -54,6 +54,7 @@ pub struct Latency {
 pub struct RxTracker {
     dst_port: u16,
     flows: u32,
+    stream_base: u16,
     seen: Vec<u64>,
     capacity: u32,
     max_seq: Vec<Option<u32>>,
@@ -70,12 +71,21 @@ impl RxTracker {
         RxTracker {
             dst_port,
             flows: flows.max(1),
+            stream_base: 0,
             seen: vec![0; (capacity as usize).div_ceil(64)],
             capacity,
             max_seq: vec![None; flows.max(1) as usize],
             counts: RxCounts::default(),
             latency,
         }
+    }
+
+    /// Expects stream ids from `base` ([`crate::frames::FlowSpec::stream_base`]):
+    /// frame `seq` must carry stream `base + seq % flows`; any other stream
+    /// id (the other direction's, say) is foreign.
+    pub fn with_stream_base(mut self, base: u16) -> RxTracker {
+        self.stream_base = base;
+        self
     }
 
     /// Counts one frame received at `now_ns` (the clock of the stamps).
@@ -85,7 +95,8 @@ impl RxTracker {
             self.counts.foreign += 1;
             return;
         };
-        if st.seq >= self.capacity || u32::from(st.stream) != st.seq % self.flows {
+        let stream = u32::from(st.stream.wrapping_sub(self.stream_base));
+        if st.seq >= self.capacity || stream != st.seq % self.flows {
             self.counts.foreign += 1;
             return;
         }
@@ -100,7 +111,7 @@ impl RxTracker {
         }
         *w |= 1 << bit;
         self.counts.received += 1;
-        let top = &mut self.max_seq[usize::from(st.stream)];
+        let top = &mut self.max_seq[stream as usize];
         match top {
             Some(m) if st.seq < *m => self.counts.reordered += 1,
             _ => *top = Some(st.seq),
@@ -155,6 +166,8 @@ mod tests {
             src_port: 1000,
             dst_port: 7000,
             flows: 3,
+            src_ports: Vec::new(),
+            stream_base: 0,
         };
         FrameSet::new(&spec, FrameSize::Fixed(64)).unwrap()
     }
@@ -191,6 +204,23 @@ mod tests {
         assert_eq!(rx.received_below(4), 4);
         assert_eq!(rx.latency().count, 8);
         assert!(rx.latency().p50_ns >= 499 && rx.latency().p50_ns <= 501);
+    }
+
+    #[test]
+    fn another_directions_stream_ids_are_foreign() {
+        let set = frames();
+        // The tracker of the stream ids 3..6 (the other direction's frames
+        // carry 0..3 with the same sequence numbers).
+        let mut rx = RxTracker::new(7000, 3, 100).with_stream_base(3);
+        for seq in 0..6 {
+            rx.on_frame(&frame(&set, seq, 0), 10);
+        }
+        assert_eq!((rx.counts().received, rx.counts().foreign), (0, 6));
+        let mut rx = RxTracker::new(7000, 3, 100);
+        for seq in 0..6 {
+            rx.on_frame(&frame(&set, seq, 0), 10);
+        }
+        assert_eq!((rx.counts().received, rx.counts().foreign), (6, 0));
     }
 
     #[test]

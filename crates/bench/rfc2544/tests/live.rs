@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use flowsteer_rfc2544::dut::{leftovers, DutKind, Topology};
 use flowsteer_rfc2544::frames::FrameSize;
+use flowsteer_rfc2544::io::IoMode;
 use flowsteer_rfc2544::live::{LiveConfig, LiveRunner};
+use flowsteer_rfc2544::spread::{SpreadSpec, DEFAULT_SPORTS};
 use flowsteer_rfc2544::sweep::{self, SweepConfig};
 
 fn skip() -> bool {
@@ -198,4 +200,111 @@ fn external_ports_in_the_callers_namespace() {
     .expect("thread");
     assert!(out.0.sent >= 5_000 && out.0.received == out.0.sent, "{out:?}");
     assert!(flowsteer_rfc2544::dut::Ports::external("fsnonexist0", "lo").is_err());
+}
+
+fn with_io(size: FrameSize, io: IoMode) -> LiveConfig {
+    let mut c = short(size);
+    c.io = io;
+    c
+}
+
+/// `--io afpacket`: the AF_PACKET generator and receiver, every frame.
+#[test]
+fn afpacket_every_frame_arrives() {
+    if skip() {
+        return;
+    }
+    let topo = Topology::new(DutKind::None).expect("topology");
+    let mut runner =
+        LiveRunner::new(&topo.ports(), with_io(FrameSize::Fixed(64), IoMode::Afpacket), None).expect("runner");
+    assert_eq!(runner.io(), IoMode::Afpacket);
+    assert!(runner.program().is_none() && runner.fallback().is_none());
+    let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
+    assert!(out.sent >= 5_000, "{out:?}");
+    assert_eq!(out.received, out.sent, "{d:?}");
+    assert_eq!((d.rx.duplicates, d.rx.foreign, d.rx.reordered, d.tx_refused), (0, 0, 0, 0), "{d:?}");
+    assert_eq!(d.rx.frames, d.rx.received + d.rx.duplicates + d.rx.foreign);
+    // IMIX through the same path.
+    let mut runner = LiveRunner::new(&topo.ports(), with_io(FrameSize::Imix, IoMode::Afpacket), None).expect("runner");
+    let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
+    assert_eq!(out.received, out.sent, "{d:?}");
+}
+
+/// `--io auto` on an interface where AF_XDP cannot be set up (an MTU
+/// larger than the UMEM frames hold) falls back to AF_PACKET and says why;
+/// `--io afxdp` there is an error.
+#[test]
+fn auto_falls_back_to_afpacket_with_the_reason() {
+    if skip() {
+        return;
+    }
+    let topo = Topology::new(DutKind::None).expect("topology");
+    let ports = topo.ports();
+    let rcv_ns = ports.rcv_ns.clone().unwrap();
+    flowsteer_netns::ip(&["-n", &rcv_ns, "link", "set", &ports.rcv_dev, "mtu", "3000"]).expect("mtu");
+    let mut runner = LiveRunner::new(&ports, with_io(FrameSize::Fixed(64), IoMode::Auto), None).expect("runner");
+    assert_eq!(runner.io(), IoMode::Afpacket);
+    let why = runner.fallback().expect("a reason").to_string();
+    assert!(why.contains("AF_XDP") && why.to_lowercase().contains("mtu"), "{why}");
+    let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
+    assert!(out.sent >= 5_000 && out.received == out.sent, "{d:?}");
+    assert!(LiveRunner::new(&ports, with_io(FrameSize::Fixed(64), IoMode::Afxdp), None).is_err());
+    // Where AF_XDP works, auto uses it.
+    let topo2 = Topology::new(DutKind::None).expect("topology");
+    let runner = LiveRunner::new(&topo2.ports(), with_io(FrameSize::Fixed(64), IoMode::Auto), None).expect("runner");
+    assert_eq!((runner.io(), runner.fallback()), (IoMode::Afxdp, None));
+}
+
+/// Bidirectional: both ends send and receive at once; each direction's
+/// frames all arrive at the other end, none at the wrong one, through
+/// every DUT and both socket families.
+#[test]
+fn bidirectional_every_frame_arrives_both_ways() {
+    if skip() {
+        return;
+    }
+    for dut in [DutKind::None, DutKind::Patch, DutKind::LinuxBridge] {
+        let topo = Topology::new(dut).expect("topology");
+        for io in [IoMode::Afxdp, IoMode::Afpacket] {
+            let mut c = with_io(FrameSize::Fixed(64), io);
+            c.bidirectional = true;
+            let mut runner = LiveRunner::new(&topo.ports(), c, None).expect("runner");
+            let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
+            let rev = d.reverse.as_ref().expect("reverse direction");
+            let agg = d.aggregate.as_ref().expect("aggregate");
+            assert!(d.sent >= 5_000 && rev.sent >= 5_000, "{dut:?} {io:?}: {d:?}");
+            assert_eq!(d.received, d.sent, "{dut:?} {io:?} A->B: {d:?}");
+            assert_eq!(rev.received, rev.sent, "{dut:?} {io:?} B->A: {rev:?}");
+            // Each end saw only its own direction's frames.
+            assert_eq!((d.rx.foreign, d.rx.duplicates, rev.rx.foreign, rev.rx.duplicates), (0, 0, 0, 0), "{d:?}");
+            assert_eq!((agg.sent, agg.received), (d.sent + rev.sent, d.received + rev.received));
+            assert_eq!(out.received, out.sent);
+            assert!(rev.latency.count == rev.received && d.latency.count == d.received);
+        }
+    }
+}
+
+/// Flows spread over 4 queues by the planner: the frames stay valid (they
+/// cross the Linux bridge, which drops bad checksums) and their ports are
+/// the planned ones, landing on queue `flow % 4`.
+#[test]
+fn spread_flows_cross_the_bridge() {
+    if skip() {
+        return;
+    }
+    use flowsteer_rss::{HashTypes, Reta, RssConfig, RssKey};
+    let config =
+        RssConfig::new(RssKey::microsoft(), HashTypes::parse("all").unwrap(), Reta::round_robin(128, 4).unwrap());
+    let spread = SpreadSpec { config: config.clone(), queues: 4, sports: DEFAULT_SPORTS };
+    let topo = Topology::new(DutKind::LinuxBridge).expect("topology");
+    let mut c = short(FrameSize::Fixed(64));
+    c.spread = Some(std::sync::Arc::new(spread));
+    c.bidirectional = true;
+    let mut runner = LiveRunner::new(&topo.ports(), c, None).expect("runner");
+    let ports = runner.flow_ports();
+    assert_eq!(ports.len(), 16);
+    assert!(ports.iter().enumerate().any(|(i, &p)| p != 1024 + i as u16), "{ports:?}");
+    let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
+    assert_eq!(out.received, out.sent, "{d:?}");
+    assert_eq!(d.received, d.sent, "{d:?}");
 }
