@@ -48,7 +48,11 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
     };
     cfg.gen_cpu = gen.first().copied();
     cfg.rx_cpu = gen.get(1).or(gen.first()).copied();
-    cfg.dut_cpus = args.dut_cpus.iter().map(|&c| c as usize).collect();
+    cfg.dut_cpus = if args.dut_cpus.is_empty() {
+        flowsteer_live::available_cpus().into_iter().map(|c| c as usize).filter(|c| !gen.contains(c)).take(1).collect()
+    } else {
+        args.dut_cpus.iter().map(|&c| c as usize).collect()
+    };
     Ok(cfg)
 }
 
@@ -89,6 +93,14 @@ pub fn text(r: &Report) -> String {
         c.flows,
         if c.ipv6 { "IPv6" } else { "IPv4" },
         c.repeat
+    );
+    let cpu = |c: Option<usize>| c.map_or("any".to_string(), |c| c.to_string());
+    let dut_cpus: Vec<String> = c.dut_cpus.iter().map(usize::to_string).collect();
+    out += &format!(
+        "CPUs: generator {}, receiver {}, DUT {}\n",
+        cpu(c.gen_cpu),
+        cpu(c.rx_cpu),
+        if dut_cpus.is_empty() { "the generator's (sender's softirq)".to_string() } else { dut_cpus.join(",") }
     );
     let gen: Vec<String> = r
         .generator

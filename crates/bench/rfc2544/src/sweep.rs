@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::bridge::DutCounters;
 use crate::dut::{DutKind, Ports, Topology};
 use crate::frames::FrameSize;
 use crate::live::{LiveConfig, LiveRunner, TrialDetail};
@@ -48,8 +49,10 @@ pub struct SweepConfig {
     pub gen_cpu: Option<usize>,
     /// CPU of the receiver thread.
     pub rx_cpu: Option<usize>,
-    /// CPUs given to the DUT (recorded; the kernel DUTs forward in the
-    /// sender's softirq, on the generator's CPU).
+    /// CPUs given to the DUT ([`Topology::start`]): the flowsteer bridge's
+    /// worker is pinned to the first; the kernel's DUTs get RPS on their
+    /// ports to these CPUs. Empty: the bridge is not pinned, and the
+    /// kernel's DUTs forward in the sender's softirq (the generator's CPU).
     pub dut_cpus: Vec<usize>,
     /// Search floor, frames/s.
     pub min_fps: f64,
@@ -180,6 +183,8 @@ pub struct TrialRow {
     pub valid: bool,
     /// The receiver's counts, latency and the softnet deltas.
     pub detail: TrialDetail,
+    /// The flowsteer bridge's own counts of the trial (`None` for other DUTs).
+    pub dut_counters: Option<DutCounters>,
 }
 
 /// One search.
@@ -263,6 +268,8 @@ pub struct ResultRow {
     pub thread_ns_per_frame: Option<f64>,
     /// The cost trial: its counts and busy time.
     pub cost_trial: Option<TrialDetail>,
+    /// The flowsteer bridge's own counts of the cost trial.
+    pub cost_dut_counters: Option<DutCounters>,
     /// Each search.
     pub repeats: Vec<RepeatRow>,
     /// Latency at shares of the NDR (full-length trials after the searches).
@@ -328,6 +335,10 @@ pub enum Event<'a> {
 
 struct Recorder<'r> {
     runner: &'r mut LiveRunner,
+    /// The DUT, for the flowsteer bridge's own counts of each trial.
+    topo: Option<&'r Topology>,
+    /// Those counts, one per trial run (`None`: not a flowsteer bridge).
+    dut_counters: Vec<Option<DutCounters>>,
 }
 
 impl search::TrialRunner for Recorder<'_> {
@@ -335,7 +346,11 @@ impl search::TrialRunner for Recorder<'_> {
         &mut self,
         spec: &search::TrialSpec,
     ) -> Result<search::TrialOutcome, Box<dyn std::error::Error + Send + Sync>> {
-        self.runner.run_trial(spec)
+        let before = self.topo.and_then(Topology::bridge_stats);
+        let out = self.runner.run_trial(spec);
+        let after = self.topo.and_then(Topology::bridge_stats);
+        self.dut_counters.push(before.zip(after).map(|(b, a)| DutCounters::between(&b, &a)));
+        out
     }
 }
 
@@ -432,12 +447,12 @@ fn sweep(
         }
     }
     for &dut in &cfg.duts {
-        let topo = Topology::new(dut)?;
-        measure(cfg, &stop, on, report, dut, &topo.ports(), &ceilings, &baselines)?;
+        let topo = Topology::start(dut, &cfg.dut_cpus)?;
+        measure(cfg, &stop, on, report, dut, &topo.ports(), Some(&topo), &ceilings, &baselines)?;
     }
     if let Some((tx, rx)) = &cfg.external {
         let ports = Ports::external(tx, rx)?;
-        measure(cfg, &stop, on, report, DutKind::External, &ports, &ceilings, &baselines)?;
+        measure(cfg, &stop, on, report, DutKind::External, &ports, None, &ceilings, &baselines)?;
     }
     Ok(())
 }
@@ -451,6 +466,7 @@ fn measure(
     report: &mut Report,
     dut: DutKind,
     ports: &Ports,
+    topo: Option<&Topology>,
     ceilings: &[f64],
     baselines: &[Option<(f64, f64)>],
 ) -> Result<(), Error> {
@@ -465,10 +481,12 @@ fn measure(
             on(Event::Search { dut, size, repeat: r });
             let first = runner.details.len();
             let scfg = cfg.search_config(gmax.max(2.0 * cfg.min_fps));
-            let out = search::run(scfg, &mut Recorder { runner: &mut runner }, &mut |s, rec| {
+            let mut rec = Recorder { runner: &mut runner, topo, dut_counters: Vec::new() };
+            let out = search::run(scfg, &mut rec, &mut |s, rec| {
                 on(Event::Trial { dut, size, record: rec, interval: s.interval() });
             })?;
-            for (rec, detail) in out.trials.iter().zip(&runner.details[first..]) {
+            let counters = std::mem::take(&mut rec.dut_counters);
+            for ((rec, detail), dut_counters) in out.trials.iter().zip(&runner.details[first..]).zip(counters) {
                 trials.push(TrialRow {
                     search: r,
                     offered_fps: rec.offered_fps,
@@ -480,6 +498,7 @@ fn measure(
                     full: rec.full,
                     valid: rec.valid,
                     detail: detail.clone(),
+                    dut_counters,
                 });
             }
             repeats.push(RepeatRow {
@@ -494,11 +513,15 @@ fn measure(
         let ndr = ndr_spread.map(|s| s.median).filter(|&m| m > 0.0);
         let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
         let mut cost_trial = None;
+        let mut cost_dut_counters = None;
         let mut cpu_ns_per_frame = None;
         let mut thread_ns_per_frame = None;
         if let Some(rate) = cfg.cost_rate {
             on(Event::Cost { dut, size });
+            let before = topo.and_then(Topology::bridge_stats);
             let (_, d) = runner.trial(rate, cfg.trial)?;
+            let after = topo.and_then(Topology::bridge_stats);
+            cost_dut_counters = before.zip(after).map(|(b, a)| DutCounters::between(&b, &a));
             cpu_ns_per_frame = per_frame(&d).zip(baseline).map(|(c, b)| c - b.0);
             thread_ns_per_frame = per_frame_threads(&d).zip(baseline).map(|(c, b)| c - b.1);
             cost_trial = Some(d);
@@ -526,6 +549,7 @@ fn measure(
             cpu_ns_per_frame,
             thread_ns_per_frame,
             cost_trial,
+            cost_dut_counters,
             repeats,
             latency,
             trials,
