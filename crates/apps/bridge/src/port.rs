@@ -124,8 +124,13 @@ pub(crate) fn open(
         }
         PortKind::Afpacket => {
             for h in handles.iter_mut() {
+                // 32 blocks of 256 KiB (8 MiB): a block is handed over
+                // when full or after 1 ms, so the ring rides out 32 ms of
+                // a worker not being scheduled at any rate, and holds
+                // about 64k frames of 64 bytes.
                 let cfg = RxConfig {
-                    block_count: 8,
+                    block_size: 256 << 10,
+                    block_count: 32,
                     retire_blk_tov_ms: 1,
                     fill_rxhash: false,
                     fanout: (workers > 1).then(|| Fanout::new(group, FanoutMode::Hash)),

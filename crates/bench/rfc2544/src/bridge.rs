@@ -1,6 +1,7 @@
 //! The flowsteer bridge as a device under test: `flowsteer-bridge` started
 //! in-process on the DUT namespace's two veth ends (`dut0`, `dut1`), over
-//! AF_XDP or AF_PACKET ports, one worker pinned to the DUT's CPU.
+//! AF_XDP or AF_PACKET ports, one worker pinned to the DUT's CPU at nice
+//! [`WORKER_NICE`].
 //!
 //! The bridge is started by a thread that entered the DUT namespace (its
 //! sockets, XDP programs and the netlink socket of its writer are opened
@@ -20,6 +21,12 @@ use serde::Serialize;
 
 use crate::Error;
 
+/// The bridge worker's nice value: the kernel's DUTs forward in softirq,
+/// ahead of every thread on their CPU; a userspace DUT sharing its CPU
+/// with other work (a build) at the default nice 0 would get only its fair
+/// share of it, so it is raised above that work.
+pub const WORKER_NICE: i8 = -10;
+
 /// A running bridge between `dut0` and `dut1`; stopped on drop.
 #[derive(Debug)]
 pub struct BridgeDut {
@@ -35,6 +42,7 @@ impl BridgeDut {
             ports: vec![port("dut0"), port("dut1")],
             workers: 1,
             cpus: cpus.iter().take(1).map(|&c| c as u32).collect(),
+            worker_nice: Some(WORKER_NICE),
             ..BridgeConfig::default()
         };
         let ns = ns.to_string();
