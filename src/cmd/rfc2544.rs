@@ -133,9 +133,10 @@ pub fn text(r: &Report) -> String {
         "limited",
         "ns/frame",
         "thread ns/frame",
+        "DUT ns/frame",
         "trials",
     ];
-    let mut rows: Vec<[String; 11]> = vec![header.map(String::from)];
+    let mut rows: Vec<[String; 12]> = vec![header.map(String::from)];
     for row in &r.results {
         let spread = row.ndr_spread.map_or("-".into(), |s| format!("{:.3}..{:.3}", s.min / 1e6, s.max / 1e6));
         rows.push([
@@ -149,10 +150,11 @@ pub fn text(r: &Report) -> String {
             if row.generator_limited { "yes".into() } else { "no".into() },
             row.cpu_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
             row.thread_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
+            row.dut_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
             row.trials.len().to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..11).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..12).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     for r in &rows {
         let cells: Vec<String> = r
             .iter()
@@ -166,7 +168,8 @@ pub fn text(r: &Report) -> String {
         out += &format!(
             "ns/frame: busy time of all CPUs (/proc/stat: user, nice, system, irq, softirq; steal excluded; 10 ms steps \
              per CPU) per frame received at {rate:.0} frames/s, minus --dut none's at the same rate; thread ns/frame: the \
-             same from the generator's and receiver's own CPU time (schedstat, ns)\n"
+             same from the generator's and receiver's own CPU time (schedstat, ns); DUT ns/frame: the DUT's alone, the \
+             flowsteer bridge's worker threads (schedstat) or the kernel's softirq on the DUT CPUs (/proc/stat)\n"
         );
     }
     out += &crate::legend::footer(crate::legend::RFC2544);

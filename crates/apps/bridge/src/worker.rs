@@ -9,9 +9,9 @@
 //! its queues of this worker: receive a burst, forward it, transmit it.
 //! Idle (a whole round without a frame): the worker keeps polling its
 //! rings without a syscall for [`IDLE_SPIN`] after a round that found a
-//! queue (more than one frame: traffic is flowing faster than one frame
-//! per round), so a busy worker never sleeps between bursts and the kernel
-//! never has to wake it; otherwise (light traffic, or the spin ran out) it
+//! queue (a whole burst waiting: the worker is behind), so a busy worker
+//! never sleeps between bursts and the kernel never has to wake it;
+//! otherwise (lighter traffic, or the spin ran out) it
 //! sleeps in `poll(2)` on its sockets for at most 1 ms, and a frame wakes
 //! it. Light traffic costs a wake-up per burst, heavy traffic none.
 //!
@@ -133,7 +133,7 @@ impl Worker {
                 self.kernel_counts();
                 next_counts = now + KERNEL_COUNTS_EVERY;
             }
-            if got > 1 {
+            if got >= shared.cfg.burst {
                 spin_until = now + IDLE_SPIN;
             } else if got == 0 {
                 if now < spin_until {

@@ -43,6 +43,7 @@ impl BridgeDut {
             workers: 1,
             cpus: cpus.iter().take(1).map(|&c| c as u32).collect(),
             worker_nice: Some(WORKER_NICE),
+            burst: 64,
             ..BridgeConfig::default()
         };
         let ns = ns.to_string();
@@ -68,6 +69,39 @@ impl BridgeDut {
     pub fn stop(&mut self) -> Option<BridgeStats> {
         self.bridge.take().map(Bridge::stop)
     }
+}
+
+/// CPU time of this process's bridge workers so far, ns (the
+/// `fs-bridge-w*` threads' `/proc/self/task/*/schedstat`, ns resolution;
+/// the softirq work the kernel runs during their sendto, such as the veth
+/// peer's receive, included unless the kernel accounts IRQ time apart).
+pub fn worker_cpu_ns() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    dir.flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("fs-bridge-w")))
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .sum()
+}
+
+/// Interrupt and softirq time of `cpus` so far, ns (`/proc/stat`, in
+/// [`crate::live::USER_HZ`] steps): where the kernel's DUTs forward.
+pub fn softirq_ns(cpus: &[usize]) -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else { return 0 };
+    let ticks: u64 = text
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(' ')?;
+            let cpu: usize = name.strip_prefix("cpu")?.parse().ok()?;
+            cpus.contains(&cpu).then_some(rest)
+        })
+        .map(|rest| {
+            let f: Vec<u64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0)).collect();
+            // user nice system idle iowait irq softirq
+            f.get(5).copied().unwrap_or(0) + f.get(6).copied().unwrap_or(0)
+        })
+        .sum();
+    ticks * (1_000_000_000 / crate::live::USER_HZ)
 }
 
 impl Drop for BridgeDut {

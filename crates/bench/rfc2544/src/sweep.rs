@@ -268,6 +268,14 @@ pub struct ResultRow {
     pub thread_ns_per_frame: Option<f64>,
     /// The cost trial: its counts and busy time.
     pub cost_trial: Option<TrialDetail>,
+    /// CPU cost per frame of the DUT alone over the cost trial, ns: the
+    /// flowsteer bridge's worker threads' CPU time (schedstat), or for
+    /// the kernel's DUTs the irq + softirq time of the DUT CPUs
+    /// (`/proc/stat`, 10 ms steps; needs `dut_cpus`), per frame received.
+    /// Both include the receive work of the receiver's veth end that the
+    /// DUT's transmit runs on its CPU. Unlike `cpu_ns_per_frame`, other
+    /// work on the machine does not count.
+    pub dut_ns_per_frame: Option<f64>,
     /// The flowsteer bridge's own counts of the cost trial.
     pub cost_dut_counters: Option<DutCounters>,
     /// Each search.
@@ -514,13 +522,22 @@ fn measure(
         let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
         let mut cost_trial = None;
         let mut cost_dut_counters = None;
+        let mut dut_ns_per_frame = None;
         let mut cpu_ns_per_frame = None;
         let mut thread_ns_per_frame = None;
         if let Some(rate) = cfg.cost_rate {
             on(Event::Cost { dut, size });
             let before = topo.and_then(Topology::bridge_stats);
+            let dut_ns = |t: &Topology| match t.bridge_stats() {
+                Some(_) => Some(crate::bridge::worker_cpu_ns()),
+                None => (!cfg.dut_cpus.is_empty()).then(|| crate::bridge::softirq_ns(&cfg.dut_cpus)),
+            };
+            let dut0 = topo.and_then(dut_ns);
             let (_, d) = runner.trial(rate, cfg.trial)?;
+            let dut1 = topo.and_then(dut_ns);
             let after = topo.and_then(Topology::bridge_stats);
+            dut_ns_per_frame =
+                dut0.zip(dut1).filter(|_| d.received > 0).map(|(a, b)| b.saturating_sub(a) as f64 / d.received as f64);
             cost_dut_counters = before.zip(after).map(|(b, a)| DutCounters::between(&b, &a));
             cpu_ns_per_frame = per_frame(&d).zip(baseline).map(|(c, b)| c - b.0);
             thread_ns_per_frame = per_frame_threads(&d).zip(baseline).map(|(c, b)| c - b.1);
@@ -550,6 +567,7 @@ fn measure(
             thread_ns_per_frame,
             cost_trial,
             cost_dut_counters,
+            dut_ns_per_frame,
             repeats,
             latency,
             trials,
