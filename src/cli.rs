@@ -669,8 +669,8 @@ pub struct UdpGenArgs {
 
 #[derive(Args, Debug)]
 pub struct Rfc2544Args {
-    /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge.
-    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge"], required_unless_present_any = ["cleanup", "ceiling", "tx"])]
+    /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge, flowsteer-bridge (AF_XDP ports), flowsteer-bridge-afpacket (AF_PACKET ports).
+    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket"], required_unless_present_any = ["cleanup", "ceiling", "tx"])]
     pub dut: Vec<String>,
     /// A real device under test: the interface the generator sends from (with --rx; both in this namespace). Measured as dut `external`, after any --dut.
     #[arg(long, value_name = "IFACE", requires = "rx", conflicts_with = "ceiling")]
@@ -699,9 +699,12 @@ pub struct Rfc2544Args {
     /// CPUs of the generator and the receiver: one CPU for both, or two (generator, receiver) [default: the first CPU this process may use].
     #[arg(long, value_parser = crate::ranges::cpu, value_delimiter = ',')]
     pub gen_cpus: Vec<u32>,
-    /// CPUs given to the device under test (recorded; the kernel's veth DUTs forward in the sender's softirq, on the generator's CPU).
+    /// CPUs given to the device under test: the flowsteer bridge's worker is pinned to the first (the kernel's DUTs forward in the sender's softirq, on the generator's CPU, unless --kernel-rps) [default: the first CPU this process may use that is not a --gen-cpus one].
     #[arg(long, value_parser = crate::ranges::cpu, value_delimiter = ',')]
     pub dut_cpus: Vec<u32>,
+    /// RPS on the kernel DUTs' (patch, linux-bridge) two ports to --dut-cpus, so they forward there instead of in the sender's softirq [default: off, the kernel's fastest placement on veth].
+    #[arg(long)]
+    pub kernel_rps: bool,
     /// Flows (distinct source address and port).
     #[arg(long, value_parser = crate::ranges::int::<u32, 1, 65536>, default_value_t = 16)]
     pub flows: u32,

@@ -52,8 +52,8 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
     };
     cfg.gen_cpu = gen.first().copied();
     cfg.rx_cpu = gen.get(1).or(gen.first()).copied();
-    cfg.dut_cpus = args.dut_cpus.iter().map(|&c| c as usize).collect();
     cfg.bidirectional = args.bidirectional;
+    cfg.kernel_rps = args.kernel_rps;
     if args.bidirectional && args.flows > 32768 {
         return Err(usage("--bidirectional: at most 32768 --flows (each direction has its own stream ids)"));
     }
@@ -78,6 +78,11 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
         let sports: PortRange = args.sport_range.parse().map_err(|e| usage(format!("--sport-range: {e}")))?;
         cfg.spread = Some(SpreadSpec { config, queues: n, sports });
     }
+    cfg.dut_cpus = if args.dut_cpus.is_empty() {
+        flowsteer_live::available_cpus().into_iter().map(|c| c as usize).filter(|c| !gen.contains(c)).take(1).collect()
+    } else {
+        args.dut_cpus.iter().map(|&c| c as usize).collect()
+    };
     Ok(cfg)
 }
 
@@ -135,6 +140,19 @@ pub fn text(r: &Report) -> String {
             sp.sports.hi
         );
     }
+    let cpu = |c: Option<usize>| c.map_or("any".to_string(), |c| c.to_string());
+    let dut_cpus: Vec<String> = c.dut_cpus.iter().map(usize::to_string).collect();
+    out += &format!(
+        "CPUs: generator {}, receiver {}, DUT {}\n",
+        cpu(c.gen_cpu),
+        cpu(c.rx_cpu),
+        if dut_cpus.is_empty() { "none".to_string() } else { dut_cpus.join(",") }
+    );
+    out += if c.kernel_rps {
+        "kernel DUTs: RPS to the DUT CPUs\n"
+    } else {
+        "kernel DUTs: RPS off, they forward in the sender's softirq (the generator's CPU)\n"
+    };
     let gen: Vec<String> = r
         .generator
         .iter()
@@ -166,9 +184,10 @@ pub fn text(r: &Report) -> String {
         "limited",
         "ns/frame",
         "thread ns/frame",
+        "DUT ns/frame",
         "trials",
     ];
-    let mut rows: Vec<[String; 11]> = vec![header.map(String::from)];
+    let mut rows: Vec<[String; 12]> = vec![header.map(String::from)];
     for row in &r.results {
         let spread = row.ndr_spread.map_or("-".into(), |s| format!("{:.3}..{:.3}", s.min / 1e6, s.max / 1e6));
         rows.push([
@@ -182,10 +201,11 @@ pub fn text(r: &Report) -> String {
             if row.generator_limited { "yes".into() } else { "no".into() },
             row.cpu_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
             row.thread_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
+            row.dut_ns_per_frame.map_or("-".into(), |c| format!("{c:.0}")),
             row.trials.len().to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..11).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..12).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     for r in &rows {
         let cells: Vec<String> = r
             .iter()
@@ -199,7 +219,8 @@ pub fn text(r: &Report) -> String {
         out += &format!(
             "ns/frame: busy time of all CPUs (/proc/stat: user, nice, system, irq, softirq; steal excluded; 10 ms steps \
              per CPU) per frame received at {rate:.0} frames/s, minus --dut none's at the same rate; thread ns/frame: the \
-             same from the generator's and receiver's own CPU time (schedstat, ns)\n"
+             same from the generator's and receiver's own CPU time (schedstat, ns); DUT ns/frame: the DUT's alone, the \
+             flowsteer bridge's worker threads (schedstat) or the kernel's softirq on the DUT CPUs (/proc/stat)\n"
         );
     }
     out += &crate::legend::footer(crate::legend::RFC2544);

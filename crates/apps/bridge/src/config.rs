@@ -122,6 +122,12 @@ pub struct BridgeConfig {
     /// Frames taken from one receive queue at once (default 32, at most
     /// [`MAX_BURST`]).
     pub burst: usize,
+    /// Nice value (-20..=19) each worker thread sets for itself when it
+    /// starts (`setpriority` on the thread), so forwarding keeps its CPU
+    /// against other work there as the kernel's own forwarding (softirq)
+    /// does; `None` (the default): inherited. A value the system refuses
+    /// (raising priority needs CAP_SYS_NICE) leaves the thread as it was.
+    pub worker_nice: Option<i8>,
 }
 
 impl Default for BridgeConfig {
@@ -138,6 +144,7 @@ impl Default for BridgeConfig {
             vlan_filtering: false,
             port_vlans: BTreeMap::new(),
             burst: 32,
+            worker_nice: None,
         }
     }
 }
@@ -169,6 +176,9 @@ impl BridgeConfig {
             if v == 0 || v > flowsteer_fdb::MAX_CAPACITY {
                 return Err(ConfigError::BadLimit(what));
             }
+        }
+        if let Some(n) = self.worker_nice.filter(|n| !(-20..=19).contains(n)) {
+            return Err(ConfigError::BadNice(n));
         }
         if self.rx_copy_threshold > MAX_RX_COPY_THRESHOLD {
             return Err(ConfigError::BadRxCopyThreshold(self.rx_copy_threshold));
@@ -209,6 +219,8 @@ mod tests {
         assert_eq!(dup.validate(), Err(ConfigError::DuplicateInterface("a".into())));
         assert_eq!(BridgeConfig { workers: 0, ..two() }.validate(), Err(ConfigError::BadWorkers(0)));
         assert_eq!(BridgeConfig { burst: 0, ..two() }.validate(), Err(ConfigError::BadBurst(0)));
+        assert_eq!(BridgeConfig { worker_nice: Some(-21), ..two() }.validate(), Err(ConfigError::BadNice(-21)));
+        assert_eq!(BridgeConfig { worker_nice: Some(-20), ..two() }.validate(), Ok(()));
         assert_eq!(BridgeConfig { ageing_s: 0, ..two() }.validate(), Err(ConfigError::BadAgeing));
         assert_eq!(BridgeConfig { max_learned: 0, ..two() }.validate(), Err(ConfigError::BadLimit("max_learned")));
         let mut vl = two();

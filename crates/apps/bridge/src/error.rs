@@ -89,6 +89,9 @@ pub enum ConfigError {
     /// `burst` is 0 or above [`MAX_BURST`].
     #[error("burst must be between 1 and {MAX_BURST}, not {0}")]
     BadBurst(usize),
+    /// `worker_nice` is outside -20..=19.
+    #[error("worker nice value must be between -20 and 19, not {0}")]
+    BadNice(i8),
     /// `ageing_s` is 0.
     #[error("ageing must be at least 1 second")]
     BadAgeing,

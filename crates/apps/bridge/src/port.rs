@@ -83,7 +83,10 @@ pub(crate) fn open(
     let ifindex;
     match spec.kind {
         PortKind::Afxdp => {
-            let sock_cfg = XskConfig::default();
+            // One transmit wake-up (sendto) sends a whole batch in copy
+            // mode rather than 32 frames of it.
+            let base = XskConfig::default();
+            let sock_cfg = XskConfig { copy_tx_budget: base.tx_ring, ..base };
             let room = flowsteer_xsk::frame_room(&sock_cfg);
             let attach = AttachConfig {
                 claim: Claim::Frames,

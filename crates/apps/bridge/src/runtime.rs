@@ -148,6 +148,10 @@ impl Bridge {
                             sh.cpus[w].store(i64::from(cpu), Ordering::Relaxed);
                         }
                     }
+                    if let Some(n) = sh.cfg.worker_nice {
+                        // PRIO_PROCESS of 0 is the calling thread on Linux.
+                        let _ = rustix::process::setpriority_process(None, i32::from(n));
+                    }
                     Worker::new(w, sh, fdb).run();
                 })
                 .map_err(BridgeError::Spawn)?;

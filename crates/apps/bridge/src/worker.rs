@@ -7,8 +7,13 @@
 //! version makes the worker take the sockets of added ports and drop those
 //! of removed ones, then acknowledge the version); for each port and each of
 //! its queues of this worker: receive a burst, forward it, transmit it.
-//! Idle (a whole round without a frame): `poll(2)` on the worker's sockets
-//! for at most 1 ms.
+//! Idle (a whole round without a frame): the worker keeps polling its
+//! rings without a syscall for [`IDLE_SPIN`] after a round that found a
+//! queue (a whole burst waiting: the worker is behind), so a busy worker
+//! never sleeps between bursts and the kernel never has to wake it;
+//! otherwise (lighter traffic, or the spin ran out) it
+//! sleeps in `poll(2)` on its sockets for at most 1 ms, and a frame wakes
+//! it. Light traffic costs a wake-up per burst, heavy traffic none.
 //!
 //! RX copy: a frame is copied out of the receive buffer into the worker's
 //! burst buffer while the receive call hands it over, and the buffer goes
@@ -36,6 +41,10 @@ use std::time::{Duration, Instant};
 const KERNEL_COUNTS_EVERY: Duration = Duration::from_millis(100);
 /// Longest idle wait.
 const IDLE_WAIT: Duration = Duration::from_millis(1);
+/// How long a worker that found a queue keeps polling without sleeping.
+/// Measured on veth at 64 bytes (`flowsteer rfc2544`): sleeping between
+/// bursts costs a cross-CPU wake-up per burst on the sender's CPU.
+const IDLE_SPIN: Duration = Duration::from_micros(200);
 /// Times a full AF_XDP transmit ring is drained and retried before the
 /// rest of a batch is dropped (`tx_failed`).
 const TX_RETRIES: usize = 64;
@@ -98,6 +107,7 @@ impl Worker {
     pub(crate) fn run(mut self) {
         let shared = self.shared.clone();
         let mut next_counts = Instant::now();
+        let mut spin_until = next_counts;
         loop {
             let stopping = shared.stop.load(Ordering::Acquire);
             let list = shared.ports.load();
@@ -118,12 +128,19 @@ impl Worker {
                     }
                 }
             }
-            if Instant::now() >= next_counts {
+            let now = Instant::now();
+            if now >= next_counts {
                 self.kernel_counts();
-                next_counts = Instant::now() + KERNEL_COUNTS_EVERY;
+                next_counts = now + KERNEL_COUNTS_EVERY;
             }
-            if got == 0 {
-                self.idle_wait();
+            if got >= shared.cfg.burst {
+                spin_until = now + IDLE_SPIN;
+            } else if got == 0 {
+                if now < spin_until {
+                    std::hint::spin_loop();
+                } else {
+                    self.idle_wait();
+                }
             }
         }
         self.kernel_counts();

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //!  ns G                 ns D (not for `none`)            ns R
-//!  gen0  <-- veth -->  dut0  [bridge | tc patch]  dut1  <-- veth -->  rcv0
+//!  gen0  <-- veth -->  dut0  [bridge | tc patch | flowsteer]  dut1  <-- veth -->  rcv0
 //!  (generator: AF_XDP tx)                          (receiver: XDP + AF_XDP rx)
 //! ```
 //!
@@ -17,7 +17,10 @@
 //! Every veth gets the same MTU (1500) and the kernel's default offloads,
 //! no IP address and no IPv6 link-local address (`addrgenmode none`: no
 //! router solicitations or MLD reports cross the DUT), and RPS off
-//! (`rps_cpus` 0). Traffic never leaves these namespaces.
+//! (`rps_cpus` 0): the kernel's DUTs forward in the sender's softirq, their
+//! fastest here. [`Topology::start`] pins the flowsteer bridge's worker to
+//! the DUT CPUs, and steers the kernel DUTs' receive work there (RPS) only
+//! when asked (`kernel_rps`). Traffic never leaves these namespaces.
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,6 +29,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub use flowsteer_netns::skip_reason;
 use flowsteer_netns::{ip, NetnsError};
 use serde::Serialize;
+
+use crate::bridge::BridgeDut;
 
 /// Prefix of every namespace the harness creates.
 pub const NS_PREFIX: &str = "fs2544-";
@@ -53,15 +58,23 @@ pub enum DutKind {
     /// Two existing interfaces of the caller's namespace (`--tx`, `--rx`)
     /// with a real device between them; the harness builds nothing.
     External,
+    /// `flowsteer bridge` with AF_XDP ports on `dut0` and `dut1`, started
+    /// in-process ([`crate::bridge`]), one worker on the DUT's CPU.
+    FlowsteerBridge,
+    /// The same with AF_PACKET ports.
+    FlowsteerBridgeAfpacket,
 }
 
 impl DutKind {
-    /// Parses `none`, `patch`, `linux-bridge`.
+    /// Parses `none`, `patch`, `linux-bridge`, `flowsteer-bridge`,
+    /// `flowsteer-bridge-afpacket`.
     pub fn parse(s: &str) -> Option<DutKind> {
         match s {
             "none" => Some(DutKind::None),
             "patch" => Some(DutKind::Patch),
             "linux-bridge" => Some(DutKind::LinuxBridge),
+            "flowsteer-bridge" => Some(DutKind::FlowsteerBridge),
+            "flowsteer-bridge-afpacket" => Some(DutKind::FlowsteerBridgeAfpacket),
             _ => None,
         }
     }
@@ -73,8 +86,28 @@ impl DutKind {
             DutKind::Patch => "patch",
             DutKind::LinuxBridge => "linux-bridge",
             DutKind::External => "external",
+            DutKind::FlowsteerBridge => "flowsteer-bridge",
+            DutKind::FlowsteerBridgeAfpacket => "flowsteer-bridge-afpacket",
         }
     }
+
+    /// The flowsteer bridge's port kind, for the userspace DUTs.
+    pub fn bridge_ports(&self) -> Option<flowsteer_bridge::PortKind> {
+        match self {
+            DutKind::FlowsteerBridge => Some(flowsteer_bridge::PortKind::Afxdp),
+            DutKind::FlowsteerBridgeAfpacket => Some(flowsteer_bridge::PortKind::Afpacket),
+            _ => None,
+        }
+    }
+}
+
+/// The hex CPU mask of `cpus` (for `rps_cpus`).
+fn cpu_mask(cpus: &[usize]) -> String {
+    let mut words = vec![0u32; cpus.iter().max().map_or(1, |m| m / 32 + 1)];
+    for &c in cpus {
+        words[c / 32] |= 1 << (c % 32);
+    }
+    words.iter().rev().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(",")
 }
 
 /// Runs a command inside a namespace (`ip netns exec NS ...`).
@@ -131,11 +164,13 @@ impl Ports {
     }
 }
 
-/// A built topology; dropping it removes its namespaces (and with them
-/// every veth, the bridge, the tc filters and any XDP program).
+/// A built topology; dropping it stops the flowsteer bridge (its XDP
+/// programs detached) and removes its namespaces (and with them every
+/// veth, the Linux bridge, the tc filters and any XDP program).
 #[derive(Debug)]
 pub struct Topology {
     kind: DutKind,
+    bridge: Option<BridgeDut>,
     gen_ns: String,
     dut_ns: Option<String>,
     rcv_ns: String,
@@ -149,7 +184,31 @@ fn mac_text(m: [u8; 6]) -> String {
 }
 
 impl Topology {
-    /// Builds `kind`. On an error, what was built is removed.
+    /// Builds `kind` with its forwarding on `dut_cpus` and starts it: for
+    /// the flowsteer bridge its worker is pinned to the first of them; for
+    /// the kernel's DUTs (`patch`, `linux-bridge`) with `kernel_rps`, RPS
+    /// on `dut0` and `dut1` sends their receive processing, hence the
+    /// forwarding, to these CPUs (without it, or with no CPUs: RPS off, the
+    /// forwarding runs in the sender's softirq). On an error, what was built is removed.
+    pub fn start(kind: DutKind, dut_cpus: &[usize], kernel_rps: bool) -> Result<Topology, crate::Error> {
+        let mut t = Topology::new(kind)?;
+        if let Some(d) = t.dut_ns.clone() {
+            if kind.bridge_ports().is_none() && kernel_rps && !dut_cpus.is_empty() {
+                let mask = cpu_mask(dut_cpus);
+                for dev in ["dut0", "dut1"] {
+                    exec_in(&d, &["sh", "-c", &format!("echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus")])?;
+                }
+            }
+            if let Some(ports) = kind.bridge_ports() {
+                t.bridge = Some(BridgeDut::start(&d, ports, dut_cpus)?);
+            }
+        }
+        Ok(t)
+    }
+
+    /// Builds `kind`'s namespaces, veths and, for the kernel's DUTs, the
+    /// forwarding; the flowsteer bridge is started by [`Topology::start`]
+    /// only. On an error, what was built is removed.
     pub fn new(kind: DutKind) -> Result<Topology, NetnsError> {
         let pid = std::process::id();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -158,6 +217,7 @@ impl Topology {
         let [k1, k2] = k.to_be_bytes();
         let mut t = Topology {
             kind,
+            bridge: None,
             gen_ns: format!("{base}-g"),
             dut_ns: (kind != DutKind::None).then(|| format!("{base}-d")),
             rcv_ns: format!("{base}-r"),
@@ -237,7 +297,7 @@ impl Topology {
                 }
                 ip(&["-n", &d, "link", "set", "br0", "up"])?;
             }
-            DutKind::None | DutKind::External => {}
+            DutKind::None | DutKind::External | DutKind::FlowsteerBridge | DutKind::FlowsteerBridgeAfpacket => {}
         }
         Ok(())
     }
@@ -284,6 +344,18 @@ impl Topology {
         self.rcv_mac
     }
 
+    /// The flowsteer bridge's counters now (`None` for other DUTs).
+    pub fn bridge_stats(&self) -> Option<flowsteer_bridge::BridgeStats> {
+        self.bridge.as_ref().and_then(BridgeDut::stats)
+    }
+
+    /// Stops the flowsteer bridge now (workers joined, XDP programs
+    /// detached), leaving the namespaces; returns its final counters
+    /// (`None` for other DUTs, or when already stopped).
+    pub fn stop_bridge(&mut self) -> Option<flowsteer_bridge::BridgeStats> {
+        self.bridge.take().and_then(|mut b| b.stop())
+    }
+
     /// Namespaces that exist now.
     pub fn namespaces(&self) -> &[String] {
         &self.created
@@ -291,6 +363,9 @@ impl Topology {
 
     /// Removes everything now (also done on drop); errors are ignored.
     pub fn remove(&mut self) {
+        // The bridge first: its workers hold sockets on the veths, and its
+        // XDP programs are detached before the interfaces go.
+        drop(self.bridge.take());
         for ns in self.created.drain(..).rev() {
             let _ = Command::new("ip").args(["netns", "del", &ns]).stdout(Stdio::null()).stderr(Stdio::null()).status();
         }

@@ -5,8 +5,9 @@
 //! |---|---|---|
 //! | [`search`] | the NDR/PDR binary search (RFC 2544 section 26.1, the MLRsearch practice): which rate to try next, for how long, and when to stop | none (sans-IO: trial results come in as arguments) |
 //! | [`frames`] | test frames: templates per flow and size (IMIX included), the per-frame stamp (stream, sequence, transmit time) with its checksum update | none |
-//! | [`dut`] | devices under test in namespaces of their own (`none`, `patch`, `linux-bridge`), removed on drop; [`dut::cleanup`] for what a killed run left | `ip`, `tc` |
+//! | [`dut`] | devices under test in namespaces of their own (`none`, `patch`, `linux-bridge`, `flowsteer-bridge`, `flowsteer-bridge-afpacket`), removed on drop; [`dut::cleanup`] for what a killed run left | `ip`, `tc` |
 //! | [`io`] | the sockets a trial drives: AF_XDP or AF_PACKET behind one `Port` | AF_XDP, AF_PACKET |
+//! | [`bridge`] | the flowsteer bridge as a DUT, started in-process in the DUT namespace; its own counts per trial | AF_XDP, AF_PACKET, threads |
 //! | [`live`] | the AF_XDP generator (token bucket, bursts, stamped frames) and receiver; a [`search::TrialRunner`] | AF_XDP, threads |
 //! | [`sweep`] | DUTs x frame sizes x repeats, the generator's ceiling, the machine, the report (`flowsteer.rfc2544.v1`) | all of the above |
 //! | [`spread`] | source ports per flow from the GF(2) planner, so the flows land evenly on N receive queues of an RSS configuration | none |
@@ -18,6 +19,7 @@
 //! tests implement with a simulated device (a loss curve).
 #![forbid(unsafe_code)]
 
+pub mod bridge;
 pub mod dut;
 pub mod frames;
 pub mod io;
@@ -51,6 +53,9 @@ pub enum Error {
     /// An AF_PACKET socket failed.
     #[error("AF_PACKET: {0}")]
     Packet(#[from] flowsteer_afpacket::Error),
+    /// The flowsteer bridge could not start as a DUT.
+    #[error("flowsteer bridge: {0}")]
+    Dut(String),
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),

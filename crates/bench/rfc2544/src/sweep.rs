@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::bridge::DutCounters;
 use crate::dut::{DutKind, Ports, Topology};
 use crate::frames::FrameSize;
 use crate::io::IoMode;
@@ -50,9 +51,15 @@ pub struct SweepConfig {
     pub gen_cpu: Option<usize>,
     /// CPU of the receiver thread.
     pub rx_cpu: Option<usize>,
-    /// CPUs given to the DUT (recorded; the kernel DUTs forward in the
-    /// sender's softirq, on the generator's CPU).
+    /// CPUs given to the DUT ([`Topology::start`]): the flowsteer bridge's
+    /// worker is pinned to the first; with `kernel_rps` the kernel's DUTs
+    /// get RPS on their ports to these CPUs. Empty: the bridge is not
+    /// pinned.
     pub dut_cpus: Vec<usize>,
+    /// RPS on the kernel DUTs' ports to `dut_cpus`; off (the default), they
+    /// forward in the sender's softirq on the generator's CPU, the kernel's
+    /// fastest placement on veth.
+    pub kernel_rps: bool,
     /// Search floor, frames/s.
     pub min_fps: f64,
     /// Two existing interfaces (transmit, receive) with a real device
@@ -94,6 +101,7 @@ impl SweepConfig {
             gen_cpu: None,
             rx_cpu: None,
             dut_cpus: Vec::new(),
+            kernel_rps: false,
             min_fps: 1000.0,
             external: None,
             latency_shares: vec![0.5, 0.9, 0.99],
@@ -202,6 +210,8 @@ pub struct TrialRow {
     pub valid: bool,
     /// The receiver's counts, latency and the softnet deltas.
     pub detail: TrialDetail,
+    /// The flowsteer bridge's own counts of the trial (`None` for other DUTs).
+    pub dut_counters: Option<DutCounters>,
 }
 
 /// One search.
@@ -288,6 +298,16 @@ pub struct ResultRow {
     pub thread_ns_per_frame: Option<f64>,
     /// The cost trial: its counts and busy time.
     pub cost_trial: Option<TrialDetail>,
+    /// CPU cost per frame of the DUT alone over the cost trial, ns: the
+    /// flowsteer bridge's worker threads' CPU time (schedstat), or for
+    /// the kernel's DUTs the irq + softirq time of the DUT CPUs
+    /// (`/proc/stat`, 10 ms steps; needs `dut_cpus`), per frame received.
+    /// Both include the receive work of the receiver's veth end that the
+    /// DUT's transmit runs on its CPU. Unlike `cpu_ns_per_frame`, other
+    /// work on the machine does not count.
+    pub dut_ns_per_frame: Option<f64>,
+    /// The flowsteer bridge's own counts of the cost trial.
+    pub cost_dut_counters: Option<DutCounters>,
     /// Each search.
     pub repeats: Vec<RepeatRow>,
     /// Latency at shares of the NDR (full-length trials after the searches).
@@ -355,6 +375,10 @@ pub enum Event<'a> {
 
 struct Recorder<'r> {
     runner: &'r mut LiveRunner,
+    /// The DUT, for the flowsteer bridge's own counts of each trial.
+    topo: Option<&'r Topology>,
+    /// Those counts, one per trial run (`None`: not a flowsteer bridge).
+    dut_counters: Vec<Option<DutCounters>>,
 }
 
 impl search::TrialRunner for Recorder<'_> {
@@ -362,7 +386,11 @@ impl search::TrialRunner for Recorder<'_> {
         &mut self,
         spec: &search::TrialSpec,
     ) -> Result<search::TrialOutcome, Box<dyn std::error::Error + Send + Sync>> {
-        self.runner.run_trial(spec)
+        let before = self.topo.and_then(Topology::bridge_stats);
+        let out = self.runner.run_trial(spec);
+        let after = self.topo.and_then(Topology::bridge_stats);
+        self.dut_counters.push(before.zip(after).map(|(b, a)| DutCounters::between(&b, &a)));
+        out
     }
 }
 
@@ -458,12 +486,12 @@ fn sweep(
         }
     }
     for &dut in &cfg.duts {
-        let topo = Topology::new(dut)?;
-        measure(cfg, &stop, on, report, dut, &topo.ports(), &ceilings, &baselines)?;
+        let topo = Topology::start(dut, &cfg.dut_cpus, cfg.kernel_rps)?;
+        measure(cfg, &stop, on, report, dut, &topo.ports(), Some(&topo), &ceilings, &baselines)?;
     }
     if let Some((tx, rx)) = &cfg.external {
         let ports = Ports::external(tx, rx)?;
-        measure(cfg, &stop, on, report, DutKind::External, &ports, &ceilings, &baselines)?;
+        measure(cfg, &stop, on, report, DutKind::External, &ports, None, &ceilings, &baselines)?;
     }
     Ok(())
 }
@@ -497,6 +525,7 @@ fn measure(
     report: &mut Report,
     dut: DutKind,
     ports: &Ports,
+    topo: Option<&Topology>,
     ceilings: &[f64],
     baselines: &[Option<(f64, f64)>],
 ) -> Result<(), Error> {
@@ -512,10 +541,12 @@ fn measure(
             on(Event::Search { dut, size, repeat: r });
             let first = runner.details.len();
             let scfg = cfg.search_config(gmax.max(2.0 * cfg.min_fps));
-            let out = search::run(scfg, &mut Recorder { runner: &mut runner }, &mut |s, rec| {
+            let mut rec = Recorder { runner: &mut runner, topo, dut_counters: Vec::new() };
+            let out = search::run(scfg, &mut rec, &mut |s, rec| {
                 on(Event::Trial { dut, size, record: rec, interval: s.interval() });
             })?;
-            for (rec, detail) in out.trials.iter().zip(&runner.details[first..]) {
+            let counters = std::mem::take(&mut rec.dut_counters);
+            for ((rec, detail), dut_counters) in out.trials.iter().zip(&runner.details[first..]).zip(counters) {
                 trials.push(TrialRow {
                     search: r,
                     offered_fps: rec.offered_fps,
@@ -527,6 +558,7 @@ fn measure(
                     full: rec.full,
                     valid: rec.valid,
                     detail: detail.clone(),
+                    dut_counters,
                 });
             }
             repeats.push(RepeatRow {
@@ -541,11 +573,24 @@ fn measure(
         let ndr = ndr_spread.map(|s| s.median).filter(|&m| m > 0.0);
         let pdr = pdr_spread.map(|s| s.median).filter(|&m| m > 0.0);
         let mut cost_trial = None;
+        let mut cost_dut_counters = None;
+        let mut dut_ns_per_frame = None;
         let mut cpu_ns_per_frame = None;
         let mut thread_ns_per_frame = None;
         if let Some(rate) = cfg.cost_rate {
             on(Event::Cost { dut, size });
+            let before = topo.and_then(Topology::bridge_stats);
+            let dut_ns = |t: &Topology| match t.bridge_stats() {
+                Some(_) => Some(crate::bridge::worker_cpu_ns()),
+                None => (!cfg.dut_cpus.is_empty()).then(|| crate::bridge::softirq_ns(&cfg.dut_cpus)),
+            };
+            let dut0 = topo.and_then(dut_ns);
             let (_, d) = runner.trial(rate, cfg.trial)?;
+            let dut1 = topo.and_then(dut_ns);
+            let after = topo.and_then(Topology::bridge_stats);
+            dut_ns_per_frame =
+                dut0.zip(dut1).filter(|_| d.received > 0).map(|(a, b)| b.saturating_sub(a) as f64 / d.received as f64);
+            cost_dut_counters = before.zip(after).map(|(b, a)| DutCounters::between(&b, &a));
             cpu_ns_per_frame = per_frame(&d).zip(baseline).map(|(c, b)| c - b.0);
             thread_ns_per_frame = per_frame_threads(&d).zip(baseline).map(|(c, b)| c - b.1);
             cost_trial = Some(d);
@@ -574,6 +619,8 @@ fn measure(
             cpu_ns_per_frame,
             thread_ns_per_frame,
             cost_trial,
+            cost_dut_counters,
+            dut_ns_per_frame,
             repeats,
             latency,
             trials,
