@@ -84,26 +84,6 @@ pub fn worker_cpu_ns() -> u64 {
         .sum()
 }
 
-/// Interrupt and softirq time of `cpus` so far, ns (`/proc/stat`, in
-/// [`crate::live::USER_HZ`] steps): where the kernel's DUTs forward.
-pub fn softirq_ns(cpus: &[usize]) -> u64 {
-    let Ok(text) = std::fs::read_to_string("/proc/stat") else { return 0 };
-    let ticks: u64 = text
-        .lines()
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(' ')?;
-            let cpu: usize = name.strip_prefix("cpu")?.parse().ok()?;
-            cpus.contains(&cpu).then_some(rest)
-        })
-        .map(|rest| {
-            let f: Vec<u64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0)).collect();
-            // user nice system idle iowait irq softirq
-            f.get(5).copied().unwrap_or(0) + f.get(6).copied().unwrap_or(0)
-        })
-        .sum();
-    ticks * (1_000_000_000 / crate::live::USER_HZ)
-}
-
 impl Drop for BridgeDut {
     fn drop(&mut self) {
         self.stop();

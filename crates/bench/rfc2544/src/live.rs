@@ -187,21 +187,37 @@ pub fn thread_user_sys_ns() -> (u64, u64) {
 /// architecture it runs on): CPU time is accounted in 10 ms steps per CPU.
 pub const USER_HZ: u64 = 100;
 
+/// CPU time of `/proc/stat`'s per-CPU lines accepted by `cpu`, summed
+/// over the fields at `fields` (user 0, nice 1, system 2, idle 3, iowait
+/// 4, irq 5, softirq 6, steal 7), ns in [`USER_HZ`] steps.
+fn proc_stat_ns(cpu: impl Fn(usize) -> bool, fields: &[usize]) -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else { return 0 };
+    let ticks: u64 = text
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(' ')?;
+            let n: usize = name.strip_prefix("cpu")?.parse().ok()?;
+            cpu(n).then_some(rest)
+        })
+        .map(|rest| {
+            let f: Vec<u64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0)).collect();
+            fields.iter().map(|&i| f.get(i).copied().unwrap_or(0)).sum::<u64>()
+        })
+        .sum();
+    ticks * (1_000_000_000 / USER_HZ)
+}
+
 /// Busy time of every CPU so far, ns: user + nice + system + irq + softirq
 /// of `/proc/stat` (idle, iowait and steal excluded; guest time is already
 /// in user).
 pub fn cpu_busy_ns() -> u64 {
-    let Ok(text) = std::fs::read_to_string("/proc/stat") else { return 0 };
-    let ticks: u64 = text
-        .lines()
-        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
-        .map(|l| {
-            let f: Vec<u64> = l.split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0)).collect();
-            // user nice system idle iowait irq softirq steal
-            [0usize, 1, 2, 5, 6].iter().map(|&i| f.get(i).copied().unwrap_or(0)).sum::<u64>()
-        })
-        .sum();
-    ticks * (1_000_000_000 / USER_HZ)
+    proc_stat_ns(|_| true, &[0, 1, 2, 5, 6])
+}
+
+/// Interrupt and softirq time of `cpus` so far, ns (`/proc/stat`, in
+/// [`USER_HZ`] steps): where the kernel's DUTs forward.
+pub fn softirq_ns(cpus: &[usize]) -> u64 {
+    proc_stat_ns(|c| cpus.contains(&c), &[5, 6])
 }
 
 /// CPU time of the calling thread so far, ns (`/proc/thread-self/schedstat`,

@@ -582,7 +582,7 @@ fn measure(
             let before = topo.and_then(Topology::bridge_stats);
             let dut_ns = |t: &Topology| match t.bridge_stats() {
                 Some(_) => Some(crate::bridge::worker_cpu_ns()),
-                None => (!cfg.dut_cpus.is_empty()).then(|| crate::bridge::softirq_ns(&cfg.dut_cpus)),
+                None => (!cfg.dut_cpus.is_empty()).then(|| crate::live::softirq_ns(&cfg.dut_cpus)),
             };
             let dut0 = topo.and_then(dut_ns);
             let (_, d) = runner.trial(rate, cfg.trial)?;
