@@ -21,9 +21,14 @@ use flowsteer_fdb::PortId;
 use flowsteer_xsk::{AttachConfig, Claim, XdpProgram, XskConfig, XskSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Most receive queues opened per AF_XDP port.
 pub const MAX_QUEUES: u32 = 64;
+/// How long opening an AF_XDP queue is retried while the kernel still
+/// releases the socket that had it (a port removed and added back: the
+/// queue is freed by a kernel worker after the close, later under load).
+const BUSY_RETRY: Duration = Duration::from_secs(2);
 
 /// What one worker owns of one port. Not shared: only that worker uses it.
 #[derive(Debug, Default)]
@@ -98,7 +103,7 @@ pub(crate) fn open(
             }
             let mut queues = 0u32;
             for q in 0..MAX_QUEUES {
-                match XskSocket::open(&spec.iface, q, &sock_cfg) {
+                match open_queue(&spec.iface, q, &sock_cfg) {
                     Ok(s) => {
                         prog.register(&s).map_err(|e| e.to_string())?;
                         handles[q as usize % workers].xsk.push(s);
@@ -156,4 +161,17 @@ pub(crate) fn open(
         up: AtomicBool::new(true),
     };
     Ok((port, warnings))
+}
+
+/// [`XskSocket::open`], retried for [`BUSY_RETRY`] while the queue is busy.
+fn open_queue(iface: &str, q: u32, cfg: &XskConfig) -> Result<XskSocket, flowsteer_xsk::Error> {
+    let deadline = Instant::now() + BUSY_RETRY;
+    loop {
+        match XskSocket::open(iface, q, cfg) {
+            Err(e) if e.kind() == flowsteer_xsk::ErrorKind::Busy && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r,
+        }
+    }
 }
