@@ -130,12 +130,14 @@ pub(crate) fn open(
         PortKind::Afpacket => {
             for h in handles.iter_mut() {
                 // A block goes to the worker when full or 1 ms old, so a
-                // block is about 1 ms of frames at low rates: 64 blocks of
-                // 128 KiB (8 MiB) ride out a worker descheduled for 64 ms,
-                // where 8 blocks of 1 MiB (the same 8 MiB) overflowed after 8.
+                // block is about 1 ms of frames at low rates: 256 blocks of
+                // 32 KiB (8 MiB) ride out a worker descheduled for 256 ms
+                // (on a loaded 2-CPU machine, 64 blocks of 128 KiB overflowed
+                // in the live tests). A block holds any frame the bridge
+                // can send (MTU + 18 up to 32 KiB; longer is `too_big`).
                 let cfg = RxConfig {
-                    block_size: 128 << 10,
-                    block_count: 64,
+                    block_size: 32 << 10,
+                    block_count: 256,
                     retire_blk_tov_ms: 1,
                     fill_rxhash: false,
                     fanout: (workers > 1).then(|| Fanout::new(group, FanoutMode::Hash)),
