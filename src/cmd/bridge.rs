@@ -25,10 +25,13 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
     };
     cfg.validate().map_err(|e| crate::cmd::usage(e.to_string()))?;
     let stop = flowsteer_live::stop_on_signals()?;
+    let ctl_path = args.ctl.clone().unwrap_or_else(|| PathBuf::from(flowsteer_bridge::ctl::DEFAULT_CTL_PATH));
+    // The path is taken before any port is opened: a second bridge on it
+    // is refused without touching the ports of the first.
+    let ctl_socket = flowsteer_bridge::ctl::bind(&ctl_path).context("control socket")?;
     let bridge = Bridge::start(cfg).context("starting the bridge")?;
     crate::cmd::warn_all(bridge.warnings());
-    let ctl_path = args.ctl.clone().unwrap_or_else(|| PathBuf::from(flowsteer_bridge::ctl::DEFAULT_CTL_PATH));
-    let _ctl = flowsteer_bridge::ctl::serve(&ctl_path, bridge.control()).context("control socket")?;
+    let _ctl = ctl_socket.serve(bridge.control()).context("control socket")?;
     let _metrics = match args.metrics {
         Some(addr) => Some(flowsteer_bridge::metrics::serve(addr, bridge.control()).context("metrics endpoint")?),
         None => None,

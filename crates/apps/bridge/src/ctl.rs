@@ -2,8 +2,11 @@
 //! [`Request`] per line and one JSON
 //! [`Response`] per line back.
 //!
-//! # Server ([`serve`])
+//! # Server ([`serve`], or [`bind`] then [`CtlSocket::serve`])
 //!
+//! * **One bridge per path.** [`bind`] takes the path before the bridge
+//!   opens any port: a second bridge given the same path is refused
+//!   ([`BridgeError::AlreadyServing`]) while the first is still starting.
 //! * **Who may talk to it.** The socket is mode 0600: only the bridge's
 //!   user (and root) can connect. It is bound inside a fresh directory of
 //!   mode 0700 next to the final path, set to 0600 there, then hard-linked
@@ -86,11 +89,7 @@ impl Drop for CtlServer {
         if let Some(h) = self.accept.take() {
             let _ = h.join();
         }
-        if let Ok(m) = fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.file {
-                let _ = fs::remove_file(&self.path);
-            }
-        }
+        remove_if_same(&self.path, self.file);
     }
 }
 
@@ -98,30 +97,90 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> BridgeError {
     move |source| BridgeError::Io { what, source }
 }
 
-/// Serves `control` on a Unix socket at `path` (mode 0600) until the
-/// returned [`CtlServer`] is dropped.
+/// A control socket bound at its path (mode 0600) that answers nobody
+/// yet: it holds the path, so a second bridge given the same path is
+/// refused before it opens anything. A client connecting meanwhile waits
+/// (in the listen backlog) until [`CtlSocket::serve`]. Dropping it removes
+/// the socket file if it is still the one it created.
+pub struct CtlSocket {
+    path: PathBuf,
+    /// (device, inode) of the socket file it created: only that file is removed.
+    file: (u64, u64),
+    listener: Option<UnixListener>,
+}
+
+impl CtlSocket {
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts answering requests with `control` until the returned
+    /// [`CtlServer`] is dropped.
+    pub fn serve(mut self, control: Arc<dyn Control>) -> Result<CtlServer, BridgeError> {
+        let path = self.path.clone();
+        // Always there: `serve` consumes the socket, and only it takes the listener.
+        let listener = self.listener.take().ok_or_else(|| BridgeError::Io {
+            what: format!("control socket {}", path.display()),
+            source: std::io::Error::other("served twice"),
+        })?;
+        let started = listener
+            .set_nonblocking(true)
+            .map_err(io_err(format!("control socket {}: set nonblocking", path.display())))
+            .and_then(|()| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let thread_stop = stop.clone();
+                std::thread::Builder::new()
+                    .name("bridge-ctl".into())
+                    .spawn(move || accept_loop(listener, control, thread_stop))
+                    .map(|h| (stop, h))
+                    .map_err(io_err("control socket: spawn its thread".into()))
+            });
+        match started {
+            Ok((stop, accept)) => Ok(CtlServer { path, file: self.file, stop, accept: Some(accept) }),
+            Err(e) => {
+                remove_if_same(&path, self.file);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for CtlSocket {
+    fn drop(&mut self) {
+        if self.listener.take().is_some() {
+            remove_if_same(&self.path, self.file);
+        }
+    }
+}
+
+/// Removes `path` if it is still the file `file` (device, inode).
+fn remove_if_same(path: &Path, file: (u64, u64)) {
+    if let Ok(m) = fs::symlink_metadata(path) {
+        if (m.dev(), m.ino()) == file {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+/// Binds a control socket at `path` (mode 0600) without answering yet:
+/// the path is taken from here on (see [`CtlSocket`]).
 ///
-/// Refuses ([`BridgeError::AlreadyServing`]) when a bridge already answers
-/// on `path`; removes a stale socket file (nothing listening); refuses to
-/// remove anything at `path` that is not a socket.
-pub fn serve(path: &Path, control: Arc<dyn Control>) -> Result<CtlServer, BridgeError> {
+/// Refuses ([`BridgeError::AlreadyServing`]) when a bridge already holds
+/// `path` (serving, or bound and starting); removes a stale socket file
+/// (nothing listening); refuses ([`BridgeError::NotASocket`]) to remove
+/// anything at `path` that is not a socket.
+pub fn bind(path: &Path) -> Result<CtlSocket, BridgeError> {
     remove_stale(path)?;
     let (listener, file) = bind_private(path)?;
-    listener.set_nonblocking(true).map_err(io_err(format!("control socket {}: set nonblocking", path.display())))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread_stop = stop.clone();
-    let accept = std::thread::Builder::new()
-        .name("bridge-ctl".into())
-        .spawn(move || accept_loop(listener, control, thread_stop))
-        .map_err(io_err("control socket: spawn its thread".into()));
-    let accept = match accept {
-        Ok(h) => h,
-        Err(e) => {
-            let _ = fs::remove_file(path);
-            return Err(e);
-        }
-    };
-    Ok(CtlServer { path: path.to_path_buf(), file, stop, accept: Some(accept) })
+    Ok(CtlSocket { path: path.to_path_buf(), file, listener: Some(listener) })
+}
+
+/// Serves `control` on a Unix socket at `path` (mode 0600) until the
+/// returned [`CtlServer`] is dropped: [`bind`] then [`CtlSocket::serve`],
+/// with the same refusals.
+pub fn serve(path: &Path, control: Arc<dyn Control>) -> Result<CtlServer, BridgeError> {
+    bind(path)?.serve(control)
 }
 
 /// Clears `path` for a new socket: nothing there, or a socket nobody listens on (removed).

@@ -21,9 +21,14 @@ use flowsteer_fdb::PortId;
 use flowsteer_xsk::{AttachConfig, Claim, XdpProgram, XskConfig, XskSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Most receive queues opened per AF_XDP port.
 pub const MAX_QUEUES: u32 = 64;
+/// How long opening an AF_XDP queue is retried while the kernel still
+/// releases the socket that had it (a port removed and added back: the
+/// queue is freed by a kernel worker after the close, later under load).
+const BUSY_RETRY: Duration = Duration::from_secs(2);
 
 /// What one worker owns of one port. Not shared: only that worker uses it.
 #[derive(Debug, Default)]
@@ -101,7 +106,7 @@ pub(crate) fn open(
             }
             let mut queues = 0u32;
             for q in 0..MAX_QUEUES {
-                match XskSocket::open(&spec.iface, q, &sock_cfg) {
+                match open_queue(&spec.iface, q, &sock_cfg) {
                     Ok(s) => {
                         prog.register(&s).map_err(|e| e.to_string())?;
                         handles[q as usize % workers].xsk.push(s);
@@ -128,12 +133,14 @@ pub(crate) fn open(
         PortKind::Afpacket => {
             for h in handles.iter_mut() {
                 // A block goes to the worker when full or 1 ms old, so a
-                // block is about 1 ms of frames at low rates: 64 blocks of
-                // 128 KiB (8 MiB) ride out a worker descheduled for 64 ms,
-                // where 8 blocks of 1 MiB (the same 8 MiB) overflowed after 8.
+                // block is about 1 ms of frames at low rates: 256 blocks of
+                // 32 KiB (8 MiB) ride out a worker descheduled for 256 ms
+                // (on a loaded 2-CPU machine, 64 blocks of 128 KiB overflowed
+                // in the live tests). A block holds any frame the bridge
+                // can send (MTU + 18 up to 32 KiB; longer is `too_big`).
                 let cfg = RxConfig {
-                    block_size: 128 << 10,
-                    block_count: 64,
+                    block_size: 32 << 10,
+                    block_count: 256,
                     retire_blk_tov_ms: 1,
                     fill_rxhash: false,
                     fanout: (workers > 1).then(|| Fanout::new(group, FanoutMode::Hash)),
@@ -159,4 +166,17 @@ pub(crate) fn open(
         up: AtomicBool::new(true),
     };
     Ok((port, warnings))
+}
+
+/// [`XskSocket::open`], retried for [`BUSY_RETRY`] while the queue is busy.
+fn open_queue(iface: &str, q: u32, cfg: &XskConfig) -> Result<XskSocket, flowsteer_xsk::Error> {
+    let deadline = Instant::now() + BUSY_RETRY;
+    loop {
+        match XskSocket::open(iface, q, cfg) {
+            Err(e) if e.kind() == flowsteer_xsk::ErrorKind::Busy && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r,
+        }
+    }
 }

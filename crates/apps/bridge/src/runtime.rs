@@ -371,18 +371,6 @@ impl Writer {
         rows.into_iter().map(|r| r.3).collect()
     }
 
-    fn replace_list(&self, ports: Vec<Arc<PortShared>>) {
-        let version = self.shared.ports.load().version + 1;
-        self.shared.ports.store(Arc::new(PortList { version, ports }));
-        let deadline = Instant::now() + ACK_TIMEOUT;
-        while Instant::now() < deadline
-            && self.shared.acks.iter().any(|a| a.load(Ordering::Acquire) < version)
-            && !self.shared.stop.load(Ordering::Relaxed)
-        {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-
     fn port_add(&mut self, spec: crate::api::PortSpec) -> Response {
         let list = self.shared.ports.load_full();
         if list.ports.iter().any(|p| p.spec.iface == spec.iface) {
@@ -396,13 +384,7 @@ impl Writer {
         match port::open(id, &spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(self.next_id)) {
             Ok((p, warnings)) => {
                 self.next_id += 1;
-                let p = Arc::new(p);
-                if let Ok(mut all) = self.shared.all_ports.lock() {
-                    all.push(p.clone());
-                }
-                let mut ports = list.ports.clone();
-                ports.push(p);
-                self.replace_list(ports);
+                add_member(&self.shared, Arc::new(p));
                 let mut detail = format!("added {spec}");
                 for w in warnings {
                     detail.push_str("; ");
@@ -419,17 +401,50 @@ impl Writer {
         let Some(gone) = list.ports.iter().find(|p| p.spec.iface == iface).cloned() else {
             return Response::Error { message: format!("{iface} is not a member port") };
         };
-        let ports: Vec<Arc<PortShared>> = list.ports.iter().filter(|p| p.id != gone.id).cloned().collect();
-        self.replace_list(ports);
-        gone.member.store(false, Ordering::Relaxed);
-        // Sources the workers saw on the port until they acknowledged the
-        // new list are still in their event queues: learn them first, so
-        // that removing the port's entries removes them too.
-        self.fdb.drain();
-        let n = self.fdb.remove_port(gone.id);
-        detach(&gone);
+        let n = remove_member(&self.shared, &mut self.fdb, &gone);
         Response::Ok { detail: format!("removed {iface} ({n} entries flushed)") }
     }
+}
+
+/// Publishes a new member list and waits (at most [`ACK_TIMEOUT`]) until
+/// every worker has taken it.
+fn replace_list(shared: &Shared, ports: Vec<Arc<PortShared>>) {
+    let version = shared.ports.load().version + 1;
+    shared.ports.store(Arc::new(PortList { version, ports }));
+    let deadline = Instant::now() + ACK_TIMEOUT;
+    while Instant::now() < deadline
+        && shared.acks.iter().any(|a| a.load(Ordering::Acquire) < version)
+        && !shared.stop.load(Ordering::Relaxed)
+    {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Makes the opened port `p` a member (writer only).
+pub(crate) fn add_member(shared: &Shared, p: Arc<PortShared>) {
+    if let Ok(mut all) = shared.all_ports.lock() {
+        all.push(p.clone());
+    }
+    let mut ports = shared.ports.load().ports.clone();
+    ports.push(p);
+    replace_list(shared, ports);
+}
+
+/// Takes the member `gone` out (writer only): a new list the workers
+/// acknowledge (they hand its sockets back), then its entries removed
+/// from the table and its sockets and program closed. Returns how many
+/// entries were removed.
+pub(crate) fn remove_member(shared: &Shared, fdb: &mut FdbWriter, gone: &Arc<PortShared>) -> usize {
+    let ports = shared.ports.load().ports.iter().filter(|p| p.id != gone.id).cloned().collect();
+    replace_list(shared, ports);
+    gone.member.store(false, Ordering::Relaxed);
+    // Sources the workers saw on the port until they acknowledged the
+    // new list are still in their event queues: learn them first, so
+    // that removing the port's entries removes them too.
+    fdb.drain();
+    let n = fdb.remove_port(gone.id);
+    detach(gone);
+    n
 }
 
 /// `aa:bb:cc:dd:ee:ff` (hex digits in either case).
@@ -446,7 +461,7 @@ pub fn parse_mac(s: &str) -> Option<Mac> {
     parts.next().is_none().then_some(Mac(m))
 }
 
-fn stats(sh: &Shared) -> BridgeStats {
+pub(crate) fn stats(sh: &Shared) -> BridgeStats {
     let all = sh.all_ports.lock().map(|a| a.clone()).unwrap_or_default();
     let nworkers = sh.workers.len();
     let mut ports = Vec::new();

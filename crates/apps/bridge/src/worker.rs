@@ -490,3 +490,6 @@ fn xsk_send(sock: &mut flowsteer_xsk::XskSocket, frames: &[&[u8]]) -> usize {
     }
     done
 }
+
+#[cfg(test)]
+mod stress;

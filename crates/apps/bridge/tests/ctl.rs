@@ -113,6 +113,33 @@ fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     assert_eq!(std::fs::read(&not_a_socket).unwrap(), b"keep me");
 }
 
+#[test]
+fn a_bound_socket_holds_its_path_before_it_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ctl.sock");
+    let bound = ctl::bind(&path).unwrap();
+    assert_eq!(bound.path(), path);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    // Bound, not answering yet: another server is refused all the same.
+    for e in [ctl::bind(&path).err().expect("refused"), ctl::serve(&path, Arc::new(Fake::default())).err().unwrap()] {
+        assert!(matches!(e, BridgeError::AlreadyServing(_)), "{e:?}");
+    }
+    // A client that connected meanwhile is answered once it serves.
+    let early = std::thread::spawn({
+        let path = path.clone();
+        move || ctl::request(&path, &Request::FdbShow)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let server = bound.serve(Arc::new(Fake::default())).unwrap();
+    assert!(matches!(early.join().unwrap().unwrap(), Response::Fdb { .. }));
+    drop(server);
+    assert!(!path.exists());
+
+    // Dropped before it serves (the bridge did not start): the file goes.
+    drop(ctl::bind(&path).unwrap());
+    assert!(!path.exists(), "a bound socket's file is removed on drop");
+}
+
 fn answer_then_closed(stream: &UnixStream) -> Response {
     let mut r = BufReader::new(stream);
     let a: Response = serde_json::from_str(&line(&mut r)).unwrap();

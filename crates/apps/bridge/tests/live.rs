@@ -10,6 +10,7 @@ use flowsteer_netns::{skip_reason, Star};
 use std::time::{Duration, Instant};
 
 fn three_hosts(kind: PortKind, tag: &str) {
+    let _one = common::one_at_a_time();
     if let Some(why) = skip_reason() {
         println!("skipped: {why}");
         return;

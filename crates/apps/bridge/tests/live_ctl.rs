@@ -31,6 +31,7 @@ fn scrape(addr: SocketAddr) -> String {
 }
 
 fn socket_and_scrape_agree(kind: PortKind, tag: &str) {
+    let _one = common::one_at_a_time();
     if common::skip() {
         return;
     }

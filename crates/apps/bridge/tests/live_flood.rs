@@ -1,30 +1,30 @@
 //! A MAC flood: host 1 sends 100,000 frames with random source MACs while
 //! hosts 2 and 3 exchange sequenced UDP flows through the bridge. The table
 //! stays within its limit and says so (`not_learned_full`), the process
-//! stays under 64 MiB resident, and the flows between 2 and 3 arrive
+//! grows by less than 64 MiB resident, and the flows between 2 and 3 arrive
 //! complete and in order. Root only; prints "skipped: <reason>" otherwise.
 //!
-//! The tests of this file run one at a time (their resident sizes are of
-//! one process).
+//! The tests of this file run one at a time ([`common::one_at_a_time`]:
+//! their resident sizes are of one process).
 
 mod common;
 
 use common::{assert_conserved, fdb, ping, random_mac, raw_frames, reset_hwm, start, status_kib, udp_flow};
 use flowsteer_bridge::PortKind;
 use flowsteer_netns::Star;
-use std::sync::Mutex;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const FLOOD: u64 = 100_000;
 const FLOOD_RATE: u32 = 25_000;
 const FLOW: u32 = 20_000;
 const FLOW_RATE: u32 = 5_000;
-/// Resident-size ceiling of the whole test process while bridging.
+/// Most the process's resident size grows while bridging (over its size
+/// before the bridge starts: a test that failed earlier in this process
+/// may have left memory resident, such as its printed backtrace's debug
+/// information).
 const MAX_RSS_KIB: u64 = 64 * 1024;
 
 fn flood(kind: PortKind, tag: &str, max_learned: usize) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = common::one_at_a_time();
     if common::skip() {
         return;
     }
@@ -46,21 +46,34 @@ fn flood(kind: PortKind, tag: &str, max_learned: usize) {
         f.wait().assert_complete_with(FLOW, what, ctl.as_ref());
     }
 
-    let s = common::stats(ctl.as_ref());
+    let dev1 = star.hub_dev(1).to_string();
+    let s = common::stats_when(ctl.as_ref(), |s| common::port(s, &dev1).received >= FLOOD);
     let hwm = status_kib("VmHWM");
     let rss_now = status_kib("VmRSS");
     println!(
         "{kind:?} max_learned {max_learned}: VmRSS before {rss_before} KiB, VmHWM while bridging {hwm} KiB, VmRSS after {rss_now} KiB; fdb {:?}",
         s.fdb
     );
-    assert!(hwm < MAX_RSS_KIB, "resident peak {hwm} KiB >= {MAX_RSS_KIB} KiB");
+    assert!(
+        hwm - rss_before < MAX_RSS_KIB,
+        "resident peak {hwm} KiB, {rss_before} KiB before: grew >= {MAX_RSS_KIB} KiB"
+    );
     assert_conserved(&s);
     let p1 = common::port(&s, star.hub_dev(1));
     assert_eq!(p1.received, FLOOD, "{p1:?}");
     assert!(s.fdb.learned_entries <= max_learned as u64, "{:?}", s.fdb);
     assert_eq!(s.fdb.entries, s.fdb.learned_entries);
-    let rows = fdb(ctl.as_ref());
-    assert_eq!(rows.len() as u64, s.fdb.entries);
+    // The writer may still be learning queued sources: the table read
+    // between two equal counts is the one they count.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (rows, entries) = loop {
+        let before = common::stats(ctl.as_ref()).fdb.entries;
+        let rows = fdb(ctl.as_ref());
+        if common::stats(ctl.as_ref()).fdb.entries == before || std::time::Instant::now() >= deadline {
+            break (rows, before);
+        }
+    };
+    assert_eq!(rows.len() as u64, entries);
     if max_learned < FLOOD as usize / 10 {
         // Full: exactly at the limit, the rest counted.
         assert_eq!(s.fdb.learned_entries, max_learned as u64, "{:?}", s.fdb);
@@ -75,10 +88,16 @@ fn flood(kind: PortKind, tag: &str, max_learned: usize) {
     let end = bridge.stop();
     assert_conserved(&end);
     // Every flooding source is accounted for (the final counters hold the
-    // workers' last copies): learned, not learned (full), or its learning
-    // event dropped or suppressed.
+    // workers' last copies): learned, not learned (full), its learning
+    // event dropped or suppressed, or its frame dropped by the kernel
+    // before the bridge saw it (a flood at 25,000 a second may overflow
+    // the port's receive ring; counted, and in `received` above).
     let f = &end.fdb;
-    assert!(f.learned + f.not_learned_full + f.events_dropped + f.events_suppressed >= FLOOD, "{f:?}");
+    let kernel = common::port(&end, &dev1).dropped.get("kernel").copied().unwrap_or(0);
+    assert!(
+        f.learned + f.not_learned_full + f.events_dropped + f.events_suppressed + kernel >= FLOOD,
+        "{f:?}, kernel {kernel}"
+    );
 }
 
 #[test]

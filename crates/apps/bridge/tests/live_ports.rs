@@ -16,6 +16,7 @@ const FLOW_RATE: u32 = 5_000;
 const ROUNDS: usize = 4;
 
 fn churn(kind: PortKind, tag: &str) {
+    let _one = common::one_at_a_time();
     if common::skip() {
         return;
     }

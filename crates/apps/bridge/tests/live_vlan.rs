@@ -20,6 +20,7 @@ fn sh(args: &[&str]) {
 }
 
 fn vlans(kind: PortKind, tag: &str) {
+    let _one = common::one_at_a_time();
     if common::skip() {
         return;
     }

@@ -576,11 +576,14 @@ impl XdpReasons {
 /// The XDP program attached to one interface, with its maps.
 ///
 /// Attached through a bpf_link: dropping this value (or the process dying)
-/// detaches the program; nothing is left behind on the interface.
+/// detaches the program; nothing is left behind on the interface. The drop
+/// detaches the link explicitly before closing it, so the program is gone
+/// when the drop returns, also while a child process forked meanwhile
+/// still holds a copy of the link's file.
 #[derive(Debug)]
 pub struct XdpProgram {
-    // Dropped first: closing the link detaches the program.
-    _link: OwnedFd,
+    // Dropped first: closing the link detaches the program (when no copy is left).
+    link: OwnedFd,
     _prog: OwnedFd,
     map: OwnedFd,
     _claims: OwnedFd,
@@ -592,6 +595,13 @@ pub struct XdpProgram {
     max_queues: u32,
     claim: Claim,
     max_frame_len: Option<u32>,
+}
+
+impl Drop for XdpProgram {
+    fn drop(&mut self) {
+        // Fails only on kernels before 5.9; the close then detaches.
+        let _ = sys::link_detach(&self.link);
+    }
 }
 
 impl XdpProgram {
@@ -648,7 +658,7 @@ impl XdpProgram {
             },
         };
         Ok(XdpProgram {
-            _link: link,
+            link,
             _prog: prog,
             map,
             _claims: claims,

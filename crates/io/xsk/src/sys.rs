@@ -32,6 +32,7 @@ const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
 const BPF_PROG_LOAD: u32 = 5;
 const BPF_LINK_CREATE: u32 = 28;
+const BPF_LINK_DETACH: u32 = 34;
 
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
@@ -88,6 +89,12 @@ struct LinkCreateAttr {
     target_ifindex: u32,
     attach_type: u32,
     flags: u32,
+}
+
+/// `bpf_attr` for BPF_LINK_DETACH.
+#[repr(C)]
+struct LinkDetachAttr {
+    link_fd: u32,
 }
 
 /// bpf(2). `T` is one of the `#[repr(C)]` attr structs above, which have no
@@ -226,11 +233,20 @@ pub(crate) fn prog_load_xdp(insns: &[Insn], license: &str, name: &str, log: Opti
 }
 
 /// Attaches an XDP program to an interface through a bpf_link: the program
-/// stays attached exactly as long as the returned fd lives.
+/// stays attached as long as the returned fd (or a copy of it) lives, or
+/// until [`link_detach`].
 pub(crate) fn link_create_xdp(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
     let mut attr =
         LinkCreateAttr { prog_fd: prog.as_raw_fd() as u32, target_ifindex: ifindex, attach_type: BPF_XDP, flags };
     fd_from(bpf(BPF_LINK_CREATE, &mut attr)?)
+}
+
+/// Detaches `link` from its hook now (kernel 5.9+), however many copies of
+/// its file exist: closing only detaches once the last copy is closed, and
+/// a process forked meanwhile holds a copy until it execs or exits.
+pub(crate) fn link_detach(link: &OwnedFd) -> io::Result<()> {
+    let mut attr = LinkDetachAttr { link_fd: link.as_raw_fd() as u32 };
+    bpf(BPF_LINK_DETACH, &mut attr).map(|_| ())
 }
 
 /// if_nametoindex(3) in the calling thread's network namespace.

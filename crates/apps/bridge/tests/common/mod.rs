@@ -14,8 +14,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Held for its whole run by each live test of a test binary that bridges
+/// traffic: they run one at a time. On a machine of two CPUs, two or three
+/// bridges with their senders and receivers at once leave each worker a
+/// third of a CPU, in slices far apart enough to overflow its receive
+/// rings; one at a time, the figures each test checks (lossless, in order,
+/// counters adding up) are those of one bridge. Tests of different
+/// binaries never overlap (`cargo test` runs binaries one after another).
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// True (and "skipped: why" printed) when live tests cannot run here.
 pub fn skip() -> bool {
@@ -65,6 +78,20 @@ pub fn stats(ctl: &dyn Control) -> BridgeStats {
     match ctl.request(Request::Stats) {
         Response::Stats { stats } => *stats,
         other => panic!("{other:?}"),
+    }
+}
+
+/// The counters once `ready` holds of them, or after 2 s (then as they
+/// are): the workers copy their sockets' kernel drop counts only every
+/// 100 ms, so frames just received may not be in the sums yet.
+pub fn stats_when(ctl: &dyn Control, ready: impl Fn(&BridgeStats) -> bool) -> BridgeStats {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let s = stats(ctl);
+        if ready(&s) || Instant::now() >= deadline {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

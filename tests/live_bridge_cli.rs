@@ -1,0 +1,163 @@
+//! `flowsteer bridge` from start to stop, live: the built binary runs in
+//! the hub of a star of two hosts (`ip netns exec`) over AF_XDP ports.
+//!
+//! * `bridge-ctl fdb show` lists both hosts (after a ping) in iproute2's
+//!   `bridge fdb show` shape, each on its own port; `stats --json` parses;
+//! * a second `flowsteer bridge` given the same `--ctl` path is refused
+//!   before it opens any port: it exits nonzero naming the path, and the
+//!   first keeps its ports, its socket and its traffic;
+//! * SIGTERM: exit 0, the final table printed with `conservation: ok`, no
+//!   XDP program left on the ports, the socket file removed.
+//!
+//! Root only (skipped with a printed reason otherwise).
+
+#[allow(dead_code)] // only `TempDir` is used here
+mod common;
+
+use common::TempDir;
+use flowsteer_netns::{skip_reason, Star};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_flowsteer");
+
+/// `flowsteer ARGS` in the hub, its output collected; killed on drop.
+struct Running {
+    child: Child,
+    out: Option<JoinHandle<String>>,
+    err: Option<JoinHandle<String>>,
+}
+
+fn collect(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+impl Running {
+    fn spawn(star: &Star, args: &[&str]) -> Running {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", star.hub_ns(), BIN])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn flowsteer");
+        let out = Some(collect(child.stdout.take().unwrap()));
+        let err = Some(collect(child.stderr.take().unwrap()));
+        Running { child, out, err }
+    }
+
+    /// Sends SIGTERM and waits (at most 20 s) for the exit.
+    fn terminate(mut self) -> (ExitStatus, String, String) {
+        // `ip netns exec` execs the binary: the child's pid is the bridge's.
+        let kill = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(kill.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "the bridge did not exit within 20 s of SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let out = self.out.take().unwrap().join().unwrap();
+        let err = self.err.take().unwrap().join().unwrap();
+        (status, out, err)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ctl(path: &Path, args: &[&str]) -> Output {
+    Command::new(BIN).args(["bridge-ctl", "--ctl", path.to_str().unwrap()]).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn xdp_attached(star: &Star, i: usize) -> bool {
+    let out = Command::new("ip").args(["-n", star.hub_ns(), "link", "show", "dev", star.hub_dev(i)]).output().unwrap();
+    text(&out.stdout).contains("xdp")
+}
+
+#[test]
+fn bridge_serves_refuses_a_second_on_its_socket_and_stops_clean_on_sigterm() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let star = Star::new("bcli", 2).unwrap();
+    let dir = TempDir::new("live-bridge-cli", "lifecycle");
+    let sock = dir.path("bridge.sock");
+    let (p1, p2) = (format!("afxdp:{}", star.hub_dev(1)), format!("afxdp:{}", star.hub_dev(2)));
+    let sock_arg = sock.to_str().unwrap();
+    let first = Running::spawn(&star, &["bridge", "--port", &p1, "--port", &p2, "--ctl", sock_arg, "--interval", "1"]);
+
+    // Up once the socket answers.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ctl(&sock, &["stats", "--json"]).status.code() != Some(0) {
+        assert!(Instant::now() < deadline, "no answer on {sock_arg} within 20 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (to1, to2) = (star.v4(1).into(), star.v4(2).into());
+    let ping = |from: usize, to| {
+        star.run_in(from, move || flowsteer_netns::ping(to, Duration::from_secs(5))).unwrap().unwrap()
+    };
+    assert!(ping(1, to2) && ping(2, to1), "the hosts reach each other through the bridge");
+
+    let out = ctl(&sock, &["fdb", "show"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    for i in 1..=2 {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&star.mac_text(i)))
+            .unwrap_or_else(|| panic!("host {i} not in the table:\n{table}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // `MAC dev IFACE age Ns master flowsteer`
+        assert_eq!(words.len(), 7, "{line}");
+        assert_eq!((words[1], words[2], words[3]), ("dev", star.hub_dev(i), "age"), "{line}");
+        assert!(words[4].strip_suffix('s').is_some_and(|n| n.parse::<u64>().is_ok()), "{line}");
+        assert_eq!((words[5], words[6]), ("master", "flowsteer"), "{line}");
+    }
+    let out = ctl(&sock, &["stats", "--json"]);
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats --json is JSON");
+    assert_eq!(stats["ports"].as_array().map(Vec::len), Some(2), "{stats}");
+    assert_eq!(stats["conservation_ok"], true, "{stats}");
+
+    // A second bridge on the same socket: refused before it opens a port
+    // (opening one would fail on the first's XDP program, naming the port).
+    let second = Command::new("ip")
+        .args(["netns", "exec", star.hub_ns(), BIN, "bridge", "--port", &p1, "--port", &p2, "--ctl", sock_arg])
+        .output()
+        .unwrap();
+    let err = text(&second.stderr);
+    assert!(!second.status.success(), "a second bridge ran: {err}");
+    assert!(err.contains(sock_arg) && err.contains("already answers"), "{err}");
+    assert!(!err.contains("port "), "the second bridge opened a port: {err}");
+    assert!(xdp_attached(&star, 1) && xdp_attached(&star, 2), "the first bridge lost its ports");
+    assert!(sock.exists(), "the first bridge lost its socket");
+    assert!(ping(1, to2), "traffic through the first bridge");
+    assert_eq!(ctl(&sock, &["stats"]).status.code(), Some(0));
+
+    let (status, stdout, stderr) = first.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let fin = stdout.rfind("final at").unwrap_or_else(|| panic!("no final table:\n{stdout}"));
+    assert!(stdout[fin..].contains("conservation: ok"), "{}", &stdout[fin..]);
+    for i in 1..=2 {
+        assert!(!xdp_attached(&star, i), "XDP program left on port {i}");
+    }
+    assert!(!sock.exists(), "socket file left behind");
+}
