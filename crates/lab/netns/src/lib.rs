@@ -109,6 +109,30 @@ pub fn enter(ns: &str) -> Result<(), NetnsError> {
     sys::setns_by_name(ns)
 }
 
+/// Spawns a thread that enters namespace `ns`, then runs `f`. The closure
+/// runs only after the thread entered the namespace; a failure to enter
+/// is returned by `join` as `Err`.
+pub fn spawn_in_ns<F, R>(ns: &str, f: F) -> std::thread::JoinHandle<Result<R, NetnsError>>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        enter(&ns)?;
+        Ok(f())
+    })
+}
+
+/// Runs `f` inside namespace `ns` (on a fresh thread) and waits.
+pub fn run_in_ns<F, R>(ns: &str, f: F) -> Result<R, NetnsError>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    spawn_in_ns(ns, f).join().map_err(|_| NetnsError::Panicked)?
+}
+
 /// Shape of a lab.
 #[derive(Debug, Clone)]
 pub struct LabConfig {
@@ -289,11 +313,7 @@ impl Lab {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let ns = self.ns(side).to_string();
-        std::thread::spawn(move || {
-            enter(&ns)?;
-            Ok(f())
-        })
+        spawn_in_ns(self.ns(side), f)
     }
 
     /// Runs a closure inside a side's namespace (on a fresh thread) and waits.
@@ -302,7 +322,7 @@ impl Lab {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.spawn_in(side, f).join().map_err(|_| NetnsError::Panicked)?
+        run_in_ns(self.ns(side), f)
     }
 
     /// Pings `to` from inside a side's namespace (see [`ping`]).
@@ -453,11 +473,7 @@ impl Star {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let ns = if i == 0 { self.hub.clone() } else { self.hosts[i - 1].clone() };
-        std::thread::spawn(move || {
-            enter(&ns)?;
-            Ok(f())
-        })
+        spawn_in_ns(if i == 0 { &self.hub } else { &self.hosts[i - 1] }, f)
     }
 
     /// Runs a closure inside host i's namespace (0: the hub) and waits.
