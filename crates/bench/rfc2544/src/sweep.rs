@@ -187,27 +187,15 @@ fn cpu_model() -> String {
         .unwrap_or_default()
 }
 
-/// A trial as the report gives it.
+/// A trial as the report gives it: the search's record (its fields at the
+/// top level of the JSON object) with the receiver's and the DUT's counts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrialRow {
     /// The search it belongs to (0-based, `repeats[search]`).
     pub search: u32,
-    /// Offered rate, frames/s.
-    pub offered_fps: f64,
-    /// Rate the generator achieved.
-    pub achieved_fps: f64,
-    /// Frames sent.
-    pub sent: u64,
-    /// Frames of this trial received.
-    pub received: u64,
-    /// Lost share of `sent`.
-    pub loss_ratio: f64,
-    /// Trial length, seconds.
-    pub duration_s: f64,
-    /// Full-length trial.
-    pub full: bool,
-    /// Generator achieved at least 99 % of the offered rate.
-    pub valid: bool,
+    /// What was offered and what came of it.
+    #[serde(flatten)]
+    pub record: TrialRecord,
     /// The receiver's counts, latency and the softnet deltas.
     pub detail: TrialDetail,
     /// The flowsteer bridge's own counts of the trial (`None` for other DUTs).
@@ -547,19 +535,7 @@ fn measure(
             })?;
             let counters = std::mem::take(&mut rec.dut_counters);
             for ((rec, detail), dut_counters) in out.trials.iter().zip(&runner.details[first..]).zip(counters) {
-                trials.push(TrialRow {
-                    search: r,
-                    offered_fps: rec.offered_fps,
-                    achieved_fps: rec.achieved_fps,
-                    sent: rec.sent,
-                    received: rec.received,
-                    loss_ratio: rec.loss_ratio,
-                    duration_s: rec.duration_s,
-                    full: rec.full,
-                    valid: rec.valid,
-                    detail: detail.clone(),
-                    dut_counters,
-                });
+                trials.push(TrialRow { search: r, record: *rec, detail: detail.clone(), dut_counters });
             }
             repeats.push(RepeatRow {
                 ndr_fps: out.ndr.rate_fps,

@@ -111,6 +111,7 @@ fn ci_sized_sweep_of_the_flowsteer_bridge() {
     for t in &row.trials {
         let c = t.dut_counters.as_ref().expect("the bridge's counts");
         assert!(c.conservation_ok, "{c:?}");
+        let t = &t.record;
         assert!(c.received >= t.received, "{c:?} {}", t.received);
         if t.offered_fps <= ndr {
             assert!(t.valid && t.received == t.sent, "trial at {} below NDR {ndr}", t.offered_fps);

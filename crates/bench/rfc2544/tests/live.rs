@@ -116,7 +116,7 @@ fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
     for row in &report.results {
         assert!(!row.trials.is_empty());
         if let Some(ndr) = row.ndr_fps {
-            for t in row.trials.iter().filter(|t| t.offered_fps <= ndr) {
+            for t in row.trials.iter().map(|t| &t.record).filter(|t| t.offered_fps <= ndr) {
                 assert!(t.valid && t.received == t.sent, "{} trial at {} below NDR {ndr}", row.dut, t.offered_fps);
             }
         }
@@ -131,8 +131,8 @@ fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
         assert!(row.thread_ns_per_frame.is_some_and(f64::is_finite));
         assert!(cost.gen_thread_ns > 0 && cost.rx_thread_ns > 0, "{cost:?}");
         for t in &row.trials {
-            assert_eq!(t.sent, t.detail.sent);
-            assert!(t.received <= t.sent);
+            assert_eq!(t.record.sent, t.detail.sent);
+            assert!(t.record.received <= t.record.sent);
         }
     }
     assert!(events >= 4);
