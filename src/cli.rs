@@ -687,7 +687,7 @@ pub struct Rfc2544Args {
     /// Seconds of a short trial, used while the search interval is wider than 10 % (at most --trial).
     #[arg(long, value_parser = crate::ranges::seconds, default_value_t = 1.0)]
     pub short_trial: f64,
-    /// Searches per device and frame size (median, min and max reported).
+    /// Searches per device and frame size (median, min and max reported); each after the first tries first, at full length, the two ends of the interval the one before found.
     #[arg(long, value_parser = crate::ranges::int::<u32, 1, 100>, default_value_t = 1)]
     pub repeat: u32,
     /// Relative width at which the search stops: the rates are within this share of the true ones.

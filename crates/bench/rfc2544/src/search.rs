@@ -32,6 +32,15 @@
 //!    (short passes are disproven on this device) from the highest
 //!    full-length pass or `min_fps`.
 //!
+//! With an *expected interval* for a goal ([`SearchConfig::expected_ndr`],
+//! [`SearchConfig::expected_pdr`]: the bounds an earlier search of the same
+//! device and frame size found, as MLRsearch reuses earlier results), the
+//! search first runs full-length trials at its lower end and, if that
+//! passed, at its upper end. A repeat that agrees with the earlier search
+//! is then done in two trials a goal; one that does not goes on by the
+//! rules above from the bounds those trials gave, so an expectation saves
+//! trials but never decides a result: the bounds come from trials alone.
+//!
 //! So the rate reported for a goal always passed a full-length valid trial,
 //! and no trial at that rate or below it failed (the upper bound is the
 //! lowest failure). NDR is never a rate at which a trial lost a frame.
@@ -88,6 +97,12 @@ pub struct SearchConfig {
     pub learning: Duration,
     /// Trials at most, for both goals together (default 40).
     pub max_trials: u32,
+    /// `(lower, upper)` where an earlier search found NDR: tried first, at
+    /// full length (default `None`). Ignored unless
+    /// `min_fps <= lower < upper <= max_fps`.
+    pub expected_ndr: Option<(f64, f64)>,
+    /// The same for PDR.
+    pub expected_pdr: Option<(f64, f64)>,
 }
 
 impl SearchConfig {
@@ -105,6 +120,8 @@ impl SearchConfig {
             wait: Duration::from_secs(2),
             learning: Duration::from_millis(100),
             max_trials: 40,
+            expected_ndr: None,
+            expected_pdr: None,
         }
     }
 
@@ -143,7 +160,12 @@ impl SearchConfig {
     }
 
     /// Expected trials of one search on a monotone device: (short, full).
+    /// With both expected intervals, and a device that agrees with them: two
+    /// full-length trials a goal.
     pub fn expected_trials(&self) -> (u32, u32) {
+        if self.expected_ndr.is_some() && self.expected_pdr.is_some() {
+            return (0, 4);
+        }
         let halvings = |from: f64, to: f64| if from <= to { 0 } else { (from / to).log2().ceil() as u32 };
         let start = 1.0 - self.min_fps / self.max_fps;
         let short = 1 + halvings(start, self.short_above.max(self.resolution));
@@ -366,12 +388,37 @@ impl Search {
         TrialSpec { offered_fps: rate, duration, full: full || duration == self.cfg.final_trial }
     }
 
+    /// The expected interval of a goal, when it is a usable one.
+    fn expected(&self, goal: f64) -> Option<(f64, f64)> {
+        let c = &self.cfg;
+        let interval = if goal == 0.0 { c.expected_ndr } else { c.expected_pdr };
+        interval.filter(|&(lo, hi)| c.min_fps <= lo && lo < hi && hi <= c.max_fps)
+    }
+
+    /// A full-length trial at an end of the expected interval, while the
+    /// trials so far have not settled it: the lower end first, the upper
+    /// end once the lower one passed. Neither end is tried at or above a
+    /// rate that already failed.
+    fn next_expected(&self, goal: f64, b: &Bounds) -> Option<TrialSpec> {
+        let (lo, hi) = self.expected(goal)?;
+        let tried = |rate: f64| self.trials.iter().any(|t| t.full && t.offered_fps == rate);
+        let below_failure = |rate: f64| b.upper.is_none_or(|u| rate < u);
+        if !tried(lo) {
+            return below_failure(lo).then(|| self.spec(lo, true));
+        }
+        let lo_passed = b.lower_full.is_some_and(|l| l >= lo);
+        (lo_passed && !tried(hi) && below_failure(hi)).then(|| self.spec(hi, true))
+    }
+
     fn next_for(&self, goal: f64) -> Next {
         let c = &self.cfg;
         let b = self.bounds(goal);
         let done = |rate: Option<f64>, converged: bool| {
             Next::Done(GoalResult { loss_goal: goal, rate_fps: rate, upper_fps: b.upper, converged })
         };
+        if let Some(spec) = self.next_expected(goal, &b) {
+            return Next::Run(spec);
+        }
         let Some(upper) = b.upper else {
             // Nothing failed yet: everything happens at max_fps.
             return match (b.lower_full, b.lower) {

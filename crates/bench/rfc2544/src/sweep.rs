@@ -1,6 +1,8 @@
 //! A sweep: the generator's ceiling per frame size (`--dut none`, same CPU
 //! placement), then for each DUT and frame size `repeat` searches, each
-//! NDR and PDR, then latency trials at 50, 90 and 99 % of the median NDR; the machine description; the report
+//! NDR and PDR (each repeat after the first tries first the interval the
+//! one before found, see [`search`]), then latency trials at 50, 90 and
+//! 99 % of the median NDR; the machine description; the report
 //! (`flowsteer.rfc2544.v1`). The library prints nothing: the caller gets
 //! [`Event`]s while it runs and the [`Report`] at the end.
 
@@ -126,6 +128,12 @@ impl SweepConfig {
     /// Expected wall time of the whole sweep (searches on a monotone device).
     pub fn estimate(&self) -> Duration {
         let per_search = self.search_config(1e6).estimate();
+        // Repeats after the first start from the interval the one before
+        // found.
+        let mut warm = self.search_config(1e6);
+        warm.expected_ndr = Some((5e5, 5.05e5));
+        warm.expected_pdr = Some((5e5, 5.05e5));
+        let per_repeat = warm.estimate();
         let duts = self.duts.len() as u32 + u32::from(self.external.is_some());
         let pairs = duts * self.sizes.len() as u32;
         let ceiling = (self.gen_max_trial + self.wait + self.learning) * self.sizes.len() as u32;
@@ -133,7 +141,7 @@ impl SweepConfig {
         let latency = (self.trial + self.wait + self.learning) * extra * pairs;
         let baseline =
             (self.trial + self.wait + self.learning) * u32::from(self.cost_rate.is_some()) * self.sizes.len() as u32;
-        per_search * pairs * self.repeat + ceiling + latency + baseline
+        (per_search + per_repeat * self.repeat.saturating_sub(1)) * pairs + ceiling + latency + baseline
     }
 
     fn live(&self, size: FrameSize) -> LiveConfig {
@@ -504,6 +512,12 @@ fn note_io(m: &mut Machine, runner: &LiveRunner, on: &mut dyn FnMut(Event<'_>)) 
     }
 }
 
+/// The interval a converged goal ended on, for the next repeat to try
+/// first; none for a goal without both bounds.
+fn expected_interval(goal: &search::GoalResult) -> Option<(f64, f64)> {
+    goal.rate_fps.zip(goal.upper_fps).filter(|_| goal.converged)
+}
+
 /// Searches every size on one DUT's ports.
 #[allow(clippy::too_many_arguments)]
 fn measure(
@@ -525,10 +539,15 @@ fn measure(
         note_io(&mut report.machine, &runner, on);
         let mut repeats = Vec::new();
         let mut trials = Vec::new();
+        let mut previous: Option<search::SearchOutcome> = None;
         for r in 0..cfg.repeat {
             on(Event::Search { dut, size, repeat: r });
             let first = runner.details.len();
-            let scfg = cfg.search_config(gmax.max(2.0 * cfg.min_fps));
+            let mut scfg = cfg.search_config(gmax.max(2.0 * cfg.min_fps));
+            if let Some(prev) = &previous {
+                scfg.expected_ndr = expected_interval(&prev.ndr);
+                scfg.expected_pdr = expected_interval(&prev.pdr);
+            }
             let mut rec = Recorder { runner: &mut runner, topo, dut_counters: Vec::new() };
             let out = search::run(scfg, &mut rec, &mut |s, rec| {
                 on(Event::Trial { dut, size, record: rec, interval: s.interval() });
@@ -542,6 +561,7 @@ fn measure(
                 pdr_fps: out.pdr.rate_fps,
                 converged: out.ndr.converged && out.pdr.converged,
             });
+            previous = Some(out);
         }
         let ndrs: Vec<f64> = repeats.iter().map(|r| r.ndr_fps.unwrap_or(0.0)).collect();
         let pdrs: Vec<f64> = repeats.iter().map(|r| r.pdr_fps.unwrap_or(0.0)).collect();

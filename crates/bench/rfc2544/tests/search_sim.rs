@@ -169,8 +169,70 @@ fn progress_sees_every_trial_and_the_interval_narrows() {
     assert!(widths.windows(2).all(|w| w[1] <= w[0]), "{widths:?}");
 }
 
+/// A search that starts from the interval `earlier` found.
+fn warm(mut c: SearchConfig, earlier: &search::SearchOutcome) -> SearchConfig {
+    c.expected_ndr = earlier.ndr.rate_fps.zip(earlier.ndr.upper_fps);
+    c.expected_pdr = earlier.pdr.rate_fps.zip(earlier.pdr.upper_fps);
+    c
+}
+
+#[test]
+fn a_repeat_that_agrees_with_the_one_before_takes_two_full_trials_a_goal() {
+    let c = cfg(1e6);
+    let cold = run(c.clone(), &mut SimDut::new(2e6, knee_curve(600_000.0, 1.0)));
+    let again = run(warm(c, &cold), &mut SimDut::new(2e6, knee_curve(600_000.0, 1.0)));
+    assert_eq!((again.ndr.rate_fps, again.pdr.rate_fps), (cold.ndr.rate_fps, cold.pdr.rate_fps));
+    assert!(again.ndr.converged && again.pdr.converged);
+    assert!(again.trials.len() <= 4, "{:?}", again.trials);
+    assert!(again.trials.iter().all(|t| t.full));
+    assert!(cold.trials.len() > 2 * again.trials.len(), "cold {} warm {}", cold.trials.len(), again.trials.len());
+}
+
+#[test]
+fn a_repeat_on_a_device_that_changed_finds_the_new_rate() {
+    let c = cfg(1e6);
+    let cold = run(c.clone(), &mut SimDut::new(2e6, knee_curve(600_000.0, 1.0)));
+    for knee in [300_000.0, 601_000.0, 900_000.0] {
+        let out = run(warm(c.clone(), &cold), &mut SimDut::new(2e6, knee_curve(knee, 1.0)));
+        let ndr = out.ndr.rate_fps.expect("an NDR");
+        assert!(ndr <= knee && ndr >= knee * (1.0 - c.resolution), "knee {knee}: NDR {ndr}");
+        assert!(out.trials.len() <= trial_bound(&c) + 4, "knee {knee}: {} trials", out.trials.len());
+    }
+}
+
+#[test]
+fn an_expected_interval_outside_the_range_is_ignored() {
+    let mut c = cfg(1e6);
+    c.expected_ndr = Some((2e6, 3e6));
+    c.expected_pdr = Some((5e5, 4e5));
+    let with = run(c.clone(), &mut SimDut::new(2e6, knee_curve(400_000.0, 1.0)));
+    let without = run(cfg(1e6), &mut SimDut::new(2e6, knee_curve(400_000.0, 1.0)));
+    assert_eq!(with.trials, without.trials);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever interval a repeat expects, right or wrong: NDR within the
+    /// resolution of the knee, never a rate that lost, in bounded trials.
+    #[test]
+    fn an_expected_interval_never_decides_the_result(
+        knee in 2_000.0f64..1e6,
+        lo in 1_000.0f64..1e6,
+        width in 0.0001f64..0.5,
+        pdr_lo in 1_000.0f64..1e6,
+    ) {
+        let mut c = cfg(1e6);
+        c.expected_ndr = Some((lo, (lo * (1.0 + width)).min(1e6)));
+        c.expected_pdr = Some((pdr_lo, (pdr_lo * (1.0 + width)).min(1e6)));
+        let out = run(c.clone(), &mut SimDut::new(2e6, knee_curve(knee, 1.0)));
+        let ndr = out.ndr.rate_fps.expect("an NDR");
+        prop_assert!(ndr <= knee && ndr >= knee * (1.0 - c.resolution) - 1e-6, "NDR {} knee {}", ndr, knee);
+        for t in out.trials.iter().filter(|t| t.offered_fps <= ndr) {
+            prop_assert!(t.valid && t.lost() == 0, "trial {:?} at or below NDR {}", t, ndr);
+        }
+        prop_assert!(out.trials.len() <= trial_bound(&c) + 4, "{} trials", out.trials.len());
+    }
 
     /// Monotone knees anywhere in the range: NDR within the resolution of
     /// the knee, in a bounded number of trials.
