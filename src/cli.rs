@@ -321,19 +321,19 @@ pub struct RunArgs {
     #[arg(long, default_value = "gen")]
     pub source: String,
     /// afxdp: XDP attach mode: auto (native, then generic), native or skb.
-    #[arg(long, default_value = "auto")]
+    #[arg(value_parser = ["auto", "native", "skb"], long, default_value = "auto")]
     pub xdp_mode: String,
     /// afxdp: what the XDP program takes from the kernel: listeners (UDP/TCP to the --listen ports and
     /// those protocols' fragments; the kernel keeps ping, SSH, ARP and the rest) or all (every IP packet:
     /// cuts the kernel off on that interface).
-    #[arg(long, default_value = "listeners")]
+    #[arg(value_parser = ["listeners", "all"], long, default_value = "listeners")]
     pub xdp_claim: String,
     /// afxdp: run even when the interface's MTU allows frames longer than an AF_XDP frame (1792 bytes):
     /// such frames to claimed ports are dropped and counted.
     #[arg(long)]
     pub allow_mtu_drops: bool,
     /// afpacket: fanout mode: rss (our Toeplitz RSS as a classic BPF program: ring i gets the RETA's queue i), hash, cpu, qm or lb.
-    #[arg(long, default_value = "rss")]
+    #[arg(value_parser = ["rss", "hash", "cpu", "qm", "lb"], long, default_value = "rss")]
     pub fanout: String,
     /// Times to replay a capture.
     #[arg(value_parser = crate::ranges::int::<u64, 1, {u64::MAX}>, long, default_value_t = 1)]
@@ -442,10 +442,10 @@ pub struct BenchUdpArgs {
     #[arg(value_parser = crate::ranges::int::<usize, 1, 4096>, long, default_value_t = 4)]
     pub max_flows: usize,
     /// Modes to compare (kernel-single, kernel, xdp).
-    #[arg(long, value_delimiter = ',', default_value = "kernel-single,kernel,xdp")]
+    #[arg(value_parser = ["kernel-single", "kernel", "xdp"], long, value_delimiter = ',', default_value = "kernel-single,kernel,xdp")]
     pub modes: Vec<String>,
     /// XDP attach mode for the xdp server: auto, native or skb.
-    #[arg(long, default_value = "auto")]
+    #[arg(value_parser = ["auto", "native", "skb"], long, default_value = "auto")]
     pub xdp_mode: String,
     /// Print {"results": [...]}.
     #[arg(long)]
@@ -460,19 +460,19 @@ pub struct BenchReasmArgs {
     #[arg(long)]
     pub json: bool,
     /// Only the rows of this frame set: "cold" (32 MB, read from memory), "warm" (a few blocks, cache-resident) or "flood" (10k/100k/1M never-completing datagrams: per-fragment cost flat in the flood size).
-    #[arg(long)]
+    #[arg(value_parser = ["cold", "warm", "flood"], long)]
     pub set: Option<String>,
     /// Only the rows of this delivery: "copy" (contiguous datagram) or "chain" (zero-copy).
-    #[arg(long)]
+    #[arg(value_parser = ["copy", "chain"], long)]
     pub delivery: Option<String>,
     /// Only this IP version (4 or 6).
-    #[arg(long)]
+    #[arg(value_parser = ["4", "6"], long)]
     pub family: Option<String>,
     /// Only the in-flight cases with this many datagrams in flight (64 or 4096).
-    #[arg(long)]
+    #[arg(value_parser = ["64", "4096"], long)]
     pub in_flight: Option<String>,
     /// Only the in-flight cases with this fragment order (in-order, reversed, shuffled).
-    #[arg(long)]
+    #[arg(value_parser = ["in-order", "reversed", "shuffled"], long)]
     pub order: Option<String>,
     /// Run on this CPU (pinned).
     #[arg(value_parser = crate::ranges::cpu, long)]
@@ -583,11 +583,11 @@ pub struct UdpEchoArgs {
     #[arg(value_parser = crate::ranges::int::<u32, 0, 1023>, long, value_delimiter = ',')]
     pub queues: Vec<u32>,
     /// --mode xdp: XDP attach mode: auto (native, then generic), native or skb.
-    #[arg(long, default_value = "auto")]
+    #[arg(value_parser = ["auto", "native", "skb"], long, default_value = "auto")]
     pub xdp_mode: String,
     /// --mode xdp: what the XDP program takes from the kernel: listeners (UDP to the served port; the
     /// kernel keeps ping, SSH, ARP, fragments and the rest) or all (every IP packet of --iface).
-    #[arg(long, default_value = "listeners")]
+    #[arg(value_parser = ["listeners", "all"], long, default_value = "listeners")]
     pub xdp_claim: String,
     /// --mode xdp: serve even when the interface's MTU allows frames longer than an AF_XDP frame (1792
     /// bytes): such datagrams to the served port are dropped and counted.

@@ -59,6 +59,7 @@ fn bad_values(kind: Kind) -> Vec<String> {
 }
 
 const RSS_FLAGS: &[(&str, Kind)] = &[
+    ("--seed", Kind::Int(0, u64::MAX)),
     ("--key-len", Kind::Int(40, 256)),
     ("--reta-size", Kind::Pow2(1, 65536)),
     ("--queues", Kind::Int(1, 4096)),
@@ -94,6 +95,7 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
         &plan,
         &[("--sport", Kind::Int(0, 65535)), ("--buckets", Kind::Int(1, 4096)), ("--per-bucket", Kind::Int(1, 65536))],
     );
+    add(&plan, &[("--dport", Kind::Int(0, 65535))]);
     add(&export, &[("--rfs-entries", RFS), ("--rfs-flow-cnt", RFS)]);
     add(
         &analyze,
@@ -205,9 +207,195 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
             ("--dut-cpus", CPU),
             ("--flows", Kind::Int(1, 65536)),
             ("--cost-rate", Kind::Int(1, 100_000_000)),
+            ("--spread-queues", Kind::Int(1, 4096)),
+        ],
+    );
+    add(&vec!["rfc2544", "--dut", "none", "--spread-queues", "2"], &[("--reta-size", Kind::Pow2(1, 65536))]);
+    add(
+        &vec!["bridge", "--port", "afxdp:fs-none-a", "--port", "afxdp:fs-none-b"],
+        &[
+            ("--workers", Kind::Int(1, 64)),
+            ("--cpus", CPU),
+            ("--ageing", Kind::Int(1, 1_000_000)),
+            ("--max-learned", Kind::Int(1, 16_777_216)),
+            ("--rx-copy-threshold", Kind::Int(0, 4096)),
+            ("--interval", Kind::Secs),
+            ("--duration", Kind::Secs),
         ],
     );
     t
+}
+
+/// Every subcommand, as its words on the command line.
+const COMMANDS: &[&[&str]] = &[
+    &["hash"],
+    &["plan"],
+    &["analyze"],
+    &["export"],
+    &["run"],
+    &["defrag"],
+    &["bench", "hash"],
+    &["bench", "analyze"],
+    &["bench", "steer"],
+    &["bench", "reasm"],
+    &["bench", "udp"],
+    &["queues"],
+    &["udp-echo"],
+    &["udp-gen"],
+    &["rfc2544"],
+    &["bridge"],
+    &["bridge-ctl"],
+    &["bridge-ctl", "port", "add"],
+    &["bridge-ctl", "port", "del"],
+    &["bridge-ctl", "fdb", "show"],
+    &["bridge-ctl", "fdb", "add"],
+    &["bridge-ctl", "fdb", "del"],
+    &["bridge-ctl", "fdb", "flush"],
+    &["bridge-ctl", "stats"],
+];
+
+/// The RSS flags that take text.
+const RSS_TEXT: &[&str] = &["--key", "--hash-types", "--ethtool-x", "--mapping", "--impl"];
+
+/// Value flags that are not numbers, per subcommand: a choice clap checks
+/// (see [`CHOICES`]) or text the command parses (addresses, paths, names,
+/// lists, masks). Every value flag in a subcommand's help is either here
+/// or in [`table`].
+fn not_numeric(command: &[&str]) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = match command {
+        ["hash"] => vec!["--src", "--dst", "--input"],
+        ["plan"] => vec!["--src-net", "--dst", "--sport-range", "--proto"],
+        ["analyze"] => vec!["--plot"],
+        ["export"] => vec!["--steer", "--rps-cpus"],
+        ["run"] => vec![
+            "--steer",
+            "--dispatch",
+            "--rps-cpus",
+            "--source",
+            "--xdp-mode",
+            "--xdp-claim",
+            "--fanout",
+            "--frag-steer",
+            "--listen",
+            "--queues", // refused by `run` whatever its value (see --rx-queues)
+        ],
+        ["defrag"] => vec!["--output"],
+        ["bench", "analyze"] => vec!["--keep"],
+        ["bench", "reasm"] => vec!["--set", "--delivery", "--family", "--in-flight", "--order", "--dpdk"],
+        ["bench", "udp"] => vec!["--modes", "--xdp-mode"],
+        ["udp-echo"] => vec!["--mode", "--iface", "--xdp-mode", "--xdp-claim", "--bind"],
+        ["udp-gen"] => vec!["--remote", "--local", "--sport-range"],
+        ["rfc2544"] => {
+            vec!["--dut", "--tx", "--rx", "--plot", "--io", "--key", "--hash-types", "--ethtool-x", "--sport-range"]
+        }
+        ["bridge"] => vec!["--port", "--tx-queue", "--port-vlans", "--ctl", "--metrics"],
+        ["bridge-ctl"] => vec!["--ctl"],
+        _ => vec![],
+    };
+    if matches!(command, ["hash"] | ["plan"] | ["analyze"] | ["export"] | ["run"] | ["udp-gen"]) {
+        v.extend(RSS_TEXT);
+    }
+    v
+}
+
+/// Flags whose value is one of a list: a value not in it is a usage
+/// error before anything runs.
+const CHOICES: &[(&[&str], &str)] = &[
+    (&["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"], "--mapping"),
+    (&["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"], "--impl"),
+    (&["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"], "--hash-types"),
+    (&["plan", "--src-net", "10.0.0.0/24", "--dst", "10.0.0.1"], "--proto"),
+    (&["export", "eth0"], "--steer"),
+    (&["run"], "--steer"),
+    (&["run"], "--dispatch"),
+    (&["run"], "--xdp-mode"),
+    (&["run"], "--xdp-claim"),
+    (&["run"], "--fanout"),
+    (&["run"], "--frag-steer"),
+    (&["bench", "reasm"], "--set"),
+    (&["bench", "reasm"], "--delivery"),
+    (&["bench", "reasm"], "--family"),
+    (&["bench", "reasm"], "--in-flight"),
+    (&["bench", "reasm"], "--order"),
+    (&["bench", "udp"], "--modes"),
+    (&["bench", "udp"], "--xdp-mode"),
+    (&["udp-echo", "127.0.0.1:9"], "--mode"),
+    (&["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo"], "--xdp-mode"),
+    (&["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo"], "--xdp-claim"),
+    (&["udp-echo", "127.0.0.1:9"], "--bind"),
+    (&["rfc2544"], "--dut"),
+    (&["rfc2544", "--dut", "none"], "--io"),
+    (&["bridge", "--port", "afxdp:fs-none-a", "--port", "afxdp:fs-none-b"], "--tx-queue"),
+];
+
+/// The value flags a subcommand's `--help` lists.
+fn value_flags(command: &[&str]) -> Vec<String> {
+    let mut args = command.to_vec();
+    args.push("--help");
+    let o = flowsteer(&args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}");
+    let help = String::from_utf8_lossy(&o.stdout).into_owned();
+    let mut flags = Vec::new();
+    for line in help.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let flag = match words.as_slice() {
+            [short, long, value, ..] if short.len() == 3 && short.ends_with(',') => (*long, *value),
+            [long, value, ..] => (*long, *value),
+            _ => continue,
+        };
+        if flag.0.starts_with("--") && flag.1.starts_with('<') && line.starts_with("  ") {
+            flags.push(flag.0.to_string());
+        }
+    }
+    flags
+}
+
+/// The subcommand a table row's command line belongs to.
+fn command_of(base: &[&str]) -> &'static [&'static str] {
+    COMMANDS
+        .iter()
+        .filter(|c| base.len() >= c.len() && base[..c.len()] == ***c)
+        .max_by_key(|c| c.len())
+        .copied()
+        .unwrap_or_else(|| panic!("{base:?} is no subcommand"))
+}
+
+#[test]
+fn every_value_flag_of_every_subcommand_is_swept_or_named_as_not_numeric() {
+    let table = table();
+    let mut seen = 0;
+    for &command in COMMANDS {
+        let swept: Vec<&str> =
+            table.iter().filter(|(base, _, _)| command_of(base) == command).map(|(_, flag, _)| *flag).collect();
+        let text = not_numeric(command);
+        let flags = value_flags(command);
+        for flag in &flags {
+            assert!(
+                swept.contains(&flag.as_str()) || text.contains(&flag.as_str()),
+                "{command:?} {flag}: a value flag neither in the numeric sweep nor named as not numeric"
+            );
+            seen += 1;
+        }
+        for flag in swept.iter().chain(&text) {
+            assert!(flags.iter().any(|f| f == flag), "{command:?} {flag}: listed here but not in --help");
+        }
+    }
+    assert!(seen > 150, "{seen} value flags");
+}
+
+#[test]
+fn a_choice_outside_its_list_is_a_usage_error_before_anything_runs() {
+    for (base, flag) in CHOICES {
+        let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        args.push(format!("{flag}=bogus"));
+        let o = flowsteer(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: stdout {}", String::from_utf8_lossy(&o.stdout));
+        let errs: Vec<&str> = err.lines().filter(|l| !l.starts_with("warning:")).collect();
+        assert_eq!(errs.len(), 1, "{args:?}: {err}");
+        assert!(errs[0].starts_with("error: ") && errs[0].contains(flag), "{args:?}: {err}");
+    }
 }
 
 fn assert_usage_error(args: &[String], names: &str) {

@@ -308,7 +308,7 @@ fn afxdp_run_needs_listen_or_an_explicit_claim_all_which_warns_and_cuts_ping() {
     let (st, _, err) =
         Proc::spawn(&lab, &["run", "--source", &src, "--xdp-claim", "maybe", "--duration", "1"]).finish();
     assert_eq!(st.code(), Some(2));
-    assert!(err.join("\n").contains("expected listeners or all"), "{err:?}");
+    assert!(err.join("\n").contains("[possible values: listeners, all]"), "{err:?}");
 
     let mut run =
         Proc::spawn(&lab, &["run", "--source", &src, "--cores", "0,1", "--xdp-claim", "all", "--duration", "60"]);
