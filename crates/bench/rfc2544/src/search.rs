@@ -37,9 +37,12 @@
 //! device and frame size found, as MLRsearch reuses earlier results), the
 //! search first runs full-length trials at its lower end and, if that
 //! passed, at its upper end. A repeat that agrees with the earlier search
-//! is then done in two trials a goal; one that does not goes on by the
-//! rules above from the bounds those trials gave, so an expectation saves
-//! trials but never decides a result: the bounds come from trials alone.
+//! is then done in two trials a goal. One on a device that moved steps
+//! away from the interval at full length, by its width doubled each time,
+//! until a pass and a failure bracket the rate again (or the step passes
+//! [`SearchConfig::short_above`]), and goes on by the rules above from the
+//! bounds those trials gave. An expectation saves trials but never decides
+//! a result: the bounds come from trials alone.
 //!
 //! So the rate reported for a goal always passed a full-length valid trial,
 //! and no trial at that rate or below it failed (the upper bound is the
@@ -395,19 +398,41 @@ impl Search {
         interval.filter(|&(lo, hi)| c.min_fps <= lo && lo < hi && hi <= c.max_fps)
     }
 
-    /// A full-length trial at an end of the expected interval, while the
-    /// trials so far have not settled it: the lower end first, the upper
-    /// end once the lower one passed. Neither end is tried at or above a
-    /// rate that already failed.
+    /// A full-length trial the expected interval asks for, while the
+    /// trials so far have not settled it: its lower end first, its upper
+    /// end once the lower one passed. Should the device have moved, the
+    /// search steps away from the interval at full length, by the
+    /// interval's width doubled each time (up while everything passes, down
+    /// while everything fails), until a pass and a failure bracket the rate
+    /// or the step grows past [`SearchConfig::short_above`]; from there the
+    /// rules of a cold search go on.
     fn next_expected(&self, goal: f64, b: &Bounds) -> Option<TrialSpec> {
+        let c = &self.cfg;
         let (lo, hi) = self.expected(goal)?;
-        let tried = |rate: f64| self.trials.iter().any(|t| t.full && t.offered_fps == rate);
-        let below_failure = |rate: f64| b.upper.is_none_or(|u| rate < u);
-        if !tried(lo) {
-            return below_failure(lo).then(|| self.spec(lo, true));
+        let full_at = |rate: f64| self.trials.iter().any(|t| t.full && t.offered_fps == rate);
+        if !full_at(lo) {
+            return b.upper.is_none_or(|u| lo < u).then(|| self.spec(lo, true));
         }
-        let lo_passed = b.lower_full.is_some_and(|l| l >= lo);
-        (lo_passed && !tried(hi) && below_failure(hi)).then(|| self.spec(hi, true))
+        let step = (hi - lo).max(lo * c.resolution);
+        let within = |rate: f64| (rate - lo).abs() <= c.short_above * lo && rate > c.min_fps && rate < c.max_fps;
+        if b.lower_full.is_some_and(|l| l >= lo) {
+            // The lower end passed: up to the upper end, then beyond it
+            // while nothing has failed.
+            if b.upper.is_some() {
+                return None;
+            }
+            let above = self.trials.iter().filter(|t| t.full && t.offered_fps > lo).count() as i32;
+            let rate = if above == 0 { hi } else { lo + step * 2f64.powi(above) };
+            return (above == 0 || within(rate)).then(|| self.spec(rate, true));
+        }
+        // The lower end failed: down while nothing passes below the lowest
+        // failure.
+        if b.lower_full.is_some() || b.lower.is_some() {
+            return None;
+        }
+        let at_or_below = self.trials.iter().filter(|t| t.full && t.offered_fps <= lo).count() as i32;
+        let rate = lo - step * 2f64.powi(at_or_below);
+        within(rate).then(|| self.spec(rate, true))
     }
 
     fn next_for(&self, goal: f64) -> Next {

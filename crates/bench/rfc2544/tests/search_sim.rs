@@ -201,6 +201,24 @@ fn a_repeat_on_a_device_that_changed_finds_the_new_rate() {
 }
 
 #[test]
+fn a_repeat_on_a_device_that_moved_a_little_steps_out_at_full_length() {
+    let c = cfg(1e6);
+    let cold = run(c.clone(), &mut SimDut::new(2e6, knee_curve(600_000.0, 1.0)));
+    for knee in [580_000.0, 590_000.0, 612_000.0, 630_000.0] {
+        let out = run(warm(c.clone(), &cold), &mut SimDut::new(2e6, knee_curve(knee, 1.0)));
+        let ndr = out.ndr.rate_fps.expect("an NDR");
+        assert!(ndr <= knee && ndr >= knee * (1.0 - c.resolution), "knee {knee}: NDR {ndr}");
+        assert!(out.trials.iter().all(|t| t.full), "knee {knee}: {:?}", out.trials);
+        assert!(
+            out.trials.len() < cold.trials.len(),
+            "knee {knee}: {} trials, cold {}",
+            out.trials.len(),
+            cold.trials.len()
+        );
+    }
+}
+
+#[test]
 fn an_expected_interval_outside_the_range_is_ignored() {
     let mut c = cfg(1e6);
     c.expected_ndr = Some((2e6, 3e6));
