@@ -138,7 +138,7 @@ pub struct RssArgs {
     /// Hash the first fragment on its 4-tuple when its ports are present (NICs do not).
     #[arg(long)]
     pub frag_4tuple: bool,
-    /// Read the key and the indirection table from `ethtool -x IFACE` output (text or --json).
+    /// Read the key and the indirection table from `ethtool -x IFACE` output (text or --json); a key in the file and a --key other than the default are refused together.
     #[arg(long, value_name = "FILE")]
     pub ethtool_x: Option<PathBuf>,
     /// Queue selection: reta (NIC RSS) or rps (Linux (hash * n) >> 32 over the queues).

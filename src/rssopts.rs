@@ -61,6 +61,13 @@ pub fn resolve_with(args: &RssArgs, queues_override: Option<usize>, seed_use: Se
                 warnings.push("the NIC applies a symmetric input transformation that flowsteer does not model".into());
             }
             let key = match parsed.key {
+                Some(_) if args.key != "default" => {
+                    return Err(usage(format!(
+                        "--key {} and --ethtool-x {}: the file gives the NIC's key, which would replace --key; drop one of them",
+                        args.key,
+                        path.display()
+                    )));
+                }
                 Some(k) => RssKey::from_bytes(&k).map_err(anyhow::Error::msg)?,
                 None => {
                     warnings.push(format!(

@@ -92,6 +92,16 @@ fn hash_with_ethtool_x_uses_its_table_and_key() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(v["queue"], 3);
+    // A key from the flags and one from the file: refused, not one of
+    // them silently dropped.
+    for key in [&["--key", "random"][..], &["--key", "random", "--seed", "7"], &["--key", "symmetric"]] {
+        let mut args = vec!["hash", "--src", "1.1.1.1", "--dst", "2.2.2.2", "--ethtool-x", path.to_str().unwrap()];
+        args.extend(key);
+        let o = flowsteer(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty());
+        assert!(stderr(&o).contains("--ethtool-x") && stderr(&o).contains("--key"), "{}", stderr(&o));
+    }
     std::fs::write(&path, "hello world\n").unwrap();
     let o = flowsteer(&["hash", "--src", "1.1.1.1", "--dst", "2.2.2.2", "--ethtool-x", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
