@@ -18,6 +18,7 @@ pub mod server;
 pub mod spread;
 mod sys;
 pub mod track;
+pub mod txloop;
 pub mod xdp;
 
 pub use client::{route_source, ClientConfig, ClientError, ClientReport, FlowReport, LatencySummary};
