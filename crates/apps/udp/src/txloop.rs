@@ -145,14 +145,15 @@ pub fn transmit<P: TxPort + ?Sized>(
     // between bursts rather than spinning).
     let want = if rate.is_finite() { (rate * 200e-6).clamp(1.0, batch as f64) } else { batch as f64 };
     let start = Instant::now();
-    let end = start + pace.duration;
+    // A duration beyond the clock's range: no end but the count or stop.
+    let end = start.checked_add(pace.duration);
     let mut last = start;
     let mut tokens = 0.0f64;
     let mut seq: u32 = 0;
     let mut out = TxOutcome::default();
     loop {
         let now = Instant::now();
-        if now >= end {
+        if end.is_some_and(|e| now >= e) {
             break;
         }
         if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
@@ -217,4 +218,135 @@ pub fn transmit<P: TxPort + ?Sized>(
     }
     out.incomplete = u64::from(port.tx_in_flight());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowsteer_gen::frames::{read_stamp, FlowSpec, FrameSize};
+
+    /// A transmit ring of `ring` slots whose frames complete `complete_per_call`
+    /// at a time; it keeps every frame it took.
+    struct FakePort {
+        ring: usize,
+        in_flight: usize,
+        complete_per_call: usize,
+        slots: Vec<(Vec<u8>, u32)>,
+        next: usize,
+        wire: Vec<Vec<u8>>,
+        completed: u64,
+    }
+
+    impl FakePort {
+        fn new(ring: usize, complete_per_call: usize) -> FakePort {
+            FakePort {
+                ring,
+                in_flight: 0,
+                complete_per_call,
+                slots: vec![(vec![0u8; 2048], u32::MAX); ring],
+                next: 0,
+                wire: Vec::new(),
+                completed: 0,
+            }
+        }
+    }
+
+    impl TxPort for FakePort {
+        fn tx_batch_max(&self, ring: usize) -> usize {
+            ring.min(self.ring)
+        }
+
+        fn tx_prepared(
+            &mut self,
+            max: usize,
+            fill: &mut dyn FnMut(&mut [u8], &mut u32) -> Option<usize>,
+        ) -> (usize, usize) {
+            self.tx_complete();
+            let mut k = 0;
+            while k < max && self.in_flight < self.ring {
+                let (buf, tag) = &mut self.slots[self.next % self.ring];
+                let Some(len) = fill(buf, tag) else { break };
+                self.wire.push(buf[..len].to_vec());
+                self.next += 1;
+                self.in_flight += 1;
+                k += 1;
+            }
+            (k, k)
+        }
+
+        fn tx_complete(&mut self) -> usize {
+            let c = self.in_flight.min(self.complete_per_call);
+            self.in_flight -= c;
+            self.completed += c as u64;
+            c
+        }
+
+        fn tx_in_flight(&self) -> u32 {
+            self.in_flight as u32
+        }
+    }
+
+    fn frames(flows: u32) -> FrameSet {
+        let spec = FlowSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: "10.0.0.1".parse().unwrap(),
+            dst_ip: "10.0.0.2".parse().unwrap(),
+            src_port: 4000,
+            dst_port: 9000,
+            flows,
+            src_ports: Vec::new(),
+            stream_base: 0,
+            src_addrs: Vec::new(),
+        };
+        FrameSet::new(&spec, FrameSize::Fixed(64)).unwrap()
+    }
+
+    fn pace(rate: f64, count: Option<u64>) -> TxPace {
+        TxPace { rate, duration: Duration::from_secs(10), count, burst: 32, ring: 64 }
+    }
+
+    #[test]
+    fn a_count_sends_exactly_that_many_in_sequence_and_every_frame_completes() {
+        let set = frames(3);
+        let mut port = FakePort::new(64, 7);
+        let out = transmit(&mut port, &set, &pace(f64::INFINITY, Some(1000)), Instant::now(), None);
+        assert_eq!((out.sent, out.written, out.incomplete), (1000, 1000, 0));
+        assert_eq!(out.sent, port.completed + u64::from(port.tx_in_flight()), "sent = completed + in flight");
+        assert!(!out.stopped);
+        assert_eq!(port.wire.len(), 1000);
+        for (seq, f) in port.wire.iter().enumerate() {
+            let st = read_stamp(f, 9000).expect("a stamped frame");
+            assert_eq!((st.seq, st.stream), (seq as u32, (seq % 3) as u16), "restamped in place, in order");
+        }
+    }
+
+    #[test]
+    fn a_rate_limited_count_stops_at_the_count() {
+        let set = frames(1);
+        let mut port = FakePort::new(64, 64);
+        let out = transmit(&mut port, &set, &pace(200_000.0, Some(77)), Instant::now(), None);
+        assert_eq!((out.sent, port.wire.len()), (77, 77));
+    }
+
+    #[test]
+    fn frames_never_completed_are_counted_in_flight() {
+        let set = frames(1);
+        let mut port = FakePort::new(64, 0);
+        let short = TxPace { duration: Duration::from_millis(100), ..pace(f64::INFINITY, Some(100)) };
+        let out = transmit(&mut port, &set, &short, Instant::now(), None);
+        assert_eq!((out.sent, out.incomplete), (64, 64), "the ring holds 64; none came back");
+        assert!(out.ring_full > 0, "a full ring is retried, not dropped");
+        assert_eq!(out.sent, port.completed + out.incomplete);
+    }
+
+    #[test]
+    fn the_stop_flag_ends_the_run_early() {
+        let set = frames(1);
+        let mut port = FakePort::new(64, 64);
+        let stop = AtomicBool::new(true);
+        let out = transmit(&mut port, &set, &pace(f64::INFINITY, None), Instant::now(), Some(&stop));
+        assert!(out.stopped);
+        assert_eq!(out.sent, 0);
+    }
 }
