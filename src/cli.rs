@@ -636,8 +636,8 @@ pub struct UdpGenArgs {
     /// Datagrams to send over all flows [default: run for --duration, 3 s when neither is given].
     #[arg(value_parser = crate::ranges::int::<u64, 1, {u64::MAX}>, short = 'n', long)]
     pub count: Option<u64>,
-    /// Datagram size in bytes (32..=65507; the first 32 are the header).
-    #[arg(value_parser = crate::ranges::int::<usize, 32, 65507>, short = 's', long, default_value_t = 64)]
+    /// Datagram size in bytes (32..=65507; the first 32 are the header). With --afxdp (16..=65507): the UDP payload, 18.. (16.. for IPv6), the frame is size + 42 bytes for IPv4 (+ 62 for IPv6) without the FCS: --size 18 gives 64-byte IPv4 frames.
+    #[arg(value_parser = crate::ranges::int::<usize, 16, 65507>, short = 's', long, default_value_t = 64)]
     pub size: usize,
     /// Datagrams per second over all flows (0 = as fast as possible).
     #[arg(value_parser = crate::ranges::int::<u64, 0, {u64::MAX}>, long, default_value_t = 0)]
@@ -655,14 +655,23 @@ pub struct UdpGenArgs {
     #[arg(long, default_value = "1024-65535")]
     pub sport_range: String,
     /// Wait for echoed replies: byte-exact check, loss, reordering, round-trip percentiles.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "afxdp")]
     pub echo: bool,
     /// Seconds to wait for outstanding replies after the last send.
-    #[arg(value_parser = crate::ranges::seconds_or_zero, long, default_value_t = 1.0)]
+    #[arg(value_parser = crate::ranges::seconds_or_zero, long, default_value_t = 1.0, conflicts_with = "afxdp")]
     pub drain: f64,
     /// Datagrams per sendmmsg call (1..=1024).
-    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_BATCH}>, long, default_value_t = 32)]
+    #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_BATCH}>, long, default_value_t = 32, conflicts_with = "afxdp")]
     pub batch: usize,
+    /// Send pre-built frames from an AF_XDP socket on IFACE (transmit only, no XDP program; needs root, IFACE up, and the remote's or gateway's neighbour entry, resolved first or given with --dst-mac).
+    #[arg(long, value_name = "IFACE")]
+    pub afxdp: Option<String>,
+    /// The AF_XDP transmit queue of --afxdp.
+    #[arg(value_parser = crate::ranges::int::<u32, 0, 4095>, long, default_value_t = 0, requires = "afxdp")]
+    pub afxdp_queue: u32,
+    /// Destination MAC of the --afxdp frames (aa:bb:cc:dd:ee:ff) [default: the neighbour table's entry of the remote or its gateway].
+    #[arg(long, value_name = "MAC", requires = "afxdp")]
+    pub dst_mac: Option<String>,
     #[arg(long)]
     pub json: bool,
 }

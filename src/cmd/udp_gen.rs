@@ -10,6 +10,7 @@ use crate::cmd::usage;
 use crate::rssopts::{resolve, Resolved};
 use anyhow::Result;
 use flowsteer_live::stop_on_signals;
+use flowsteer_udp::afxdp::{self, AfxdpConfig};
 use flowsteer_udp::client::{self, format_report};
 use flowsteer_udp::{plain_flows, route_source, spread_flows, ClientConfig, PortRange};
 use std::net::{IpAddr, SocketAddr};
@@ -67,6 +68,12 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
         let ip: IpAddr = l.parse().map_err(|_| usage(format!("--local '{l}' is not an IP address")))?;
         locals.push(ip);
     }
+    if args.afxdp.is_none() && args.size < 32 {
+        return Err(usage(format!(
+            "--size {}: out of range 32..=65507 (the header needs 32 bytes; with --afxdp 16..=65507)",
+            args.size
+        )));
+    }
     let duration = match args.duration {
         Some(d) => Some(Duration::from_secs_f64(d)),
         None if args.count.is_none() => Some(DEFAULT_DURATION),
@@ -116,9 +123,17 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
             }
             flows
         }
-        None => plain_flows(&locals, remote, args.flows.unwrap_or(1))?,
+        None => {
+            if locals.is_empty() && args.afxdp.is_some() {
+                locals.push(route_source(remote)?);
+            }
+            plain_flows(&locals, remote, args.flows.unwrap_or(1))?
+        }
     };
 
+    if let Some(iface) = &args.afxdp {
+        return run_afxdp(args, iface, &flows, duration, key.as_ref(), &all_warnings);
+    }
     let mut cfg = ClientConfig::new(flows);
     cfg.size = args.size;
     cfg.rate = args.rate;
@@ -161,6 +176,59 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
     }
     if !report.replies_add_up {
         eprintln!("error: reply counters do not add up (replies != unique + duplicates + mismatched): this is a bug");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// `--afxdp IFACE`: the same flows as pre-built frames from an AF_XDP socket.
+fn run_afxdp(
+    args: &UdpGenArgs,
+    iface: &str,
+    flows: &[flowsteer_udp::FlowSpec],
+    duration: Option<Duration>,
+    key: Option<&flowsteer_rss::RssKey>,
+    warnings: &[String],
+) -> Result<i32> {
+    let dst_mac = match &args.dst_mac {
+        Some(m) => Some(
+            afxdp::parse_mac(m)
+                .ok_or_else(|| usage(format!("--dst-mac '{m}' is not a MAC address (aa:bb:cc:dd:ee:ff)")))?,
+        ),
+        None => None,
+    };
+    let cfg = AfxdpConfig { iface: iface.to_string(), queue: args.afxdp_queue, dst_mac };
+    let stop = stop_on_signals()?;
+    let (report, counts) = afxdp::run(&cfg, flows, args.size, args.rate, args.count, duration, &stop)?;
+    if args.json {
+        let mut doc = serde_json::to_value(&report)?;
+        if let Some(key) = key {
+            crate::rssopts::add_drawn_key(&mut doc, key);
+        }
+        doc["afxdp"] = serde_json::to_value(counts)?;
+        doc["warnings"] = serde_json::to_value(warnings)?;
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", format_report(&report));
+        println!(
+            "  afxdp {iface} queue {}: sent {} = completed {} + in flight {} ({}); ring-full retries {}, kick errors {}, invalid descriptors {}",
+            args.afxdp_queue,
+            counts.sent,
+            counts.completed,
+            counts.in_flight,
+            if counts.add_up { "ok" } else { "VIOLATED" },
+            counts.ring_full_retries,
+            counts.kick_errors,
+            counts.invalid_descs
+        );
+        println!("{}", crate::legend::footer(crate::legend::UDP_GEN));
+    }
+    if report.sent == 0 && !report.stopped_early {
+        eprintln!("error: not one frame could be sent from {iface}");
+        return Ok(1);
+    }
+    if !counts.add_up {
+        eprintln!("error: AF_XDP counters do not add up (sent != completed + in flight): this is a bug");
         return Ok(1);
     }
     Ok(0)

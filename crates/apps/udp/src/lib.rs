@@ -5,12 +5,15 @@
 //! planner of `flowsteer-plan`, with byte-exact echo checks, loss, reordering
 //! and round-trip percentiles; and the same echo on the AF_XDP dataplane
 //! ([`xdp`]: one pinned thread per receive queue, replies rewritten in
-//! place).
+//! place). [`afxdp`] sends the generator's flows as pre-built frames from
+//! an AF_XDP socket through [`txloop`], the transmit loop the RFC 2544
+//! harness's generator also runs.
 //!
 //! Libraries never print: every failure is a typed error ([`ClientError`],
 //! [`ServerError`], [`SpreadError`]) whose message is one line saying what
 //! to do. All `unsafe` lives in the private `sys` module.
 
+pub mod afxdp;
 pub mod client;
 pub mod payload;
 pub mod rate;
@@ -18,6 +21,7 @@ pub mod server;
 pub mod spread;
 mod sys;
 pub mod track;
+pub mod txloop;
 pub mod xdp;
 
 pub use client::{route_source, ClientConfig, ClientError, ClientReport, FlowReport, LatencySummary};

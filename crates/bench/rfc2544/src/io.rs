@@ -3,8 +3,8 @@
 //! `sendmmsg`, received from a TPACKET_V3 ring), behind one [`Port`].
 //!
 //! Both paths stamp frames the same way (a transmit buffer that already
-//! holds its template gets [`crate::frames::Template::restamp`], any other
-//! a full [`crate::frames::Template::write`]) and hand every received frame
+//! holds its template gets [`flowsteer_gen::frames::Template::restamp`], any other
+//! a full [`flowsteer_gen::frames::Template::write`]) and hand every received frame
 //! to the same [`crate::track::RxTracker`].
 //!
 //! AF_PACKET receive: the ring has a socket filter that keeps only UDP to

@@ -4,7 +4,7 @@
 //! | module | what it does | I/O |
 //! |---|---|---|
 //! | [`search`] | the NDR/PDR binary search (RFC 2544 section 26.1, the MLRsearch practice): which rate to try next, for how long, and when to stop | none (sans-IO: trial results come in as arguments) |
-//! | [`frames`] | test frames: templates per flow and size (IMIX included), the per-frame stamp (stream, sequence, transmit time) with its checksum update | none |
+//! | [`frames`] | test frames: templates per flow and size (IMIX included), the per-frame stamp (stream, sequence, transmit time) with its checksum update; re-exported from `flowsteer_gen::frames` | none |
 //! | [`dut`] | devices under test in namespaces of their own (`none`, `patch`, `linux-bridge`, `flowsteer-bridge`, `flowsteer-bridge-afpacket`), removed on drop; [`dut::cleanup`] for what a killed run left | `ip`, `tc` |
 //! | [`io`] | the sockets a trial drives: AF_XDP or AF_PACKET behind one `Port` | AF_XDP, AF_PACKET |
 //! | [`bridge`] | the flowsteer bridge as a DUT, started in-process in the DUT namespace; its own counts per trial | AF_XDP, AF_PACKET, threads |
@@ -21,7 +21,8 @@
 
 pub mod bridge;
 pub mod dut;
-pub mod frames;
+/// The test frames live in `flowsteer-gen` (shared with `flowsteer udp-gen --afxdp`).
+pub use flowsteer_gen::frames;
 pub mod io;
 pub mod live;
 pub mod search;

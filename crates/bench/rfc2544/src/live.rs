@@ -10,10 +10,11 @@
 //! socket, so each end has one thread that sends its direction and reads
 //! the other's between bursts: end A on `gen_cpu`, end B on `rx_cpu`.
 //!
-//! Generator: the frames are pre-built in the UMEM. Each transmit frame
+//! Generator: the shared transmit loop of `flowsteer_udp::txloop` (also
+//! behind `flowsteer udp-gen --afxdp`). The frames are pre-built in the UMEM. Each transmit frame
 //! holds a whole template ([`FrameSet`]) written once; sent again, it gets
 //! only its sequence number and time rewritten and its UDP checksum updated
-//! incrementally ([`crate::frames::Template::restamp`]), in place
+//! incrementally ([`flowsteer_gen::frames::Template::restamp`]), in place
 //! ([`XskSocket::tx_prepared`]; a frame's tag says which template it holds).
 //! Batches are a whole multiple of the template count, so the frames,
 //! coming back round the completion ring in order, meet their own template
@@ -45,16 +46,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowsteer_udp::txloop::{transmit, TxPace, TxPort};
 use flowsteer_xsk::{AttachConfig, Claim, PortConfig, XdpMode, XdpPort, XdpProgram, XskConfig, XskSocket};
 use serde::Serialize;
 
 use crate::dut::Ports;
-use crate::frames::{FlowSpec, FrameSet, FrameSize};
 use crate::io::{IoMode, PacketPort, Port};
 use crate::search::{TrialOutcome, TrialRunner, TrialSpec};
 use crate::spread::SpreadSpec;
 use crate::track::{Latency, RxCounts, RxTracker};
 use crate::Error;
+use flowsteer_gen::frames::{FlowSpec, FrameSet, FrameSize};
 
 /// Live trial parameters.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -365,6 +367,7 @@ fn flow_spec(ports: &Ports, cfg: &LiveConfig, port: u16) -> FlowSpec {
         flows: cfg.flows,
         src_ports: Vec::new(),
         stream_base: 0,
+        src_addrs: Vec::new(),
     }
 }
 
@@ -819,13 +822,56 @@ fn drain(port: &mut Port, tracker: &mut RxTracker, epoch: Instant, max: usize) {
     }
 }
 
-/// Depth of the token bucket, seconds of frames: a generator descheduled
-/// for up to this long (other work on its CPU) catches up in bursts; a
-/// longer stall shows as a shortfall.
-const BUCKET_SECS: f64 = 0.01;
+/// A port as the shared transmit loop sees it; a bidirectional end also
+/// drains its receive ring between bursts and waits for frames (rather
+/// than sleeping) when the wait is a millisecond or more (poll's
+/// resolution; shorter, its ring holds what arrives).
+struct GenPort<'a> {
+    port: &'a mut Port,
+    rx: Option<&'a mut RxTracker>,
+    epoch: Instant,
+    ring: usize,
+}
 
-/// The transmit loop. With `rx` (bidirectional), the same thread reads its
-/// socket between bursts and while it waits for tokens.
+impl TxPort for GenPort<'_> {
+    fn tx_batch_max(&self, ring: usize) -> usize {
+        self.port.tx_batch_max(ring)
+    }
+
+    fn tx_prepared(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8], &mut u32) -> Option<usize>,
+    ) -> (usize, usize) {
+        self.port.tx_prepared(max, fill)
+    }
+
+    fn tx_complete(&mut self) -> usize {
+        self.port.tx_complete()
+    }
+
+    fn tx_in_flight(&self) -> u32 {
+        self.port.tx_in_flight()
+    }
+
+    fn between(&mut self) {
+        if let Some(t) = self.rx.as_deref_mut() {
+            drain(self.port, t, self.epoch, self.ring);
+        }
+    }
+
+    fn pause(&mut self, gap: Duration) {
+        if self.rx.is_some() && gap >= Duration::from_millis(1) {
+            self.port.wait_rx(gap);
+        } else {
+            std::thread::sleep(gap);
+        }
+    }
+}
+
+/// One direction's generator: the shared pre-built-frame transmit loop
+/// ([`flowsteer_udp::txloop::transmit`]) on `port`, receiving between
+/// bursts when `rx` is given.
 fn generate(
     port: &mut Port,
     frames: &FrameSet,
@@ -833,97 +879,13 @@ fn generate(
     duration: Duration,
     burst: usize,
     epoch: Instant,
-    mut rx: Option<&mut RxTracker>,
+    rx: Option<&mut RxTracker>,
 ) -> GenOut {
-    // Unthrottled: as many frames per batch as the ring takes, rounded down
-    // to a whole number of template rounds so each frame meets its own
-    // template again when it comes back.
     let ring = port.tx_batch_max(GEN_TX_RING as usize);
-    let period = frames.len().max(1);
-    let batch = if rate.is_finite() {
-        burst.min(ring)
-    } else if period <= ring {
-        ring / period * period
-    } else {
-        ring
-    };
-    let depth = if rate.is_finite() { (rate * BUCKET_SECS).max(batch as f64) } else { batch as f64 };
-    // Wait for at least this many tokens: a whole burst, or 200 us of
-    // frames at low rates, asleep (wakeup mode: below saturation the
-    // thread sleeps between bursts rather than spinning).
-    let want = if rate.is_finite() { (rate * 200e-6).clamp(1.0, batch as f64) } else { batch as f64 };
-    let start = Instant::now();
-    let end = start + duration;
-    let mut last = start;
-    let mut tokens = 0.0f64;
-    let mut seq: u32 = 0;
-    let mut out = GenOut::default();
-    loop {
-        let now = Instant::now();
-        if now >= end {
-            break;
-        }
-        if let Some(t) = rx.as_deref_mut() {
-            drain(port, t, epoch, ring);
-        }
-        let n = if rate.is_finite() {
-            tokens = (tokens + rate * (now - last).as_secs_f64()).min(depth);
-            last = now;
-            if tokens < want {
-                let gap = (want - tokens) / rate;
-                if gap > 100e-6 {
-                    // Asleep when the wait is long against a sleep's own
-                    // cost (below burst / 100 us frames/s: 320k for 32);
-                    // oversleeping (timer slack: 50 us) only fills the
-                    // bucket further. A receiving end sleeps in poll(2)
-                    // when the wait is a millisecond or more (poll's
-                    // resolution; shorter, its ring holds what arrives).
-                    if rx.is_some() && gap >= 1e-3 {
-                        port.wait_rx(Duration::from_secs_f64(gap));
-                    } else {
-                        std::thread::sleep(Duration::from_secs_f64(gap));
-                    }
-                } else {
-                    std::thread::yield_now();
-                }
-                continue;
-            }
-            (tokens as usize).min(batch)
-        } else {
-            batch
-        };
-        let ts = epoch.elapsed().as_nanos() as u64;
-        let mut s = seq;
-        let (k, w) = port.tx_prepared(n, &mut |buf, tag| {
-            let index = frames.index(s);
-            let t = frames.by_index(index)?;
-            if *tag == index as u32 {
-                t.restamp(buf, s, ts);
-            } else {
-                t.write(buf, s, ts);
-                *tag = index as u32;
-            }
-            s = s.wrapping_add(1);
-            Some(t.len())
-        });
-        seq = seq.wrapping_add(w as u32);
-        out.sent += k as u64;
-        out.written += w as u64;
-        tokens -= w as f64;
-        if w == 0 {
-            port.tx_complete();
-            std::thread::yield_now();
-        }
-    }
-    out.secs = start.elapsed().as_secs_f64();
-    let drain_end = Instant::now() + Duration::from_secs(1);
-    while port.tx_in_flight() > 0 && Instant::now() < drain_end {
-        if port.tx_complete() == 0 {
-            std::thread::yield_now();
-        }
-    }
-    out.incomplete = u64::from(port.tx_in_flight());
-    out
+    let mut gp = GenPort { port, rx, epoch, ring };
+    let pace = TxPace { rate, duration, count: None, burst, ring: GEN_TX_RING as usize };
+    let o = transmit(&mut gp, frames, &pace, epoch, None);
+    GenOut { sent: o.sent, written: o.written, secs: o.secs, incomplete: o.incomplete }
 }
 
 /// Runs `f` on a thread inside namespace `ns` (`None`: the caller's, which

@@ -10,7 +10,7 @@
 //! otherwise the counts differ by at most one. The planner runs once per
 //! distinct source address, for the flows of that address.
 //!
-//! The frames stay what [`crate::frames::FrameSet`] builds (valid
+//! The frames stay what [`flowsteer_gen::frames::FrameSet`] builds (valid
 //! checksums, the same stamp): only the source port per flow changes
 //! ([`FlowSpec::src_ports`]).
 
@@ -21,7 +21,7 @@ use flowsteer_plan::plan::{plan, AddrRange, PlanError, PlanRequest, PortRange, D
 use flowsteer_rss::{Fields, QueueId, RssConfig};
 use flowsteer_wire::{proto, FlowTuple};
 
-use crate::frames::FlowSpec;
+use flowsteer_gen::frames::FlowSpec;
 
 /// The source ports the planner may use by default (the unprivileged ones).
 pub const DEFAULT_SPORTS: PortRange = PortRange { lo: 1024, hi: 65535 };
@@ -190,7 +190,7 @@ pub fn spread_ports(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frames::{FrameSet, FrameSize};
+    use flowsteer_gen::frames::{FrameSet, FrameSize};
     use flowsteer_rss::{HashTypes, Reta, RssKey};
     use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
 
@@ -210,6 +210,7 @@ mod tests {
             flows,
             src_ports: Vec::new(),
             stream_base: 0,
+            src_addrs: Vec::new(),
         }
     }
 

@@ -14,12 +14,12 @@ use serde::Serialize;
 
 use crate::bridge::DutCounters;
 use crate::dut::{DutKind, Ports, Topology};
-use crate::frames::FrameSize;
 use crate::io::IoMode;
 use crate::live::{LiveConfig, LiveRunner, TrialDetail};
 use crate::search::{self, SearchConfig, Spread, TrialRecord};
 use crate::spread::SpreadSpec;
 use crate::Error;
+use flowsteer_gen::frames::FrameSize;
 
 /// JSON schema name of [`Report`].
 pub const SCHEMA: &str = "flowsteer.rfc2544.v1";

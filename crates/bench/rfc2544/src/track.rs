@@ -7,7 +7,7 @@
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::frames::read_stamp;
+use flowsteer_gen::frames::read_stamp;
 
 /// Highest latency recorded, ns (10 s); longer ones are clamped to it.
 pub const MAX_LATENCY_NS: u64 = 10_000_000_000;
@@ -80,7 +80,7 @@ impl RxTracker {
         }
     }
 
-    /// Expects stream ids from `base` ([`crate::frames::FlowSpec::stream_base`]):
+    /// Expects stream ids from `base` ([`flowsteer_gen::frames::FlowSpec::stream_base`]):
     /// frame `seq` must carry stream `base + seq % flows`; any other stream
     /// id (the other direction's, say) is foreign.
     pub fn with_stream_base(mut self, base: u16) -> RxTracker {
@@ -155,7 +155,7 @@ impl RxTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frames::{FlowSpec, FrameSet, FrameSize};
+    use flowsteer_gen::frames::{FlowSpec, FrameSet, FrameSize};
 
     fn frames() -> FrameSet {
         let spec = FlowSpec {
@@ -168,6 +168,7 @@ mod tests {
             flows: 3,
             src_ports: Vec::new(),
             stream_base: 0,
+            src_addrs: Vec::new(),
         };
         FrameSet::new(&spec, FrameSize::Fixed(64)).unwrap()
     }

@@ -87,6 +87,7 @@
 mod alias;
 mod config;
 mod flow;
+pub mod frames;
 mod template;
 
 use std::fmt;

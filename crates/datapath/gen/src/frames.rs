@@ -119,7 +119,12 @@ pub enum FrameError {
     BadSize(String),
     /// Outside the range.
     #[error("frame size {size}: must be {min}..=1518 bytes (FCS included)")]
-    SizeOutOfRange { size: u16, min: u16 },
+    SizeOutOfRange {
+        /// The size asked for.
+        size: u16,
+        /// The smallest of the family.
+        min: u16,
+    },
     /// No flows.
     #[error("flows must be 1..=65536, stream ids (first + flows) at most 65536")]
     Flows,
@@ -146,7 +151,7 @@ pub struct FlowSpec {
     /// First source port; flow `i` uses `src_port + i` (wrapping) unless
     /// `src_ports` names its port.
     pub src_port: u16,
-    /// Source port per flow (from [`crate::spread::spread_ports`]); empty:
+    /// Source port per flow (e.g. from an RSS spread planner); empty:
     /// `src_port + i`.
     pub src_ports: Vec<u16>,
     /// Stream id of flow 0 (`stream_base + flows` at most 65536).
@@ -155,11 +160,18 @@ pub struct FlowSpec {
     pub dst_port: u16,
     /// Number of flows, 1..=65536 (default 16).
     pub flows: u32,
+    /// Source address per flow (round robin when shorter than `flows`);
+    /// empty: counted up from `src_ip`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub src_addrs: Vec<IpAddr>,
 }
 
 impl FlowSpec {
     /// Source address of flow `i`.
     pub fn src_addr(&self, i: u32) -> IpAddr {
+        if !self.src_addrs.is_empty() {
+            return self.src_addrs[i as usize % self.src_addrs.len()];
+        }
         nth_addr(self.src_ip, i)
     }
 
@@ -283,7 +295,9 @@ impl FrameSet {
         if spec.flows == 0 || u64::from(spec.flows) + u64::from(spec.stream_base) > 65536 {
             return Err(FrameError::Flows);
         }
-        if spec.src_ip.is_ipv4() != spec.dst_ip.is_ipv4() {
+        if spec.src_ip.is_ipv4() != spec.dst_ip.is_ipv4()
+            || spec.src_addrs.iter().any(|a| a.is_ipv4() != spec.dst_ip.is_ipv4())
+        {
             return Err(FrameError::MixedFamilies);
         }
         let v6 = spec.src_ip.is_ipv6();
@@ -413,6 +427,7 @@ mod tests {
             flows: 4,
             src_ports: Vec::new(),
             stream_base: 0,
+            src_addrs: Vec::new(),
         }
     }
 
