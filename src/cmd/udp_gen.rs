@@ -231,5 +231,14 @@ fn run_afxdp(
         eprintln!("error: AF_XDP counters do not add up (sent != completed + in flight): this is a bug");
         return Ok(1);
     }
+    if counts.stalled {
+        eprintln!(
+            "error: {iface} queue {} took no frame for {} s ({} sent): is the link down, or the queue gone?",
+            args.afxdp_queue,
+            flowsteer_udp::txloop::STALL.as_secs(),
+            counts.sent
+        );
+        return Ok(1);
+    }
     Ok(0)
 }

@@ -89,6 +89,9 @@ pub struct AfxdpCounts {
     pub invalid_descs: u64,
     /// `sent == completed + in_flight`.
     pub add_up: bool,
+    /// The run ended early because the transmit ring took no frame for
+    /// [`crate::txloop::STALL`].
+    pub stalled: bool,
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff` (or `-` separated).
@@ -265,6 +268,7 @@ pub fn run(
         kick_errors: st.tx_kick_errors,
         invalid_descs: st.kernel.tx_invalid_descs,
         add_up: out.sent == st.tx_completed + out.incomplete,
+        stalled: out.stalled,
     };
     let mut send_errors = BTreeMap::new();
     for (k, v) in [

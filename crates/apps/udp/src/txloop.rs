@@ -32,6 +32,10 @@ use flowsteer_xsk::XskSocket;
 pub const BUCKET_SECS: f64 = 0.010;
 /// Longest wait for outstanding completions after the last frame.
 pub const DRAIN: Duration = Duration::from_secs(1);
+/// Longest the loop retries a full transmit ring without the port taking
+/// one frame: then it ends with [`TxOutcome::stalled`] (a link gone down, a
+/// queue the kernel no longer serves), never spinning on.
+pub const STALL: Duration = Duration::from_secs(1);
 
 /// A transmit port the loop drives: an AF_XDP socket, or any port that
 /// fills tagged buffers in place.
@@ -111,6 +115,8 @@ pub struct TxOutcome {
     pub ring_full: u64,
     /// Stopped by the stop flag before the count or duration.
     pub stopped: bool,
+    /// Ended because the port took no frame for [`STALL`].
+    pub stalled: bool,
 }
 
 /// Sends `frames` (frame `seq` uses `frames.template(seq)`, stamped with
@@ -151,6 +157,7 @@ pub fn transmit<P: TxPort + ?Sized>(
     let mut tokens = 0.0f64;
     let mut seq: u32 = 0;
     let mut out = TxOutcome::default();
+    let mut progress = start;
     loop {
         let now = Instant::now();
         if end.is_some_and(|e| now >= e) {
@@ -204,9 +211,15 @@ pub fn transmit<P: TxPort + ?Sized>(
         out.written += w as u64;
         tokens -= w as f64;
         if w == 0 {
+            if now.duration_since(progress) >= STALL {
+                out.stalled = true;
+                break;
+            }
             out.ring_full += 1;
             port.tx_complete();
             std::thread::yield_now();
+        } else {
+            progress = now;
         }
     }
     out.secs = start.elapsed().as_secs_f64();
@@ -337,6 +350,17 @@ mod tests {
         let out = transmit(&mut port, &set, &short, Instant::now(), None);
         assert_eq!((out.sent, out.incomplete), (64, 64), "the ring holds 64; none came back");
         assert!(out.ring_full > 0, "a full ring is retried, not dropped");
+        assert_eq!(out.sent, port.completed + out.incomplete);
+    }
+
+    #[test]
+    fn a_ring_that_never_completes_ends_a_count_run_as_stalled() {
+        let set = frames(1);
+        let mut port = FakePort::new(64, 0);
+        let endless = TxPace { duration: Duration::from_secs(u64::from(u32::MAX)), ..pace(f64::INFINITY, Some(1000)) };
+        let out = transmit(&mut port, &set, &endless, Instant::now(), None);
+        assert!(out.stalled && !out.stopped);
+        assert_eq!((out.sent, out.incomplete), (64, 64));
         assert_eq!(out.sent, port.completed + out.incomplete);
     }
 
