@@ -194,6 +194,7 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
         ],
     );
     add(&vec!["udp-gen", "-r", "127.0.0.1"], &[("--port", Kind::Int(1, 65535))]);
+    add(&vec!["udp-gen", "-r", "127.0.0.1", "-p", "9", "--afxdp", "lo"], &[("--afxdp-queue", Kind::Int(0, 4095))]);
     add(
         &vec!["rfc2544", "--dut", "none"],
         &[
@@ -284,7 +285,7 @@ fn not_numeric(command: &[&str]) -> Vec<&'static str> {
         ["bench", "reasm"] => vec!["--set", "--delivery", "--family", "--in-flight", "--order", "--dpdk"],
         ["bench", "udp"] => vec!["--modes", "--xdp-mode"],
         ["udp-echo"] => vec!["--mode", "--iface", "--xdp-mode", "--xdp-claim", "--bind"],
-        ["udp-gen"] => vec!["--remote", "--local", "--sport-range"],
+        ["udp-gen"] => vec!["--remote", "--local", "--sport-range", "--afxdp", "--dst-mac"],
         ["rfc2544"] => {
             vec!["--dut", "--tx", "--rx", "--plot", "--io", "--key", "--hash-types", "--ethtool-x", "--sport-range"]
         }
