@@ -171,9 +171,18 @@ fn check_refused(args: &[&str], flag: &str) {
 fn bad_values_are_refused() {
     let base = ["--set", "warm", "--delivery", "chain", "--seconds", "0.02"];
     let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
-    check_refused(&with(&["--family", "5"]), "--family 5");
-    check_refused(&with(&["--family", "4", "--order", "sideways"]), "--order sideways");
-    check_refused(&with(&["--family", "4", "--in-flight", "7"]), "--in-flight 7");
+    // A value outside a flag's list is clap's usage error (exit 2).
+    for (extra, flag) in [
+        (&["--family", "5"][..], "--family"),
+        (&["--family", "4", "--order", "sideways"], "--order"),
+        (&["--family", "4", "--in-flight", "7"], "--in-flight"),
+    ] {
+        let out = bench_reasm(&with(extra));
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out.stderr));
+    }
+    check_refused(&with(&["--family", "5"]), "--family");
+    check_refused(&with(&["--family", "4", "--order", "sideways"]), "--order");
+    check_refused(&with(&["--family", "4", "--in-flight", "7"]), "--in-flight");
     check_refused(
         &["--set", "warm", "--delivery", "chain", "--family", "4", "--in-flight", "64", "--seconds", "0"],
         "--seconds",
