@@ -179,6 +179,7 @@ fn bad_values_are_refused() {
     ] {
         let out = bench_reasm(&with(extra));
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(flag), "{extra:?}: {}", text(&out.stderr));
     }
     check_refused(&with(&["--family", "5"]), "--family");
     check_refused(&with(&["--family", "4", "--order", "sideways"]), "--order");
