@@ -12,7 +12,7 @@
 //! Every packet access is preceded by a `ptr + n > data_end` test, as the
 //! verifier demands.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::asm::*;
 use crate::error::{Error, ErrorKind};
@@ -676,6 +676,13 @@ impl XdpProgram {
     /// The mode actually in use ([`XdpMode::Native`] or [`XdpMode::Skb`]).
     pub fn mode(&self) -> XdpMode {
         self.mode
+    }
+
+    /// The bpf_link that holds the program on the interface. The program is
+    /// detached when this value is dropped, even while a copy of the link's
+    /// file is still open elsewhere (a child forked meanwhile, say).
+    pub fn link(&self) -> BorrowedFd<'_> {
+        self.link.as_fd()
     }
 
     /// Interface name.

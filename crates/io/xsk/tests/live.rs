@@ -763,3 +763,26 @@ fn an_mtu_beyond_the_socket_frame_is_refused_then_its_drops_are_counted() {
     assert_eq!((r.dropped_too_big, r.redirected), (3, 2), "{r:?}");
     assert_eq!(port.sockets()[0].stats().unwrap().kernel.rx_dropped, 0, "dropped before the kernel saw them");
 }
+
+/// Dropping the program detaches it even while another copy of the link's
+/// file is open (as a child forked meanwhile holds one until it execs).
+#[test]
+fn drop_detaches_while_a_copy_of_the_link_is_open() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let lab = Lab::new("xlnk", &LabConfig { queues: 1, mtu: 1500 }).expect("lab");
+    let dev = lab.dev(Side::B).to_string();
+    let shown = || {
+        let out = Command::new("ip").args(["-n", lab.ns(Side::B), "link", "show", &dev]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let d = dev.clone();
+    let prog = lab.run_in(Side::B, move || XdpProgram::attach(&d, &AttachConfig::default())).unwrap().unwrap();
+    let copy = prog.link().try_clone_to_owned().unwrap();
+    assert!(shown().contains("prog/xdp"), "{}", shown());
+    drop(prog);
+    assert!(!shown().contains("prog/xdp"), "still attached: {}", shown());
+    drop(copy);
+}

@@ -722,28 +722,3 @@ fn kernel_verifier_accepts_every_shape_and_its_log_reaches_errors() {
     assert!(msg.contains("verifier log:") && msg.contains("invalid access to packet"), "{msg}");
     assert!(!msg.contains('\n'));
 }
-
-/// Dropping the program detaches it even while another copy of the link's
-/// file is open (as a child forked meanwhile holds one until it execs).
-#[test]
-fn drop_detaches_while_a_copy_of_the_link_is_open() {
-    use flowsteer_netns::{skip_reason, Lab, LabConfig, Side};
-    if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
-        return;
-    }
-    let lab = Lab::new("xlnk", &LabConfig { queues: 1, mtu: 1500 }).expect("lab");
-    let dev = lab.dev(Side::B).to_string();
-    let shown = || {
-        let out =
-            std::process::Command::new("ip").args(["-n", lab.ns(Side::B), "link", "show", &dev]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let d = dev.clone();
-    let prog = lab.run_in(Side::B, move || XdpProgram::attach(&d, &AttachConfig::default())).unwrap().unwrap();
-    let copy = prog.link.try_clone().unwrap();
-    assert!(shown().contains("prog/xdp"), "{}", shown());
-    drop(prog);
-    assert!(!shown().contains("prog/xdp"), "still attached: {}", shown());
-    drop(copy);
-}
