@@ -11,6 +11,9 @@
 //!   the kernel, so ring `i` receives exactly the packets software RSS puts
 //!   on queue `i`, on any NIC (veth included) and without ethtool.
 //! * [`TxSocket`]: batched transmit of whole Ethernet frames (`sendmmsg`).
+//! * [`VnetHdr`]: a frame's offload state (partial checksum, GSO), handed
+//!   over by a ring and taken by a transmit socket with `PACKET_VNET_HDR`
+//!   ([`RxConfig::vnet_hdr`], [`TxConfig::vnet_hdr`]).
 //!
 //! Accounting: every frame taken out of a ring is either delivered to the
 //! sink ([`RxStats::frames`], of which [`RxStats::truncated`] were cut by the
@@ -28,6 +31,7 @@ mod open;
 mod rx;
 mod sys;
 mod tx;
+mod vnet;
 
 pub use cbpf::{toeplitz_cbpf, SockFilter};
 pub use error::{errno_name, Error};
@@ -36,3 +40,4 @@ pub use rx::{
     DEFAULT_FRAME_SIZE, DEFAULT_RETIRE_BLK_TOV_MS, MAX_RETIRE_BLK_TOV_MS, MAX_RING_BYTES,
 };
 pub use tx::{TxConfig, TxSocket, TxStats, DEFAULT_TX_BATCH, MAX_TX_BATCH};
+pub use vnet::{GsoType, VnetHdr, VNET_HDR_LEN};

@@ -9,6 +9,7 @@ use crate::cbpf::{toeplitz_cbpf, SockFilter, MAX_INSNS};
 use crate::error::Error;
 use crate::open::{lookup_ifindex, open_packet_socket};
 use crate::sys::{self, RingMap};
+use crate::vnet::{VnetHdr, VNET_HDR_LEN};
 
 /// Default block size: 1 MiB (a whole burst fits, few block switches).
 pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
@@ -77,6 +78,13 @@ pub struct RxConfig {
     pub filter: Vec<SockFilter>,
     /// Join this fanout group right after binding. Default none.
     pub fanout: Option<Fanout>,
+    /// Hand over each frame's offload state (`PACKET_VNET_HDR`):
+    /// [`RxMeta::vnet`] says whether its checksum is partial and whether it
+    /// is a GSO frame. Default false. Without it a frame a local sender
+    /// left to offload arrives with a checksum that cannot verify
+    /// ([`RxMeta::csum_not_ready`] still says so) and a GSO frame's
+    /// segment size is unknown.
+    pub vnet_hdr: bool,
 }
 
 impl Default for RxConfig {
@@ -91,6 +99,7 @@ impl Default for RxConfig {
             lock_memory: false,
             filter: Vec::new(),
             fanout: None,
+            vnet_hdr: false,
         }
     }
 }
@@ -272,9 +281,19 @@ pub struct RxMeta {
     pub packet_type: u8,
     /// Offset of the L3 header in the frame (14 for plain Ethernet).
     pub l3_offset: u16,
+    /// The frame's offload state, with [`RxConfig::vnet_hdr`]; offsets
+    /// count from the first byte of the frame as given (a tag the kernel
+    /// took out, [`Self::vlan`], is not in them).
+    pub vnet: Option<VnetHdr>,
 }
 
 impl RxMeta {
+    /// `TP_STATUS_CSUMNOTREADY`: the frame's TCP/UDP checksum is partial
+    /// (a local sender left it to offload).
+    pub fn csum_not_ready(&self) -> bool {
+        self.status & libc::TP_STATUS_CSUMNOTREADY != 0
+    }
+
     /// The ring holds fewer bytes than the wire carried.
     pub fn is_truncated(&self) -> bool {
         self.snap_len < self.wire_len
@@ -329,6 +348,7 @@ pub struct RxRing {
     block: usize,
     cursor: Option<Cursor>,
     stats: RxStats,
+    vnet_hdr: bool,
 }
 
 impl RxRing {
@@ -345,6 +365,9 @@ impl RxRing {
         opt(libc::PACKET_VERSION, "PACKET_VERSION=TPACKET_V3", libc::tpacket_versions::TPACKET_V3 as i32)?;
         if config.ignore_outgoing {
             opt(libc::PACKET_IGNORE_OUTGOING, "PACKET_IGNORE_OUTGOING", 1)?;
+        }
+        if config.vnet_hdr {
+            opt(libc::PACKET_VNET_HDR, "PACKET_VNET_HDR", 1)?;
         }
         if !config.filter.is_empty() {
             sys::set_program(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &config.filter)
@@ -381,6 +404,7 @@ impl RxRing {
             block: 0,
             cursor: None,
             stats: RxStats::default(),
+            vnet_hdr: config.vnet_hdr,
         };
         if let Some(f) = &config.fanout {
             ring.join(f, config.ignore_outgoing)?;
@@ -501,7 +525,7 @@ impl RxRing {
                 self.release_block();
                 continue;
             }
-            match read_frame(&self.map, base, self.block_size, cur.offset) {
+            match read_frame(&self.map, base, self.block_size, cur.offset, self.vnet_hdr) {
                 Some((meta, data_at, next)) => {
                     self.stats.frames += 1;
                     self.stats.bytes += u64::from(meta.wire_len);
@@ -564,7 +588,13 @@ impl AsFd for RxRing {
 /// The frame at `offset` of the block at `base`: its metadata, where its
 /// bytes start in the map and the offset of the next frame. `None` when the
 /// descriptor points outside the block.
-fn read_frame(map: &RingMap, base: usize, block_size: usize, offset: usize) -> Option<(RxMeta, usize, usize)> {
+fn read_frame(
+    map: &RingMap,
+    base: usize,
+    block_size: usize,
+    offset: usize,
+    vnet_hdr: bool,
+) -> Option<(RxMeta, usize, usize)> {
     if offset < BLOCK_HEADER || offset + HDR3_ALIGNED + std::mem::size_of::<libc::sockaddr_ll>() > block_size {
         return None;
     }
@@ -587,6 +617,13 @@ fn read_frame(map: &RingMap, base: usize, block_size: usize, offset: usize) -> O
         status: h.tp_status,
         packet_type: sll.sll_pkttype,
         l3_offset: h.tp_net.saturating_sub(h.tp_mac),
+        // The kernel writes the header just before the frame.
+        vnet: match vnet_hdr {
+            true if mac >= HDR3_ALIGNED + VNET_HDR_LEN => {
+                map.read::<[u8; VNET_HDR_LEN]>(base + offset + mac - VNET_HDR_LEN).map(|b| VnetHdr::from_bytes(&b))
+            }
+            _ => None,
+        },
     };
     Some((meta, base + offset + mac, h.tp_next_offset as usize))
 }

@@ -148,26 +148,37 @@ pub fn poll_readable(fd: &OwnedFd, timeout: Duration) -> Result<bool, i32> {
 
 /// `sendmmsg(2)` of whole frames on a bound packet socket. Returns how many
 /// of the leading frames were sent, or the errno of the first one.
-pub fn sendmmsg(fd: &OwnedFd, frames: &[&[u8]]) -> Result<usize, i32> {
+pub fn sendmmsg(fd: &OwnedFd, frames: &[&[u8]], heads: Option<&[[u8; crate::VNET_HDR_LEN]]>) -> Result<usize, i32> {
     if frames.is_empty() {
         return Ok(0);
     }
-    let mut iov: Vec<libc::iovec> =
-        frames.iter().map(|f| libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() }).collect();
+    // Each message: its offload header (PACKET_VNET_HDR) when given, then the frame.
+    let per = if heads.is_some() { 2 } else { 1 };
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(frames.len() * per);
+    for (i, f) in frames.iter().enumerate() {
+        if let Some(h) = heads.and_then(|h| h.get(i)) {
+            iov.push(libc::iovec { iov_base: h.as_ptr() as *mut libc::c_void, iov_len: h.len() });
+        }
+        iov.push(libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() });
+    }
+    if iov.len() != frames.len() * per {
+        return Err(libc::EINVAL);
+    }
     let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
+        .chunks_exact_mut(per)
         .map(|v| {
             // SAFETY: msghdr is plain old data; all-zero is a valid value
             // (no address: the socket is bound).
             let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-            hdr.msg_iov = v;
-            hdr.msg_iovlen = 1;
+            hdr.msg_iov = v.as_mut_ptr();
+            hdr.msg_iovlen = per;
             libc::mmsghdr { msg_hdr: hdr, msg_len: 0 }
         })
         .collect();
     let vlen = u32::try_from(msgs.len()).unwrap_or(u32::MAX);
-    // SAFETY: `msgs` holds `vlen` headers whose iovecs point into `frames`,
-    // all alive until the call returns; the kernel only reads the frames.
+    // SAFETY: `msgs` holds `vlen` headers whose iovecs point into `frames`
+    // and `heads`, all alive until the call returns; the kernel only reads
+    // them.
     let rc = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), vlen, 0) };
     if rc < 0 {
         Err(errno())

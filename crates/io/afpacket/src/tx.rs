@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use crate::error::{errno_name, Error};
 use crate::open::{lookup_ifindex, open_packet_socket};
 use crate::sys;
+use crate::vnet::{VnetHdr, VNET_HDR_LEN};
 
 /// Frames per `sendmmsg` call when none is given.
 pub const DEFAULT_TX_BATCH: usize = 64;
@@ -23,11 +24,16 @@ pub struct TxConfig {
     /// traffic control. A device that cannot take a frame then drops it;
     /// it is counted under the kernel's errno (ENOBUFS). Default false.
     pub qdisc_bypass: bool,
+    /// Take each frame's offload state (`PACKET_VNET_HDR`): frames go out
+    /// through [`TxSocket::send_batch_vnet`], each with a [`VnetHdr`] that
+    /// may ask for a partial checksum to be completed or a GSO frame to be
+    /// segmented downstream. Default false.
+    pub vnet_hdr: bool,
 }
 
 impl Default for TxConfig {
     fn default() -> Self {
-        TxConfig { batch: DEFAULT_TX_BATCH, qdisc_bypass: false }
+        TxConfig { batch: DEFAULT_TX_BATCH, qdisc_bypass: false, vnet_hdr: false }
     }
 }
 
@@ -65,6 +71,7 @@ pub struct TxSocket {
     ifname: String,
     ifindex: u32,
     batch: usize,
+    vnet_hdr: bool,
     stats: TxStats,
 }
 
@@ -81,11 +88,22 @@ impl TxSocket {
             sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)
                 .map_err(|e| Error::os("PACKET_QDISC_BYPASS", e))?;
         }
+        if config.vnet_hdr {
+            sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)
+                .map_err(|e| Error::os("PACKET_VNET_HDR", e))?;
+        }
         sys::bind_ll(&fd, ifindex, 0).map_err(|e| match e {
             libc::ENODEV | libc::ENXIO => Error::NoSuchInterface(ifname.to_string()),
             e => Error::os(format!("bind to {ifname}"), e),
         })?;
-        Ok(TxSocket { fd, ifname: ifname.to_string(), ifindex, batch: config.batch, stats: TxStats::default() })
+        Ok(TxSocket {
+            fd,
+            ifname: ifname.to_string(),
+            ifindex,
+            batch: config.batch,
+            vnet_hdr: config.vnet_hdr,
+            stats: TxStats::default(),
+        })
     }
 
     pub fn ifname(&self) -> &str {
@@ -98,15 +116,39 @@ impl TxSocket {
 
     /// Sends every frame (in order, `batch` per system call) and returns how
     /// many the kernel accepted. A refused frame is counted under its errno
-    /// and skipped; it is not retried.
+    /// and skipped; it is not retried. On a socket opened with
+    /// [`TxConfig::vnet_hdr`] each frame goes with [`VnetHdr::PLAIN`].
     pub fn send_batch<F: AsRef<[u8]>>(&mut self, frames: &[F]) -> usize {
+        let refs: Vec<&[u8]> = frames.iter().map(AsRef::as_ref).collect();
+        match self.vnet_hdr {
+            true => self.send(&refs, Some(&vec![VnetHdr::PLAIN.to_bytes(); refs.len()])),
+            false => self.send(&refs, None),
+        }
+    }
+
+    /// As [`Self::send_batch`], each frame with its offload state
+    /// (`heads[i]` goes with `frames[i]`). Needs [`TxConfig::vnet_hdr`]:
+    /// without it, or with fewer headers than frames, nothing is sent and
+    /// every frame is counted failed (EINVAL).
+    pub fn send_batch_vnet(&mut self, frames: &[&[u8]], heads: &[VnetHdr]) -> usize {
+        if !self.vnet_hdr || heads.len() != frames.len() {
+            self.stats.attempted += frames.len() as u64;
+            *self.stats.failed.entry(libc::EINVAL).or_insert(0) += frames.len() as u64;
+            return 0;
+        }
+        let raw: Vec<[u8; VNET_HDR_LEN]> = heads.iter().map(VnetHdr::to_bytes).collect();
+        self.send(frames, Some(&raw))
+    }
+
+    fn send(&mut self, frames: &[&[u8]], heads: Option<&[[u8; VNET_HDR_LEN]]>) -> usize {
         let mut sent_now = 0;
-        for chunk in frames.chunks(self.batch) {
-            let refs: Vec<&[u8]> = chunk.iter().map(AsRef::as_ref).collect();
+        for (c, refs) in frames.chunks(self.batch).enumerate() {
+            let at = c * self.batch;
             self.stats.attempted += refs.len() as u64;
             let mut i = 0;
             while i < refs.len() {
-                match sys::sendmmsg(&self.fd, &refs[i..]) {
+                let h = heads.map(|h| &h[at + i..at + refs.len()]);
+                match sys::sendmmsg(&self.fd, &refs[i..], h) {
                     Ok(0) => {
                         // No progress and no error: account the rest as failed.
                         *self.stats.failed.entry(libc::EAGAIN).or_insert(0) += (refs.len() - i) as u64;

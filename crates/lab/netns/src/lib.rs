@@ -352,15 +352,19 @@ impl Drop for Lab {
     }
 }
 
-// A star: A star: one hub namespace and N host namespaces, host i joined to the
+// A star: one hub namespace and N host namespaces, host i joined to the
 // hub by a veth pair (`h<i>` on the host, with 10.K.0.i/24 and a fixed
-// MAC; a unique name without address on the hub). IPv6 is disabled in
-// every namespace of the star, so no neighbour discovery, router
-// solicitation or MLD frame crosses the hub unasked; IPv4 neighbours are
-// resolved with ARP (nothing static). Transmit checksum offload is off
-// on the hosts' veths (needs `ethtool`). For a bridge (or anything else)
-// run inside the hub over the hub-side veths. Everything is removed on
-// drop, also when a test panics.
+// MAC; a unique name without address on the hub). By default IPv6 is
+// disabled in every namespace of the star, so no neighbour discovery,
+// router solicitation or MLD frame crosses the hub unasked; with
+// [`Star::with_ipv6`] each host also has fd00:K::i/64 (no duplicate
+// address detection) and resolves IPv6 neighbours with neighbour
+// discovery. IPv4 neighbours are resolved with ARP (nothing static). The
+// veths keep the kernel's default offloads (transmit checksum offload,
+// TSO/GSO), as a container runtime leaves them: a host's TCP and UDP
+// frames carry partial checksums and may be 64 KB GSO segments. For a
+// bridge (or anything else) run inside the hub over the hub-side veths.
+// Everything is removed on drop, also when a test panics.
 
 /// A hub namespace and `n` host namespaces around it.
 #[derive(Debug)]
@@ -369,6 +373,7 @@ pub struct Star {
     hosts: Vec<String>,
     hub_devs: Vec<String>,
     k: u8,
+    ipv6: bool,
     created: bool,
 }
 
@@ -376,6 +381,15 @@ impl Star {
     /// Creates a star of `n` hosts (1..=200). `tag` (a few letters) appears
     /// in every name.
     pub fn new(tag: &str, n: usize) -> Result<Star, NetnsError> {
+        Star::build(tag, n, false)
+    }
+
+    /// As [`Star::new`], with IPv6 on: host i also has [`Star::v6`]`(i)`.
+    pub fn with_ipv6(tag: &str, n: usize) -> Result<Star, NetnsError> {
+        Star::build(tag, n, true)
+    }
+
+    fn build(tag: &str, n: usize, ipv6: bool) -> Result<Star, NetnsError> {
         let pid = std::process::id();
         let c = COUNTER.fetch_add(1, Ordering::Relaxed);
         let k = ((pid.wrapping_mul(31).wrapping_add(c.wrapping_mul(7))) % 250 + 1) as u8;
@@ -394,6 +408,7 @@ impl Star {
                 })
                 .collect(),
             k,
+            ipv6,
             created: false,
         };
         star.setup()?;
@@ -425,6 +440,11 @@ impl Star {
         Ipv4Addr::new(10, self.k, 0, i as u8)
     }
 
+    /// Host i's IPv6 address: fd00:K::i (only with [`Star::with_ipv6`]).
+    pub fn v6(&self, i: usize) -> Ipv6Addr {
+        Ipv6Addr::new(0xfd00, u16::from(self.k), 0, 0, 0, 0, 0, i as u16)
+    }
+
     /// Host i's MAC: 02:00:ca:K:00:i.
     pub fn mac(&self, i: usize) -> [u8; 6] {
         [0x02, 0x00, 0xca, self.k, 0x00, i as u8]
@@ -443,7 +463,10 @@ impl Star {
             ip(&["netns", "add", h])?;
         }
         for ns in std::iter::once(&self.hub).chain(&self.hosts) {
-            no_ipv6(ns)?;
+            // The hub never speaks IPv6 itself, also when its hosts do.
+            if !self.ipv6 || *ns == self.hub {
+                no_ipv6(ns)?;
+            }
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
         for i in 1..=self.hosts.len() {
@@ -457,11 +480,10 @@ impl Star {
                 "netns", &hub, "address", &hub_mac,
             ])?;
             ip(&["-n", &host, "addr", "add", &format!("{}/24", self.v4(i)), "dev", &dev])?;
+            if self.ipv6 {
+                ip(&["-n", &host, "addr", "add", &format!("{}/64", self.v6(i)), "dev", &dev, "nodad"])?;
+            }
             ip(&["-n", &host, "link", "set", &dev, "up"])?;
-            // Full checksums on the hosts' frames, as on a wire: a veth
-            // otherwise sends partly computed ones, which a bridge outside
-            // the kernel forwards as they are and the receiver rejects.
-            ip(&["netns", "exec", &host, "ethtool", "-K", &dev, "tx", "off"])?;
             ip(&["-n", &hub, "link", "set", &hub_dev, "up"])?;
         }
         Ok(())
