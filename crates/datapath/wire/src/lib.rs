@@ -51,7 +51,10 @@
 //! One module per protocol: [`ethernet`] (incl. VLAN tags), [`sll`] (Linux
 //! cooked capture), [`loopback`] (BSD loopback), [`ipv4`], [`ipv6`] (incl. the extension chain), [`udp`],
 //! [`tcp`], [`gre`], [`vxlan`] (and VXLAN-GPE), [`geneve`], [`gtpu`], [`pppoe`]; [`parse`] holds the frame walk and
-//! [`build`] a packet builder for tests and traffic generators.
+//! [`build`] a packet builder for tests and traffic generators; [`offload`]
+//! does a device's transmit offloads in software (completes partial
+//! checksums, segments GSO super-frames) for a bridge that forwards a Linux
+//! host's frames.
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
@@ -80,6 +83,7 @@ pub mod ipv6;
 mod lengths;
 mod limits;
 pub mod loopback;
+pub mod offload;
 pub mod parse;
 pub mod pppoe;
 pub mod proto;
