@@ -205,6 +205,14 @@ pub struct WorkerStats {
     pub dropped: BTreeMap<String, u64>,
     /// Frames at or below the RX copy threshold, copied out so their receive buffer returned at once.
     pub rx_copied: u64,
+    /// Frames whose partial TCP/UDP checksum (a local sender's transmit
+    /// offload) it completed in software.
+    #[serde(default)]
+    pub csum_completed: u64,
+    /// GSO super-frames it cut into segments in software, for an egress
+    /// that cannot take them whole.
+    #[serde(default)]
+    pub gso_segmented: u64,
 }
 
 /// The MAC table's counters.

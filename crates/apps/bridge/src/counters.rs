@@ -26,11 +26,19 @@ pub enum Reason {
     TxFailed,
     /// The destination's port is not (or no longer) a member.
     NoPort,
+    /// The frame was cut short by the receive ring (longer than a ring
+    /// block holds): never sent on truncated.
+    Truncated,
+    /// The frame carries offload state (a partial checksum, a GSO
+    /// super-frame) that the egress path cannot complete: an unknown GSO
+    /// type, or headers that do not parse as the state says. Never sent
+    /// with a checksum that cannot verify.
+    Offload,
 }
 
 impl Reason {
     /// Every reason, in slot order.
-    pub const ALL: [Reason; 8] = [
+    pub const ALL: [Reason; 10] = [
         Reason::Reserved,
         Reason::SamePort,
         Reason::Vlan,
@@ -39,6 +47,8 @@ impl Reason {
         Reason::Kernel,
         Reason::TxFailed,
         Reason::NoPort,
+        Reason::Truncated,
+        Reason::Offload,
     ];
     /// Number of slots.
     pub const COUNT: usize = Self::ALL.len();
@@ -54,6 +64,8 @@ impl Reason {
             Reason::Kernel => "kernel",
             Reason::TxFailed => "tx_failed",
             Reason::NoPort => "no_port",
+            Reason::Truncated => "truncated",
+            Reason::Offload => "offload",
         }
     }
 
@@ -130,6 +142,12 @@ pub struct WorkerCounters {
     /// Frames sent through an AF_PACKET socket because the worker has no
     /// AF_XDP queue on the egress port.
     pub tx_fallback: Counter,
+    /// Frames whose partial TCP/UDP checksum (left to offload by a local
+    /// sender) the worker completed in software.
+    pub csum_completed: Counter,
+    /// GSO super-frames the worker cut into segments in software (for an
+    /// egress that cannot take them whole).
+    pub gso_segmented: Counter,
     /// Learning events its full queue to the writer dropped (the FDB
     /// handle's count, copied now and then).
     pub events_dropped: Counter,

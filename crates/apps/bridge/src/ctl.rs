@@ -516,8 +516,19 @@ pub fn stats_table(s: &BridgeStats) -> String {
             sum(&p.tx_dropped),
         ]);
     }
-    let mut workers =
-        vec![["worker", "cpu", "received", "forwarded", "flooded", "dropped", "rx_copied"].map(String::from).to_vec()];
+    let mut workers = vec![[
+        "worker",
+        "cpu",
+        "received",
+        "forwarded",
+        "flooded",
+        "dropped",
+        "rx_copied",
+        "csum_completed",
+        "gso_segmented",
+    ]
+    .map(String::from)
+    .to_vec()];
     for w in &s.workers {
         workers.push(vec![
             w.worker.to_string(),
@@ -527,6 +538,8 @@ pub fn stats_table(s: &BridgeStats) -> String {
             w.flooded.to_string(),
             sum(&w.dropped),
             w.rx_copied.to_string(),
+            w.csum_completed.to_string(),
+            w.gso_segmented.to_string(),
         ]);
     }
     let mut out = format!("uptime: {:.1}s\n", s.uptime_s);
@@ -650,6 +663,8 @@ mod tests {
                 flooded: 5,
                 dropped: BTreeMap::from([("vlan".into(), 5)]),
                 rx_copied: 40,
+                csum_completed: 3,
+                gso_segmented: 1,
             }],
             fdb: FdbCounters {
                 entries: 12,
@@ -668,7 +683,7 @@ mod tests {
         assert_eq!(cells, ["veth0", "afxdp", "yes", "yes", "100", "90", "5", "5", "77", "0"], "{text}");
         assert_eq!(lines[1].len(), lines[2].len(), "aligned:\n{text}");
         let cells: Vec<&str> = lines[5].split_whitespace().collect();
-        assert_eq!(cells, ["0", "2", "100", "90", "5", "5", "40"], "{text}");
+        assert_eq!(cells, ["0", "2", "100", "90", "5", "5", "40", "3", "1"], "{text}");
         assert!(text.contains("dropped by reason: port veth0: reserved 2, vlan 3; worker 0: vlan 5"), "{text}");
         assert!(text.contains("fdb: 12 entries (10 learned of at most 65536, 2 static)"), "{text}");
         assert!(text.ends_with("conservation: ok: received 100 = forwarded 90 + flooded 5 + dropped 5\n"), "{text}");

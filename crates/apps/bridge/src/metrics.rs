@@ -326,13 +326,19 @@ pub fn render(stats: &BridgeStats) -> String {
             t.sample(&format!("{P}worker_cpu"), &[("worker", &w.worker.to_string())], cpu);
         }
     }
-    let worker_counters: [PerRow<WorkerStats>; 4] = [
+    let worker_counters: [PerRow<WorkerStats>; 6] = [
         ("worker_received_total", "Frames a worker took in.", |w| w.received),
         ("worker_forwarded_total", "Frames a worker forwarded (known unicast).", |w| w.forwarded),
         ("worker_flooded_total", "Frames a worker flooded.", |w| w.flooded),
         ("worker_rx_copied_total", "Small frames a worker copied out so their receive buffer returned at once.", |w| {
             w.rx_copied
         }),
+        (
+            "worker_csum_completed_total",
+            "Frames whose partial TCP/UDP checksum (a local sender's transmit offload) a worker completed.",
+            |w| w.csum_completed,
+        ),
+        ("worker_gso_segmented_total", "GSO super-frames a worker cut into segments in software.", |w| w.gso_segmented),
     ];
     for (name, help, value) in worker_counters {
         t.family(&format!("{P}{name}"), "counter", help);

@@ -25,6 +25,12 @@ use std::time::{Duration, Instant};
 
 /// Most receive queues opened per AF_XDP port.
 pub const MAX_QUEUES: u32 = 64;
+/// An AF_PACKET port's receive ring, per worker: blocks of 72 KiB (a
+/// whole GSO frame of the kernel's default 64 KiB limit fits, with its
+/// headers) ...
+pub const RX_BLOCK_SIZE: usize = 72 << 10;
+/// ... 256 of them (18 MiB).
+pub const RX_BLOCK_COUNT: usize = 256;
 /// How long opening an AF_XDP queue is retried while the kernel still
 /// releases the socket that had it (a port removed and added back: the
 /// queue is freed by a kernel worker after the close, later under load).
@@ -66,9 +72,19 @@ pub(crate) struct PortShared {
 }
 
 impl PortShared {
-    /// Longest frame sent out of this port.
+    /// Longest frame sent out of this port (of a GSO frame: its longest
+    /// segment).
     pub fn max_frame(&self) -> usize {
         self.mtu as usize + 18
+    }
+
+    /// Whether frames go out with their offload state (AF_PACKET with
+    /// `PACKET_VNET_HDR`: a partial checksum or a GSO frame is handed to
+    /// the kernel as the sender left it). An AF_XDP egress takes whole
+    /// frames only: partial checksums are completed and GSO frames
+    /// segmented before they are queued for it.
+    pub fn takes_offload(&self) -> bool {
+        self.spec.kind == PortKind::Afpacket
     }
 }
 
@@ -133,21 +149,26 @@ pub(crate) fn open(
         PortKind::Afpacket => {
             for h in handles.iter_mut() {
                 // A block goes to the worker when full or 1 ms old, so a
-                // block is about 1 ms of frames at low rates: 256 blocks of
-                // 32 KiB (8 MiB) ride out a worker descheduled for 256 ms
-                // (on a loaded 2-CPU machine, 64 blocks of 128 KiB overflowed
-                // in the live tests). A block holds any frame the bridge
-                // can send (MTU + 18 up to 32 KiB; longer is `too_big`).
+                // block is about 1 ms of frames at low rates: 256 blocks
+                // ride out a worker descheduled for 256 ms (on a loaded
+                // 2-CPU machine, 64 blocks overflowed in the live tests).
+                // A block of 72 KiB holds a whole GSO frame (64 KiB, the
+                // kernel's default limit) with its offload state
+                // (`vnet_hdr`): 18 MiB of ring per worker and port. A
+                // longer frame (a device whose gso_max_size was raised)
+                // is cut by the kernel and dropped (`truncated`).
                 let cfg = RxConfig {
-                    block_size: 32 << 10,
-                    block_count: 256,
+                    block_size: RX_BLOCK_SIZE,
+                    block_count: RX_BLOCK_COUNT,
                     retire_blk_tov_ms: 1,
                     fill_rxhash: false,
                     fanout: (workers > 1).then(|| Fanout::new(group, FanoutMode::Hash)),
+                    vnet_hdr: true,
                     ..RxConfig::default()
                 };
                 h.ring = Some(RxRing::open(&spec.iface, &cfg).map_err(|e| e.to_string())?);
-                h.tx = Some(TxSocket::open(&spec.iface, &TxConfig::default()).map_err(|e| e.to_string())?);
+                let tx = TxConfig { vnet_hdr: true, ..TxConfig::default() };
+                h.tx = Some(TxSocket::open(&spec.iface, &tx).map_err(|e| e.to_string())?);
             }
             ifindex = handles[0].tx.as_ref().map_or(0, TxSocket::ifindex);
         }

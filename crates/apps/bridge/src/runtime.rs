@@ -521,6 +521,8 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
                 flooded: c.flooded.get(),
                 dropped: reason_map(&dropped),
                 rx_copied: c.rx_copied.get(),
+                csum_completed: c.csum_completed.get(),
+                gso_segmented: c.gso_segmented.get(),
             }
         })
         .collect();

@@ -31,7 +31,9 @@ use crate::counters::{PortCounters, Reason};
 use crate::frame::{out_len, write_frame, EthHeader};
 use crate::port::{PortShared, WorkerPort};
 use crate::shared::{PortList, Shared};
+use flowsteer_afpacket::{GsoType, VnetHdr};
 use flowsteer_fdb::{Decision, DropReason, FdbWorker, VlanId};
+use flowsteer_wire::offload::{self, GsoKind, Repair};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -63,15 +65,22 @@ struct RxFrame {
     len: usize,
     /// The receive queue it came in on.
     rxq: u32,
+    /// Its offload state (AF_PACKET ports; AF_XDP frames are plain).
+    vnet: VnetHdr,
+    /// Cut short by the receive ring.
+    truncated: bool,
 }
 
-/// A frame to send: in the burst buffer or in the rewrite buffer.
+/// A frame to send: in the burst buffer or in the rewrite buffer, with
+/// the offload state an AF_PACKET egress hands to the kernel (always
+/// plain for an AF_XDP egress).
 #[derive(Clone, Copy)]
 struct Out {
     rewritten: bool,
     start: usize,
     len: usize,
     rxq: u32,
+    vnet: VnetHdr,
 }
 
 #[derive(Default)]
@@ -79,8 +88,16 @@ struct Buffers {
     arena: Vec<u8>,
     frames: Vec<RxFrame>,
     rewrite: Vec<u8>,
+    /// A GSO super-frame retagged before it is segmented.
+    scratch: Vec<u8>,
+    /// Segment lengths of the last [`offload::segment`].
+    seg_lens: Vec<usize>,
     /// Per egress port id.
     out: Vec<Vec<Out>>,
+    /// Partial checksums completed and GSO frames segmented in this
+    /// burst (added to the worker's counters after it).
+    completed: u64,
+    segmented: u64,
 }
 
 pub(crate) struct Worker {
@@ -99,7 +116,11 @@ impl Worker {
             arena: Vec::with_capacity(burst * 2048),
             frames: Vec::with_capacity(burst),
             rewrite: Vec::with_capacity(burst * 2048),
+            scratch: Vec::new(),
+            seg_lens: Vec::new(),
             out: Vec::new(),
+            completed: 0,
+            segmented: 0,
         };
         Worker { w, shared, fdb, local: Vec::new(), version: u64::MAX, buf }
     }
@@ -223,6 +244,7 @@ impl Worker {
         let threshold = self.shared.cfg.rx_copy_threshold;
         let burst = self.shared.cfg.burst;
         let mut copied = 0u64;
+        let mut completed = 0u64;
         match qi {
             Some(qi) => {
                 let sock = &mut l.h.xsk[qi];
@@ -230,7 +252,13 @@ impl Worker {
                 sock.rx_burst(burst, &mut |f: &[u8]| {
                     let start = arena.len();
                     arena.extend_from_slice(f);
-                    frames.push(RxFrame { start, len: f.len(), rxq });
+                    // AF_XDP hands over no offload state: a frame a local
+                    // sender left to checksum offload is told by its
+                    // checksum field (see `offload::repair_partial`).
+                    if let Some(copy) = arena.get_mut(start..) {
+                        completed += u64::from(offload::repair_partial(copy) == Repair::Completed);
+                    }
+                    frames.push(RxFrame { start, len: f.len(), rxq, vnet: VnetHdr::PLAIN, truncated: false });
                     copied += u64::from(f.len() <= threshold);
                 });
             }
@@ -241,6 +269,7 @@ impl Worker {
                         return;
                     }
                     let start = arena.len();
+                    let mut vnet = meta.vnet.unwrap_or(VnetHdr::PLAIN);
                     match meta.vlan {
                         // The kernel took the tag out of the frame: put it back.
                         Some(tag) if f.len() >= 12 => {
@@ -249,16 +278,19 @@ impl Worker {
                             arena.extend_from_slice(&tpid.to_be_bytes());
                             arena.extend_from_slice(&tag.tci.to_be_bytes());
                             arena.extend_from_slice(&f[12..]);
+                            vnet = vnet.shifted(4);
                         }
                         _ => arena.extend_from_slice(f),
                     }
                     let len = arena.len() - start;
-                    frames.push(RxFrame { start, len, rxq: 0 });
+                    let truncated = meta.is_truncated();
+                    frames.push(RxFrame { start, len, rxq: 0, vnet, truncated });
                     copied += u64::from(len <= threshold);
                 });
             }
         }
         self.shared.workers[self.w].rx_copied.add(copied);
+        self.shared.workers[self.w].csum_completed.add(completed);
         frames.len()
     }
 
@@ -289,6 +321,10 @@ impl Worker {
             Some(mut burst) => {
                 for i in 0..buf.frames.len() {
                     let fr = buf.frames[i];
+                    if fr.truncated {
+                        dropped(Reason::Truncated);
+                        continue;
+                    }
                     let bytes = &buf.arena[fr.start..fr.start + fr.len];
                     let Ok(hdr) = EthHeader::parse(bytes) else {
                         dropped(Reason::Malformed);
@@ -318,20 +354,33 @@ impl Worker {
                                 dropped(Reason::Vlan);
                                 continue;
                             }
+                            let fr = match settle_checksum(buf, i, !eg.takes_offload()) {
+                                Some(fr) => fr,
+                                None => {
+                                    dropped(Reason::Offload);
+                                    continue;
+                                }
+                            };
                             match enqueue(buf, eg, fr, &hdr, vid, w) {
-                                true => {
+                                Ok(()) => {
                                     pc.forwarded.add(1);
                                     wc.forwarded.add(1);
                                 }
-                                false => dropped(Reason::TooBig),
+                                Err(r) => dropped(r),
                             }
                         }
                         Decision::Flood => {
+                            let admits =
+                                |eg: &PortShared| eg.id != ingress.id && vid.is_none_or(|v| eg.vlans.admits(v));
+                            let plain_needed = list.ports.iter().any(|eg| admits(eg) && !eg.takes_offload());
+                            let Some(fr) = settle_checksum(buf, i, plain_needed) else {
+                                dropped(Reason::Offload);
+                                continue;
+                            };
                             for eg in &list.ports {
-                                if eg.id == ingress.id || vid.is_some_and(|v| !eg.vlans.admits(v)) {
-                                    continue;
+                                if admits(eg) {
+                                    let _ = enqueue(buf, eg, fr, &hdr, vid, w);
                                 }
-                                enqueue(buf, eg, fr, &hdr, vid, w);
                             }
                             pc.flooded.add(1);
                             wc.flooded.add(1);
@@ -342,6 +391,8 @@ impl Worker {
                 }
             }
         }
+        wc.csum_completed.add(std::mem::take(&mut buf.completed));
+        wc.gso_segmented.add(std::mem::take(&mut buf.segmented));
         self.send(list);
     }
 
@@ -389,7 +440,12 @@ impl Worker {
                 }
             } else if let Some(tx) = l.h.tx.as_mut() {
                 let refs: Vec<&[u8]> = outs.iter().map(bytes).collect();
-                sent = tx.send_batch(&refs);
+                if eg.takes_offload() {
+                    let heads: Vec<VnetHdr> = outs.iter().map(|o| o.vnet).collect();
+                    sent = tx.send_batch_vnet(&refs, &heads);
+                } else {
+                    sent = tx.send_batch(&refs);
+                }
                 if eg.spec.kind == crate::api::PortKind::Afxdp {
                     wc.tx_fallback.add(sent as u64);
                 }
@@ -441,10 +497,53 @@ impl Worker {
     }
 }
 
-/// Queues `fr` for port `eg` (tagged as `eg` wants it); false (and
-/// `too_big` counted on `eg`) when it is longer than `eg` takes.
-fn enqueue(buf: &mut Buffers, eg: &PortShared, fr: RxFrame, hdr: &EthHeader, vid: Option<u16>, w: usize) -> bool {
+/// Makes frame `i` of the burst fit egresses that take no offload state
+/// (`plain_needed`): a partial checksum is completed in place, once, so
+/// every egress of a flooded frame sends the same bytes. A GSO frame is
+/// left as it is (it is cut into segments per egress, see [`enqueue`]).
+/// `None` when the partial checksum cannot be completed (its offsets are
+/// outside the frame).
+fn settle_checksum(buf: &mut Buffers, i: usize, plain_needed: bool) -> Option<RxFrame> {
+    let fr = buf.frames[i];
+    if !plain_needed || !fr.vnet.needs_csum || fr.vnet.gso_type != GsoType::None {
+        return Some(fr);
+    }
+    let frame = buf.arena.get_mut(fr.start..fr.start + fr.len)?;
+    offload::complete_partial(frame, usize::from(fr.vnet.csum_start), usize::from(fr.vnet.csum_offset)).ok()?;
+    buf.frames[i].vnet = VnetHdr::PLAIN;
+    buf.completed += 1;
+    Some(buf.frames[i])
+}
+
+/// The length of the longest frame a GSO frame stands for: its headers
+/// (to the end of the TCP or UDP header) and one segment's payload.
+fn gso_segment_len(frame: &[u8], v: &VnetHdr) -> Option<usize> {
+    let l4 = usize::from(v.csum_start);
+    let l4_len = match v.gso_type {
+        GsoType::TcpV4 | GsoType::TcpV6 => usize::from(frame.get(l4 + 12)? >> 4) * 4,
+        _ => 8,
+    };
+    Some(l4 + l4_len + usize::from(v.gso_size))
+}
+
+/// Queues `fr` for port `eg` (tagged as `eg` wants it). A GSO frame goes
+/// whole to an egress that takes offload state (AF_PACKET: the kernel
+/// segments it, or the receiving host's stack takes it whole), and is cut
+/// into segments here for the others. The error is the reason it was not
+/// queued (counted on `eg`'s transmit side too).
+fn enqueue(
+    buf: &mut Buffers,
+    eg: &PortShared,
+    fr: RxFrame,
+    hdr: &EthHeader,
+    vid: Option<u16>,
+    w: usize,
+) -> Result<(), Reason> {
     let pc: &PortCounters = &eg.counters[w];
+    let refuse = |r: Reason| {
+        pc.tx_dropped.add(r, 1);
+        Err(r)
+    };
     // With VLAN filtering: untagged out of the port whose PVID it is,
     // tagged (priority bits kept) out of the others.
     let tci = match vid {
@@ -453,23 +552,62 @@ fn enqueue(buf: &mut Buffers, eg: &PortShared, fr: RxFrame, hdr: &EthHeader, vid
         None => hdr.tci,
     };
     let len = out_len(fr.len, hdr, tci);
-    if len > eg.max_frame() {
-        pc.tx_dropped.add(Reason::TooBig, 1);
-        return false;
+    let delta = len as i32 - fr.len as i32;
+    let vnet = fr.vnet.shifted(delta);
+    let gso = vnet.gso_type != GsoType::None;
+    let longest = match gso {
+        true => match gso_segment_len(&buf.arena[fr.start..fr.start + fr.len], &fr.vnet) {
+            Some(n) => (n as i32 + delta) as usize,
+            None => return refuse(Reason::Offload),
+        },
+        false => len,
+    };
+    if longest > eg.max_frame() {
+        return refuse(Reason::TooBig);
     }
     let id = eg.id.0 as usize;
     if buf.out.len() <= id {
         buf.out.resize_with(id + 1, Vec::new);
     }
+    if gso && !eg.takes_offload() {
+        let kind = match vnet.gso_type {
+            GsoType::TcpV4 => GsoKind::TcpV4,
+            GsoType::TcpV6 => GsoKind::TcpV6,
+            GsoType::UdpL4 => GsoKind::Udp,
+            _ => return refuse(Reason::Offload),
+        };
+        let Buffers { arena, rewrite, scratch, seg_lens, out, .. } = buf;
+        let frame = &arena[fr.start..fr.start + fr.len];
+        let whole: &[u8] = if tci == hdr.tci {
+            frame
+        } else {
+            scratch.clear();
+            write_frame(scratch, frame, hdr, tci);
+            scratch
+        };
+        let start = rewrite.len();
+        seg_lens.clear();
+        if offload::segment(whole, kind, usize::from(vnet.gso_size), rewrite, seg_lens).is_err() {
+            rewrite.truncate(start);
+            return refuse(Reason::Offload);
+        }
+        let mut at = start;
+        for &n in seg_lens.iter() {
+            out[id].push(Out { rewritten: true, start: at, len: n, rxq: fr.rxq, vnet: VnetHdr::PLAIN });
+            at += n;
+        }
+        buf.segmented += 1;
+        return Ok(());
+    }
     let out = if tci == hdr.tci {
-        Out { rewritten: false, start: fr.start, len: fr.len, rxq: fr.rxq }
+        Out { rewritten: false, start: fr.start, len: fr.len, rxq: fr.rxq, vnet }
     } else {
         let start = buf.rewrite.len();
         write_frame(&mut buf.rewrite, &buf.arena[fr.start..fr.start + fr.len], hdr, tci);
-        Out { rewritten: true, start, len: buf.rewrite.len() - start, rxq: fr.rxq }
+        Out { rewritten: true, start, len: buf.rewrite.len() - start, rxq: fr.rxq, vnet }
     };
     buf.out[id].push(out);
-    true
+    Ok(())
 }
 
 /// Sends `frames` on one AF_XDP socket, draining completions and retrying

@@ -39,6 +39,8 @@ fn stats() -> BridgeStats {
         flooded: base + 3,
         dropped: BTreeMap::from([("same_port".into(), base + 4), ("malformed".into(), base + 5)]),
         rx_copied: base + 6,
+        csum_completed: base + 9,
+        gso_segmented: base + 10,
     };
     BridgeStats {
         schema: STATS_SCHEMA.into(),

@@ -13,7 +13,7 @@
 //! `cargo +nightly miri test -p flowsteer-bridge --lib stress` runs 12
 //! writer rounds (see the crate's documentation for its duration).
 
-use super::{RxFrame, Worker};
+use super::{RxFrame, VnetHdr, Worker};
 use crate::api::{PortKind, PortSpec};
 use crate::config::{BridgeConfig, PortVlans};
 use crate::counters::{PortCounters, WorkerCounters};
@@ -104,7 +104,7 @@ fn work(mut wk: Worker, seed: u64, ids: &AtomicU64) -> u64 {
                 wk.buf.arena.extend_from_slice(&src);
                 wk.buf.arena.extend_from_slice(&0x88b5u16.to_be_bytes());
                 wk.buf.arena.resize(start + 60, 0);
-                wk.buf.frames.push(RxFrame { start, len: 60, rxq: 0 });
+                wk.buf.frames.push(RxFrame { start, len: 60, rxq: 0, vnet: VnetHdr::PLAIN, truncated: false });
             }
             taken += BURST as u64;
             wk.forward_and_send(id, &list);

@@ -12,7 +12,7 @@ use nix::sys::socket::{self, sockopt, ControlMessageOwned, MsgFlags};
 use prometheus_parse::{Scrape, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IoSliceMut;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -38,6 +38,15 @@ pub fn skip() -> bool {
             true
         }
         None => false,
+    }
+}
+
+/// Why `ethtool` (Debian's package; `.ci/run` installs it) cannot be
+/// run here, or `None`.
+pub fn no_ethtool() -> Option<String> {
+    match std::process::Command::new("ethtool").arg("--version").output() {
+        Ok(o) if o.status.success() => None,
+        _ => Some("ethtool is not installed (apt-get install ethtool)".into()),
     }
 }
 
@@ -174,7 +183,23 @@ impl Flow {
 /// host `to`'s UDP `port`, about `rate` per second, once the receiver is
 /// bound; returns at once.
 pub fn udp_flow(star: &Star, from: usize, to: usize, port: u16, count: u32, rate: u32) -> Flow {
-    let dst = SocketAddr::new(star.v4(to).into(), port);
+    udp_flow_to(star, from, to, star.v4(to).into(), port, count, rate, 32)
+}
+
+/// As [`udp_flow`], to host `to`'s address `addr` (IPv4 or IPv6), with
+/// datagrams of `len` bytes (at least 4: the sequence number).
+#[allow(clippy::too_many_arguments)]
+pub fn udp_flow_to(
+    star: &Star,
+    from: usize,
+    to: usize,
+    addr: IpAddr,
+    port: u16,
+    count: u32,
+    rate: u32,
+    len: usize,
+) -> Flow {
+    let dst = SocketAddr::new(addr, port);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let rx = star.spawn_in(to, move || {
         let sock = UdpSocket::bind(dst).unwrap();
@@ -185,7 +210,7 @@ pub fn udp_flow(star: &Star, from: usize, to: usize, port: u16, count: u32, rate
         sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         ready_tx.send(()).unwrap();
         let mut got = Received { seqs: Vec::with_capacity(count as usize), overflow: 0 };
-        let mut buf = [0u8; 2048];
+        let mut buf = vec![0u8; 65_536];
         let mut space = nix::cmsg_space!(u32);
         while (got.seqs.len() as u32) < count {
             let mut iov = [IoSliceMut::new(&mut buf)];
@@ -206,9 +231,9 @@ pub fn udp_flow(star: &Star, from: usize, to: usize, port: u16, count: u32, rate
     });
     ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
     let tx = star.spawn_in(from, move || {
-        let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let sock = UdpSocket::bind(if dst.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }).unwrap();
         let start = Instant::now();
-        let mut payload = [0u8; 32];
+        let mut payload: Vec<u8> = (0..len.max(4)).map(|i| i as u8).collect();
         for seq in 0..count {
             payload[..4].copy_from_slice(&seq.to_be_bytes());
             pace(start, u64::from(seq), rate);
@@ -216,6 +241,77 @@ pub fn udp_flow(star: &Star, from: usize, to: usize, port: u16, count: u32, rate
         }
     });
     Flow { rx, tx }
+}
+
+/// What one direction of a TCP transfer saw: bytes and a digest of them
+/// at each end.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub sent: (u64, u64),
+    pub received: (u64, u64),
+}
+
+/// FNV-1a, 64 bits, continued from `h`.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Starts a TCP transfer of `bytes` pseudo-random bytes from host `from` to
+/// host `to` at `addr:port`, each end digesting what it wrote or read;
+/// joined within `limit` (the receiver's read times out after it).
+pub fn tcp_transfer(
+    star: &Star,
+    from: usize,
+    to: usize,
+    addr: IpAddr,
+    port: u16,
+    bytes: u64,
+    limit: Duration,
+) -> JoinHandle<Transfer> {
+    use std::io::{Read, Write};
+    let dst = SocketAddr::new(addr, port);
+    let listener = star.run_in(to, move || std::net::TcpListener::bind(dst).unwrap()).unwrap();
+    let rx = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(limit)).unwrap();
+        let (mut n, mut h) = (0u64, 0xcbf2_9ce4_8422_2325u64);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => {
+                    n += k as u64;
+                    h = fnv(h, &buf[..k]);
+                }
+                Err(e) => panic!("receiving {dst}: {e} after {n} bytes"),
+            }
+        }
+        (n, h)
+    });
+    let tx = star.spawn_in(from, move || {
+        let mut s = std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(5)).unwrap();
+        s.set_write_timeout(Some(limit)).unwrap();
+        let (mut n, mut h, mut x) = (0u64, 0xcbf2_9ce4_8422_2325u64, 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(port));
+        let mut buf = vec![0u8; 1 << 16];
+        while n < bytes {
+            let k = (bytes - n).min(buf.len() as u64) as usize;
+            for c in buf[..k].chunks_mut(8) {
+                // xorshift64: a payload no offload can shortcut.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+            }
+            s.write_all(&buf[..k]).unwrap();
+            h = fnv(h, &buf[..k]);
+            n += k as u64;
+        }
+        (n, h)
+    });
+    std::thread::spawn(move || Transfer { sent: tx.join().unwrap().unwrap(), received: rx.join().unwrap() })
 }
 
 /// Waits until item `n` of a paced sequence is due (n / rate seconds after `start`).
@@ -350,6 +446,8 @@ pub fn expected(s: &BridgeStats) -> BTreeMap<Key, f64> {
         m.insert(key("worker_forwarded_total", &l), w.forwarded as f64);
         m.insert(key("worker_flooded_total", &l), w.flooded as f64);
         m.insert(key("worker_rx_copied_total", &l), w.rx_copied as f64);
+        m.insert(key("worker_csum_completed_total", &l), w.csum_completed as f64);
+        m.insert(key("worker_gso_segmented_total", &l), w.gso_segmented as f64);
         for (r, n) in &w.dropped {
             m.insert(key("worker_dropped_total", &[("worker", &i), ("reason", r)]), *n as f64);
         }
