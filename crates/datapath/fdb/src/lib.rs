@@ -97,7 +97,7 @@ pub use error::{FdbError, MAX_CAPACITY};
 pub use key::{is_reserved, Entry, FdbKey, Mac, PortId, VlanId};
 pub use table::{Decision, DropReason, Op, Table};
 pub use worker::{Burst, FdbEvent, FdbGuard, FdbReader, FdbWorker, WorkerStats};
-pub use writer::{FdbConfig, FdbStats, FdbWriter, MoveRecord};
+pub use writer::{Changes, FdbConfig, FdbStats, FdbWriter, MoveRecord, MAX_PENDING_CHANGES};
 
 /// Builds an empty table with its writer and `workers` worker handles,
 /// each with its own event queue to the writer.

@@ -94,7 +94,7 @@ pub enum DropReason {
 }
 
 /// One change the writer logs; `left-right` applies it to each copy.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Insert or replace the entry of a key.
     Set(FdbKey, Entry),

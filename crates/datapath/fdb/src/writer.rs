@@ -9,6 +9,23 @@ use std::collections::HashMap;
 
 /// Events popped from one worker's queue per `pop_burst`.
 const DRAIN_BURST: usize = 64;
+/// Changes kept for [`FdbWriter::take_changes`] before the log gives up
+/// and asks for a full copy ([`Changes::Resync`]).
+pub const MAX_PENDING_CHANGES: usize = 1 << 20;
+
+/// What changed in the table since the last [`FdbWriter::take_changes`],
+/// for a copy of the table kept elsewhere (a BPF map a kernel fast path
+/// reads). Refreshes (a last-seen second moving forward) are not changes:
+/// only new entries, entries that moved or became static, and removals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Changes {
+    /// The changes in the order they were made (`Op::Set` carries the
+    /// entry as it is now).
+    List(Vec<Op>),
+    /// More than [`MAX_PENDING_CHANGES`] piled up: copy the whole table
+    /// ([`FdbWriter::entries`]) instead.
+    Resync,
+}
 
 /// A MAC move: the station of a key was seen on a port other than the one
 /// its entry named. Kept per key for as long as the key has an entry.
@@ -117,6 +134,9 @@ pub struct FdbWriter {
     queues: Vec<Consumer<FdbEvent>>,
     dirty: bool,
     stats: FdbStats,
+    /// The change log of [`FdbWriter::take_changes`], when recording.
+    changes: Option<Vec<Op>>,
+    changes_overflowed: bool,
 }
 
 impl FdbWriter {
@@ -132,6 +152,8 @@ impl FdbWriter {
             queues,
             dirty: false,
             stats: FdbStats::default(),
+            changes: None,
+            changes_overflowed: false,
         }
     }
 
@@ -276,11 +298,67 @@ impl FdbWriter {
     /// `now_s`, in one pass over the table (O(n)); static entries stay.
     /// Publishes and returns how many were removed.
     pub fn age(&mut self, now_s: u64) -> usize {
+        self.age_with(now_s, |_| None)
+    }
+
+    /// As [`age`](Self::age), asking `seen` about each entry that would
+    /// age out: a station seen where this table does not look (a kernel
+    /// fast path that forwards without posting events) answers the second
+    /// it was last seen, and an entry seen within the ageing time is
+    /// refreshed to it instead of removed.
+    pub fn age_with(&mut self, now_s: u64, mut seen: impl FnMut(&FdbKey) -> Option<u64>) -> usize {
         let ageing = self.cfg.ageing_s;
-        let n = self.remove_where(|_, e| !e.is_static && now_s.saturating_sub(e.last_seen_s) > ageing);
+        let idle = |at: u64| now_s.saturating_sub(at) > ageing;
+        let mut refreshed = Vec::new();
+        let n = self.remove_where(|k, e| {
+            if e.is_static || !idle(e.last_seen_s) {
+                return false;
+            }
+            match seen(k) {
+                Some(at) if at > e.last_seen_s && !idle(at) => {
+                    refreshed.push((*k, Entry { last_seen_s: at, ..*e }));
+                    false
+                }
+                _ => true,
+            }
+        });
+        for (k, e) in refreshed {
+            self.set(k, e);
+            self.stats.refreshed += 1;
+        }
         self.stats.aged += n as u64;
         self.publish();
         n
+    }
+
+    /// Starts (or stops) logging changes for [`take_changes`](Self::take_changes);
+    /// off by default. Starting clears the log.
+    pub fn record_changes(&mut self, on: bool) {
+        self.changes = on.then(Vec::new);
+        self.changes_overflowed = false;
+    }
+
+    /// The changes since the last call (or since recording started); empty
+    /// when not recording.
+    pub fn take_changes(&mut self) -> Changes {
+        if std::mem::take(&mut self.changes_overflowed) {
+            if let Some(log) = self.changes.as_mut() {
+                log.clear();
+            }
+            return Changes::Resync;
+        }
+        Changes::List(self.changes.as_mut().map(std::mem::take).unwrap_or_default())
+    }
+
+    fn log_change(&mut self, op: Op) {
+        if let Some(log) = self.changes.as_mut() {
+            if log.len() >= MAX_PENDING_CHANGES {
+                log.clear();
+                self.changes_overflowed = true;
+            } else if !self.changes_overflowed {
+                log.push(op);
+            }
+        }
     }
 
     /// Removes the learned entries of `port` (link down); static entries
@@ -344,6 +422,7 @@ impl FdbWriter {
         let Some(e) = self.entries.remove(&key) else { return false };
         self.account_removed(key, e);
         self.w.append(Op::Remove(key));
+        self.log_change(Op::Remove(key));
         self.dirty = true;
         self.publish();
         true
@@ -361,9 +440,12 @@ impl FdbWriter {
     }
 
     fn set(&mut self, key: FdbKey, e: Entry) {
-        self.entries.insert(key, e);
+        let old = self.entries.insert(key, e);
         self.w.append(Op::Set(key, e));
         self.dirty = true;
+        if old.is_none_or(|o| o.port != e.port || o.is_static != e.is_static) {
+            self.log_change(Op::Set(key, e));
+        }
     }
 
     fn insert_learned(&mut self, key: FdbKey, e: Entry) {
@@ -414,6 +496,7 @@ impl FdbWriter {
         for &(k, e) in &removed {
             self.account_removed(k, e);
             self.w.append(Op::Remove(k));
+            self.log_change(Op::Remove(k));
         }
         if !removed.is_empty() {
             self.dirty = true;

@@ -283,3 +283,52 @@ fn capacities_are_checked() {
     w.add_static(mac(1), V0, p(1), 0).unwrap(); // replacing is not adding
     assert_eq!(w.add_static(mac(2), V0, p(0), 0), Err(FdbError::StaticFull));
 }
+
+/// The change log a kernel copy of the table follows: new entries, moves,
+/// static entries and removals, in order; refreshes are not changes.
+#[test]
+fn the_change_log_has_every_change_but_refreshes() {
+    let (mut w, mut k) = one_worker(FdbConfig { ageing_s: 10, ..FdbConfig::default() });
+    assert_eq!(w.take_changes(), Changes::List(vec![]), "not recording: nothing");
+    w.record_changes(true);
+    frame(&mut w, &mut k, 1, 0, mac(1), Mac::BROADCAST);
+    frame(&mut w, &mut k, 2, 0, mac(1), Mac::BROADCAST); // a refresh
+    frame(&mut w, &mut k, 3, 1, mac(1), Mac::BROADCAST); // a move
+    w.add_static(mac(7), V0, p(2), 3).unwrap();
+    w.remove(mac(7), V0);
+    let key = FdbKey::new(mac(1), V0);
+    let learned = |port, at| Op::Set(key, Entry { port: p(port), is_static: false, last_seen_s: at });
+    let stat = Op::Set(FdbKey::new(mac(7), V0), Entry { port: p(2), is_static: true, last_seen_s: 3 });
+    assert_eq!(
+        w.take_changes(),
+        Changes::List(vec![learned(0, 1), learned(1, 3), stat, Op::Remove(FdbKey::new(mac(7), V0))])
+    );
+    assert_eq!(w.take_changes(), Changes::List(vec![]), "taken once");
+    w.age(20);
+    assert_eq!(w.take_changes(), Changes::List(vec![Op::Remove(key)]));
+    w.record_changes(false);
+    frame(&mut w, &mut k, 21, 0, mac(2), Mac::BROADCAST);
+    assert_eq!(w.take_changes(), Changes::List(vec![]));
+}
+
+/// Aging asks about stations seen elsewhere (a kernel fast path): one seen
+/// within the ageing time is refreshed, not removed; one not seen, or seen
+/// too long ago, ages out as before.
+#[test]
+fn aging_keeps_an_entry_seen_by_the_fast_path() {
+    let (mut w, mut k) = one_worker(FdbConfig { ageing_s: 10, ..FdbConfig::default() });
+    for m in 1..=3 {
+        frame(&mut w, &mut k, 1, 0, mac(m), Mac::BROADCAST);
+    }
+    let n = w.age_with(20, |key| match key.mac {
+        m if m == mac(1) => Some(19),
+        m if m == mac(2) => Some(5),
+        _ => None,
+    });
+    assert_eq!(n, 2);
+    assert_eq!(w.entry(mac(1), V0).map(|e| e.last_seen_s), Some(19));
+    assert_eq!((w.entry(mac(2), V0), w.entry(mac(3), V0)), (None, None));
+    assert_eq!(w.stats().aged, 2);
+    // The readers see the refreshed entry.
+    assert_eq!(k.burst(20).unwrap().forward(p(1), mac(9), mac(1), V0), Decision::Unicast(p(0)));
+}
