@@ -77,7 +77,7 @@ impl PacketPort {
     /// Opens the transmit socket on `dev` (calling thread's namespace) and,
     /// with `rx_port`, a receive ring that keeps UDP to that port only.
     pub fn open(dev: &str, rx_port: Option<u16>, frame_room: usize) -> Result<PacketPort, flowsteer_afpacket::Error> {
-        let tx = TxSocket::open(dev, &TxConfig { batch: PACKET_TX_CALL, qdisc_bypass: false })?;
+        let tx = TxSocket::open(dev, &TxConfig { batch: PACKET_TX_CALL, qdisc_bypass: false, ..TxConfig::default() })?;
         let rx = match rx_port {
             Some(p) => Some(RxRing::open(
                 dev,
