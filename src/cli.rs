@@ -425,6 +425,33 @@ pub enum BenchWhat {
     Reasm(BenchReasmArgs),
     /// UDP echo on a veth pair in namespaces it creates: kernel single socket vs per-core sockets vs AF_XDP; flows added one per bucket.
     Udp(BenchUdpArgs),
+    /// TCP throughput (iperf3) between two hosts through a bridge, in namespaces it creates, the kernel's default offloads on: Linux bridge vs flowsteer bridge (AF_XDP, AF_PACKET).
+    #[command(after_help = format!(
+        "{}\nExit codes: 0 every run measured (also when SIGINT or SIGTERM stopped it: the cells that finished are printed); \
+         1 a run or a DUT failed (the full report is printed all the same, each failure with iperf3's own words), or this \
+         machine cannot run it (not root, no iperf3); 2 usage error.",
+        crate::legend::help("Table columns", crate::legend::BENCH_TCP)
+    ))]
+    Tcp(BenchTcpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchTcpArgs {
+    /// Device under test between the two hosts (repeatable, measured in the order given): linux-bridge (netfilter calls off, STP off), flowsteer-bridge (AF_XDP ports), flowsteer-bridge-afpacket (AF_PACKET ports).
+    #[arg(long = "dut", value_parser = ["linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket"], default_values = ["linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket"])]
+    pub dut: Vec<String>,
+    /// Parallel TCP streams per cell (iperf3 -P; comma list).
+    #[arg(value_parser = crate::ranges::int::<u16, 1, 128>, long, value_delimiter = ',', default_values_t = vec![1u16, 4])]
+    pub streams: Vec<u16>,
+    /// Seconds per run (iperf3 -t, whole seconds).
+    #[arg(value_parser = crate::ranges::int::<u32, 1, 86400>, long, default_value_t = 10)]
+    pub seconds: u32,
+    /// Runs per DUT and streams value (the median is reported, with min and max).
+    #[arg(value_parser = crate::ranges::int::<u32, 1, 100>, long, default_value_t = 3)]
+    pub repeat: u32,
+    /// Print the report as JSON (schema flowsteer.bench.tcp.v1).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

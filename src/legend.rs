@@ -164,6 +164,17 @@ pub const BENCH_REASM: Legend = &[
     ("completed", "share of the legitimate datagrams completed"),
 ];
 
+/// `bench tcp`: one row per device under test and streams value.
+pub const BENCH_TCP: Legend = &[
+    ("dut", "the device under test between the two hosts"),
+    ("streams", "parallel TCP streams (iperf3 -P)"),
+    ("Gbit/s", "median over the runs that succeeded of the rate host 2 received (iperf3's end.sum_received, TCP payload, 10^9 bits/s), or failed when no run succeeded"),
+    ("min, max", "the slowest and the fastest of those runs"),
+    ("retrans", "median TCP retransmissions per run (iperf3's end.sum_sent.retransmits)"),
+    ("x linux-bridge", "Gbit/s over linux-bridge's at the same streams, same run"),
+    ("runs", "runs that succeeded, of the runs tried"),
+];
+
 /// `rfc2544`: one row per device under test and frame size.
 pub const RFC2544: Legend = &[
     ("dut", "the device under test"),
@@ -208,7 +219,7 @@ mod tests {
     use super::*;
 
     /// Every table's legend, with the title the README gives it.
-    const ALL: [(&str, Legend); 14] = [
+    const ALL: [(&str, Legend); 15] = [
         ("`run` (per worker)", RUN),
         ("`udp-echo` (per socket)", UDP_ECHO),
         ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
@@ -221,6 +232,7 @@ mod tests {
         ("`bench hash`", BENCH_HASH),
         ("`bench steer`", BENCH_STEER),
         ("`bench reasm`", BENCH_REASM),
+        ("`bench tcp` (per device and streams)", BENCH_TCP),
         ("`rfc2544` (per device and frame size)", RFC2544),
         ("`bridge` and `bridge-ctl stats` (per port and per worker)", BRIDGE_STATS),
     ];

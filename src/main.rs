@@ -45,6 +45,7 @@ fn main() {
             cli::BenchWhat::Steer(a) => cmd::bench::steer(a),
             cli::BenchWhat::Reasm(a) => cmd::bench::reasm(a),
             cli::BenchWhat::Udp(a) => cmd::bench::udp(a),
+            cli::BenchWhat::Tcp(a) => cmd::bench::tcp(a),
         },
         cli::Command::UdpEcho(a) => cmd::udp_echo::run(a),
         cli::Command::UdpGen(a) => cmd::udp_gen::run(a),

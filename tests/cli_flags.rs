@@ -169,6 +169,10 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
         ],
     );
     add(
+        &vec!["bench", "tcp"],
+        &[("--seconds", Kind::Int(1, 86400)), ("--streams", Kind::Int(1, 128)), ("--repeat", Kind::Int(1, 100))],
+    );
+    add(
         &udp_echo,
         &[
             ("--queues", Kind::Int(0, 1023)),
@@ -240,6 +244,7 @@ const COMMANDS: &[&[&str]] = &[
     &["bench", "steer"],
     &["bench", "reasm"],
     &["bench", "udp"],
+    &["bench", "tcp"],
     &["queues"],
     &["udp-echo"],
     &["udp-gen"],
@@ -284,6 +289,7 @@ fn not_numeric(command: &[&str]) -> Vec<&'static str> {
         ["bench", "analyze"] => vec!["--keep"],
         ["bench", "reasm"] => vec!["--set", "--delivery", "--family", "--in-flight", "--order", "--dpdk"],
         ["bench", "udp"] => vec!["--modes", "--xdp-mode"],
+        ["bench", "tcp"] => vec!["--dut"],
         ["udp-echo"] => vec!["--mode", "--iface", "--xdp-mode", "--xdp-claim", "--bind"],
         ["udp-gen"] => vec!["--remote", "--local", "--sport-range", "--afxdp", "--dst-mac"],
         ["rfc2544"] => {
@@ -320,6 +326,7 @@ const CHOICES: &[(&[&str], &str)] = &[
     (&["bench", "reasm"], "--order"),
     (&["bench", "udp"], "--modes"),
     (&["bench", "udp"], "--xdp-mode"),
+    (&["bench", "tcp"], "--dut"),
     (&["udp-echo", "127.0.0.1:9"], "--mode"),
     (&["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo"], "--xdp-mode"),
     (&["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo"], "--xdp-claim"),

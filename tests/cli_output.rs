@@ -224,6 +224,7 @@ fn every_table_has_a_legend_in_help_and_a_footer_and_run_names_its_workload() {
         (&["bench", "hash", "--help"][..], &["x faster", "mode"][..]),
         (&["bench", "steer", "--help"][..], &["x sq-32", "Mpps/core"][..]),
         (&["bench", "reasm", "--help"][..], &["in_flight", "completed"][..]),
+        (&["bench", "tcp", "--help"][..], &["x linux-bridge", "retrans", "Gbit/s"][..]),
         (&["rfc2544", "--help"][..], &["NDR Mfps", "limited", "gen max"][..]),
     ] {
         let help = text(&flowsteer(cmd));

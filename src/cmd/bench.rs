@@ -1,9 +1,10 @@
 //! `flowsteer bench ...`: the harnesses live in `flowsteer-bench`; each
 //! function here maps its arguments to the harness's configuration, runs
 //! it, and prints the `--json` document or the text (lines a harness shows
-//! while it runs are printed as they come).
+//! while it runs are printed as they come). `bench tcp`'s harness is
+//! `flowsteer_rfc2544::tcp` (it builds the same DUTs as `rfc2544`).
 
-use crate::cli::{BenchAnalyzeArgs, BenchHashArgs, BenchReasmArgs, BenchSteerArgs, BenchUdpArgs};
+use crate::cli::{BenchAnalyzeArgs, BenchHashArgs, BenchReasmArgs, BenchSteerArgs, BenchTcpArgs, BenchUdpArgs};
 use anyhow::{Context, Result};
 use flowsteer_bench as bench;
 
@@ -83,6 +84,67 @@ pub fn udp(args: &BenchUdpArgs) -> Result<i32> {
         print_json(&bench::udp::json(&rows))?;
     } else {
         print!("{}", bench::udp::summary(&rows));
+    }
+    Ok(0)
+}
+
+/// `bench tcp`: exit 0 when every run measured, 1 when a run or a DUT
+/// failed (after the whole report) or the machine cannot run it.
+pub fn tcp(args: &BenchTcpArgs) -> Result<i32> {
+    use flowsteer_rfc2544::dut::DutKind;
+    use flowsteer_rfc2544::tcp::{self, Event, TcpConfig};
+    let mut duts: Vec<DutKind> = Vec::new();
+    // Checked by the flag's parser already; a DUT given twice runs once.
+    for d in args.dut.iter().filter_map(|d| DutKind::parse(d)) {
+        if !duts.contains(&d) {
+            duts.push(d);
+        }
+    }
+    let mut streams: Vec<u16> = Vec::new();
+    for s in &args.streams {
+        if !streams.contains(s) {
+            streams.push(*s);
+        }
+    }
+    let cfg = TcpConfig { duts, streams, seconds: args.seconds, repeat: args.repeat };
+    if let Some(why) = tcp::skip_reason() {
+        anyhow::bail!("bench tcp builds network namespaces and runs iperf3: {why}");
+    }
+    if !args.json {
+        eprintln!("estimate: about {} s", cfg.estimate().as_secs());
+    }
+    let stop = flowsteer_live::stop_on_signals()?;
+    let report = tcp::run(&cfg, Some(stop), &mut |ev| {
+        if args.json {
+            return;
+        }
+        match ev {
+            Event::Setup(s) => match &s.error {
+                Some(e) => eprintln!("{}: failed: {e}", s.dut.name()),
+                None => eprintln!("{}: up, ping answered in {:.0} ms", s.dut.name(), s.ping_s.unwrap_or(0.0) * 1e3),
+            },
+            Event::Run { dut, streams, record } => {
+                let what = match (record.bits_per_second, &record.error) {
+                    (Some(b), _) => {
+                        format!("{:.2} Gbit/s, {} retransmits", b / 1e9, record.retransmits.unwrap_or(0))
+                    }
+                    (None, Some(e)) => format!("failed: {e}"),
+                    (None, None) => "failed".into(),
+                };
+                eprintln!("{} {streams} stream(s) run {}/{}: {what}", dut.name(), record.run, args.repeat);
+            }
+        }
+    })?;
+    if args.json {
+        print_json(&serde_json::to_value(&report)?)?;
+    } else {
+        print!("{}", report.text());
+        println!("{}", crate::legend::footer(crate::legend::BENCH_TCP));
+    }
+    let failed = report.failed_cells();
+    if failed > 0 {
+        eprintln!("error: {failed} of {} cells had a failed run (see the report)", report.results.len());
+        return Ok(1);
     }
     Ok(0)
 }

@@ -1,5 +1,6 @@
 //! The flowsteer bridge as a device under test: `flowsteer-bridge` started
-//! in-process on the DUT namespace's two veth ends (`dut0`, `dut1`), over
+//! in-process on the DUT namespace's two veth ends (`dut0`, `dut1`, or
+//! others named with [`BridgeDut::start_on`]), over
 //! AF_XDP or AF_PACKET ports, one worker pinned to the DUT's CPU at nice
 //! [`WORKER_NICE`].
 //!
@@ -27,7 +28,8 @@ use crate::Error;
 /// share of it, so it is raised above that work.
 pub const WORKER_NICE: i8 = -10;
 
-/// A running bridge between `dut0` and `dut1`; stopped on drop.
+/// A running bridge between `dut0` and `dut1` (or the ports of
+/// [`BridgeDut::start_on`]); stopped on drop.
 #[derive(Debug)]
 pub struct BridgeDut {
     bridge: Option<Bridge>,
@@ -37,9 +39,14 @@ impl BridgeDut {
     /// Starts a bridge with ports `kind:dut0` and `kind:dut1` in namespace
     /// `ns`, its one worker pinned to `cpus[0]` when given.
     pub fn start(ns: &str, kind: PortKind, cpus: &[usize]) -> Result<BridgeDut, Error> {
-        let port = |iface: &str| PortSpec { kind, iface: iface.into() };
+        BridgeDut::start_on(ns, kind, &["dut0", "dut1"], cpus)
+    }
+
+    /// As [`BridgeDut::start`], with ports `kind:IFACE` on `ifaces` (at
+    /// least two interfaces of namespace `ns`).
+    pub fn start_on(ns: &str, kind: PortKind, ifaces: &[&str], cpus: &[usize]) -> Result<BridgeDut, Error> {
         let cfg = BridgeConfig {
-            ports: vec![port("dut0"), port("dut1")],
+            ports: ifaces.iter().map(|iface| PortSpec { kind, iface: (*iface).into() }).collect(),
             workers: 1,
             cpus: cpus.iter().take(1).map(|&c| c as u32).collect(),
             worker_nice: Some(WORKER_NICE),

@@ -117,6 +117,26 @@ fn exec_in(ns: &str, args: &[&str]) -> Result<(), NetnsError> {
     ip(&all)
 }
 
+/// Makes `br0` in namespace `ns`, a Linux bridge over `ports` (interfaces
+/// already there), tuned to be the kernel's fastest: netfilter calls off
+/// in `ns` only (the `bridge-nf-call-*` sysctls exist when br_netfilter
+/// is loaded; without it the bridge makes no netfilter calls anyway), STP
+/// and multicast snooping off, no VLAN filtering (the default: `vlan_filtering 0`
+/// is refused by kernels built without it), no address. The ports' offloads
+/// are left as they are.
+pub fn linux_bridge(ns: &str, ports: &[&str]) -> Result<(), NetnsError> {
+    for table in ["iptables", "ip6tables", "arptables"] {
+        let path = format!("/proc/sys/net/bridge/bridge-nf-call-{table}");
+        exec_in(ns, &["sh", "-c", &format!("[ ! -e {path} ] || echo 0 > {path}")])?;
+    }
+    ip(&["-n", ns, "link", "add", "br0", "type", "bridge", "stp_state", "0", "mcast_snooping", "0"])?;
+    ip(&["-n", ns, "link", "set", "br0", "addrgenmode", "none"])?;
+    for port in ports {
+        ip(&["-n", ns, "link", "set", port, "master", "br0"])?;
+    }
+    ip(&["-n", ns, "link", "set", "br0", "up"])
+}
+
 /// Where the generator sends and the receiver listens: an interface and
 /// its MAC each, in a namespace (`None`: the caller's).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -280,23 +300,7 @@ impl Topology {
                     )?;
                 }
             }
-            DutKind::LinuxBridge => {
-                // VLAN filtering is off by default (and `vlan_filtering 0`
-                // is refused by kernels built without it, as here).
-                // Netfilter calls off in this namespace only (the sysctls
-                // exist when br_netfilter is loaded; without it the bridge
-                // makes no netfilter calls anyway).
-                for table in ["iptables", "ip6tables", "arptables"] {
-                    let path = format!("/proc/sys/net/bridge/bridge-nf-call-{table}");
-                    exec_in(&d, &["sh", "-c", &format!("[ ! -e {path} ] || echo 0 > {path}")])?;
-                }
-                ip(&["-n", &d, "link", "add", "br0", "type", "bridge", "stp_state", "0", "mcast_snooping", "0"])?;
-                ip(&["-n", &d, "link", "set", "br0", "addrgenmode", "none"])?;
-                for port in ["dut0", "dut1"] {
-                    ip(&["-n", &d, "link", "set", port, "master", "br0"])?;
-                }
-                ip(&["-n", &d, "link", "set", "br0", "up"])?;
-            }
+            DutKind::LinuxBridge => linux_bridge(&d, &["dut0", "dut1"])?,
             DutKind::None | DutKind::External | DutKind::FlowsteerBridge | DutKind::FlowsteerBridgeAfpacket => {}
         }
         Ok(())

@@ -11,6 +11,7 @@
 //! | [`live`] | the AF_XDP generator (token bucket, bursts, stamped frames) and receiver; a [`search::TrialRunner`] | AF_XDP, threads |
 //! | [`sweep`] | DUTs x frame sizes x repeats, the generator's ceiling, the machine, the report (`flowsteer.rfc2544.v1`) | all of the above |
 //! | [`spread`] | source ports per flow from the GF(2) planner, so the flows land evenly on N receive queues of an RSS configuration | none |
+//! | [`tcp`] | TCP throughput between two hosts through the same bridges (`flowsteer bench tcp`): iperf3 in namespaces of a [`flowsteer_netns::Star`], the kernel's default offloads, median per DUT x streams | namespaces, iperf3 (run, not linked), threads |
 //! | [`track`] | the receiver's check of each frame: sent in this trial, duplicate, reordered, foreign; latency percentiles | none (time is an argument) |
 //!
 //! The search never runs a trial itself: [`search::Search::next_step`]
@@ -28,6 +29,7 @@ pub mod live;
 pub mod search;
 pub mod spread;
 pub mod sweep;
+pub mod tcp;
 pub mod track;
 
 /// What can go wrong in a live run.
@@ -60,6 +62,9 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),
+    /// This machine cannot run it (not root, no `ip`, no iperf3).
+    #[error("{0}")]
+    Unavailable(String),
     /// SIGINT or SIGTERM arrived.
     #[error("stopped by a signal")]
     Stopped,
