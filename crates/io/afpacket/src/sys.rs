@@ -148,7 +148,11 @@ pub fn poll_readable(fd: &OwnedFd, timeout: Duration) -> Result<bool, i32> {
 
 /// `sendmmsg(2)` of whole frames on a bound packet socket. Returns how many
 /// of the leading frames were sent, or the errno of the first one.
-pub fn sendmmsg(fd: &OwnedFd, frames: &[&[u8]], heads: Option<&[[u8; crate::vnet::VNET_HDR_LEN]]>) -> Result<usize, i32> {
+pub fn sendmmsg(
+    fd: &OwnedFd,
+    frames: &[&[u8]],
+    heads: Option<&[[u8; crate::vnet::VNET_HDR_LEN]]>,
+) -> Result<usize, i32> {
     if frames.is_empty() {
         return Ok(0);
     }
