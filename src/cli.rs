@@ -423,6 +423,9 @@ pub enum BenchWhat {
     /// Reassembly: datagrams/s on one core by size, datagrams in flight and order; the flood case.
     #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_REASM))]
     Reasm(BenchReasmArgs),
+    /// The bridge's per-frame cost of carrying a host's transmit offloads (checksum completion, software GSO) beside its frame copy.
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_OFFLOAD))]
+    Offload(BenchOffloadArgs),
     /// UDP echo on a veth pair in namespaces it creates: kernel single socket vs per-core sockets vs AF_XDP; flows added one per bucket.
     Udp(BenchUdpArgs),
     /// TCP throughput (iperf3) between two hosts through a bridge, in namespaces it creates, the kernel's default offloads on: Linux bridge vs flowsteer bridge (AF_XDP, AF_PACKET).
@@ -579,6 +582,18 @@ pub struct BenchAnalyzeArgs {
 
 #[derive(Args, Debug)]
 pub struct BenchHashArgs {
+    /// Seconds per measurement (median of repetitions is reported).
+    #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 0.2)]
+    pub seconds: f64,
+    /// Repetitions per measurement.
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 1000>, long, default_value_t = 5)]
+    pub reps: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchOffloadArgs {
     /// Seconds per measurement (median of repetitions is reported).
     #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 0.2)]
     pub seconds: f64,

@@ -44,6 +44,7 @@ fn main() {
             cli::BenchWhat::Analyze(a) => cmd::bench::analyze(a),
             cli::BenchWhat::Steer(a) => cmd::bench::steer(a),
             cli::BenchWhat::Reasm(a) => cmd::bench::reasm(a),
+            cli::BenchWhat::Offload(a) => cmd::bench::offload(a),
             cli::BenchWhat::Udp(a) => cmd::bench::udp(a),
             cli::BenchWhat::Tcp(a) => cmd::bench::tcp(a),
         },

@@ -140,6 +140,7 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
     );
     add(&vec!["queues", "lo"], &[("--queue-cpus", CPU)]);
     add(&vec!["bench", "hash"], &[("--seconds", Kind::Secs), ("--reps", Kind::Int(1, 1000))]);
+    add(&vec!["bench", "offload"], &[("--seconds", Kind::Secs), ("--reps", Kind::Int(1, 1000))]);
     add(&vec!["bench", "analyze"], &[("--packets", Kind::Int(1, u64::MAX)), ("--flows", Kind::Int(1, 1 << 24))]);
     add(
         &vec!["bench", "steer"],
@@ -240,6 +241,7 @@ const COMMANDS: &[&[&str]] = &[
     &["run"],
     &["defrag"],
     &["bench", "hash"],
+    &["bench", "offload"],
     &["bench", "analyze"],
     &["bench", "steer"],
     &["bench", "reasm"],

@@ -225,6 +225,7 @@ fn every_table_has_a_legend_in_help_and_a_footer_and_run_names_its_workload() {
         (&["bench", "steer", "--help"][..], &["x sq-32", "Mpps/core"][..]),
         (&["bench", "reasm", "--help"][..], &["in_flight", "completed"][..]),
         (&["bench", "tcp", "--help"][..], &["x linux-bridge", "retrans", "Gbit/s"][..]),
+        (&["bench", "offload", "--help"][..], &["x copy", "ns/frame", "segments"][..]),
         (&["rfc2544", "--help"][..], &["NDR Mfps", "limited", "gen max"][..]),
     ] {
         let help = text(&flowsteer(cmd));

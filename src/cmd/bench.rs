@@ -4,7 +4,9 @@
 //! while it runs are printed as they come). `bench tcp`'s harness is
 //! `flowsteer_rfc2544::tcp` (it builds the same DUTs as `rfc2544`).
 
-use crate::cli::{BenchAnalyzeArgs, BenchHashArgs, BenchReasmArgs, BenchSteerArgs, BenchTcpArgs, BenchUdpArgs};
+use crate::cli::{
+    BenchAnalyzeArgs, BenchHashArgs, BenchOffloadArgs, BenchReasmArgs, BenchSteerArgs, BenchTcpArgs, BenchUdpArgs,
+};
 use anyhow::{Context, Result};
 use flowsteer_bench as bench;
 
@@ -21,6 +23,17 @@ pub fn hash(args: &BenchHashArgs) -> Result<i32> {
     } else {
         print!("{}", report.text());
         println!("{}", crate::legend::footer(crate::legend::BENCH_HASH));
+    }
+    Ok(0)
+}
+
+pub fn offload(args: &BenchOffloadArgs) -> Result<i32> {
+    let report = bench::offload::run(&bench::offload::Config { seconds: args.seconds, reps: args.reps })?;
+    if args.json {
+        print_json(&report.json())?;
+    } else {
+        print!("{}", report.text());
+        println!("{}", crate::legend::footer(crate::legend::BENCH_OFFLOAD));
     }
     Ok(0)
 }

@@ -11,6 +11,7 @@
 //! | [`ring`] | `flowsteer-ring` against `rtrb` and crossbeam's `ArrayQueue` | `bench steer`, example `ring_bench` |
 //! | [`fdb`] | the bridge's MAC table read side against `RwLock`/`Mutex<HashMap>` | example `fdb_bench` |
 //! | [`flow`] | the flow table under random and colliding keys | `bench steer`, example `collision_bench` |
+//! | [`offload`] | the bridge's per-frame cost of carrying transmit offloads (checksum completion, software GSO) against its frame copy | `bench offload` |
 //!
 //! Each harness takes a plain configuration struct and returns its rows
 //! (`Serialize`) or a typed error; the library prints nothing. A report
@@ -27,6 +28,7 @@ pub mod analyze;
 pub mod fdb;
 pub mod flow;
 pub mod hash;
+pub mod offload;
 pub mod reasm;
 pub mod ring;
 pub mod steer;
