@@ -25,6 +25,8 @@ pub enum ErrorKind {
     /// The interface's MTU allows frames longer than an AF_XDP frame holds
     /// (no multi-buffer receive): they would be dropped.
     MtuTooLarge,
+    /// A BPF map is full (the fast path's FDB mirror): nothing was written.
+    TableFull,
     /// Any other system call failure.
     Os,
 }

@@ -15,6 +15,13 @@
 //!   place in the UMEM and sent again without a copy), completion recycling, counters plus the
 //!   kernel's XDP_STATISTICS, and a per-frame [`FrameAccount`].
 //! * [`XdpPort`]: the program plus one registered socket per queue.
+//! * [`fastpath`]: the bridge's kernel fast path for learned unicast, an
+//!   option of the same program ([`AttachConfig::fast_path`]): the bridge
+//!   mirrors its MAC table into BPF maps ([`FastPathMaps`]) and the program
+//!   forwards learned unicast itself with `XDP_REDIRECT` through a device
+//!   map, handing everything else to the sockets as before.
+//!   [`program_listing`] renders a program as text (`src/fastpath.listing`
+//!   is the bridge's, checked by a unit test).
 //!
 //! Everything needs root (CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW) and works on
 //! the interface of the calling thread's network namespace.
@@ -36,14 +43,19 @@
 
 mod asm;
 mod error;
+pub mod fastpath;
 mod port;
 mod prog;
 mod socket;
 mod sys;
+mod xdp;
 
 pub use error::{Error, ErrorKind, NEED_ROOT};
+pub use fastpath::{now_s, FastFdbEntry, FastPathAttach, FastPathMaps, FastPort};
 pub use port::{frame_room, interface_mtu, mtu_mismatch, PortConfig, XdpPort, LINK_OVERHEAD};
-pub use prog::{AttachConfig, Claim, Fragments, XdpCounters, XdpMode, XdpProgram, XdpReasons, MAX_IPV6_EXT_HEADERS};
+pub use prog::{
+    program_listing, AttachConfig, Claim, Fragments, XdpCounters, XdpMode, XdpProgram, XdpReasons, MAX_IPV6_EXT_HEADERS,
+};
 pub use socket::{
     BindMode, FrameAccount, KernelStats, XskConfig, XskSocket, XskStats, TX_TAG_NONE, XDP_PACKET_HEADROOM,
 };

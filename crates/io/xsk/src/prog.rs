@@ -3,11 +3,19 @@
 //!
 //! What is claimed, and why so: see [`Claim`].
 //!
+//! With [`AttachConfig::fast_path`] the program first tries the bridge's
+//! kernel fast path for learned unicast ([`crate::fastpath`]): a frame it
+//! forwards itself never reaches the claim logic; every other frame takes
+//! the slow path, which is the claim logic below, unchanged.
+//!
 //! # Counters
 //!
 //! Every frame the program sees is counted once, per CPU, in a per-CPU
 //! array map, by outcome and reason ([`XdpReasons`]); summed over CPUs,
-//! seen = passed + dropped + redirected ([`XdpCounters`]).
+//! seen = passed + dropped + redirected + fast_forwarded ([`XdpCounters`]).
+//! With a fast path, a frame that takes the slow path is also counted once
+//! under the reason it was not forwarded in the kernel (`slow_*`), so
+//! the slow reasons add up to passed + dropped + redirected.
 //!
 //! Every packet access is preceded by a `ptr + n > data_end` test, as the
 //! verifier demands.
@@ -16,7 +24,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::asm::*;
 use crate::error::{Error, ErrorKind};
+use crate::fastpath::{self, FastPathAttach, FastPathRefs};
 use crate::sys::{self, Insn};
+use crate::xdp::*;
 
 /// How the program is attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -151,18 +161,6 @@ pub const MAX_IPV6_EXT_HEADERS: usize = 8;
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
-/// XDP action codes and helper ids used by the program.
-const XDP_DROP: i32 = 1;
-const XDP_PASS: i32 = 2;
-const XDP_REDIRECT: i32 = 4;
-const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
-const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-
-/// `struct xdp_md` offsets.
-const XDP_MD_DATA: i16 = 0;
-const XDP_MD_DATA_END: i16 = 4;
-const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
-
 /// IP protocol numbers / IPv6 next headers.
 const IPPROTO_HOPOPTS: i32 = 0;
 const IPPROTO_TCP: i32 = 6;
@@ -175,18 +173,7 @@ const IPPROTO_DSTOPTS: i32 = 60;
 /// slot 0 UDP, 1 TCP. 4,096 u32 entries (32 KiB of kernel memory, values
 /// rounded up to 8 bytes).
 const CLAIM_WORDS_PER_PROTO: u32 = 2048;
-const CLAIM_ENTRIES: u32 = 2 * CLAIM_WORDS_PER_PROTO;
-
-/// The counter slots of the per-CPU array map, one u64 per CPU each.
-mod slot {
-    pub const PASSED_NOT_IP: i32 = 0;
-    pub const PASSED_UNCLAIMED: i32 = 1;
-    pub const PASSED_UNPARSED: i32 = 2;
-    pub const PASSED_NO_SOCKET: i32 = 3;
-    pub const DROPPED_TOO_BIG: i32 = 4;
-    pub const REDIRECTED: i32 = 5;
-    pub const COUNT: u32 = 6;
-}
+pub(crate) const CLAIM_ENTRIES: u32 = 2 * CLAIM_WORDS_PER_PROTO;
 
 /// The license string: GPL-compatible (the helpers used are not GPL-only,
 /// but a GPL-compatible license keeps every helper available).
@@ -199,6 +186,10 @@ const COUNTER_MAP_NAME: &str = "flowsteer_count";
 
 /// Size of the buffer that receives the verifier log when a load fails.
 const VERIFIER_LOG_BYTES: usize = 64 * 1024;
+
+/// Stack slot (offset from r10) of the claim word key (u32), above the
+/// counter key ([`crate::xdp::STACK_COUNTER_KEY`]).
+const STACK_CLAIM_KEY: i16 = -4;
 
 /// Ethertypes as the program sees them: a u16 load from the packet in host
 /// byte order.
@@ -223,29 +214,58 @@ pub(crate) struct Maps {
     pub claims: i32,
 }
 
+impl Maps {
+    /// The name of the map behind `fd`, for listings.
+    fn name(&self, fd: i32) -> Option<String> {
+        let name = match fd {
+            f if f == self.xsks => MAP_NAME,
+            f if f == self.counters => COUNTER_MAP_NAME,
+            f if f == self.claims => CLAIM_MAP_NAME,
+            _ => return None,
+        };
+        Some(name.to_string())
+    }
+}
+
 /// The program for `claim`, dropping claimed frames longer than
-/// `max_frame_len` (no limit when None).
+/// `max_frame_len` (no limit when None), behind the fast path when there is one.
+pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>, fast: Option<FastPathRefs>) -> Vec<Insn> {
+    assemble(maps, claim, max_frame_len, fast).insns
+}
+
+/// [`program`] with its labels and notes, for [`crate::program_listing`].
 ///
 /// Registers: r6 ctx; r2 data, r3 data_end while parsing; r5 the header
 /// being read; r9 the L3 offset; r7 the L4 protocol, r8 the destination
-/// port; at the end r7 = action, r8 = counter slot.
-pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> Vec<Insn> {
+/// port; at the end r7 = action, r8 = counter slot. The fast path, first,
+/// has its own (see [`crate::fastpath`]).
+pub(crate) fn assemble(maps: Maps, claim: &Claim, max_frame_len: Option<u32>, fast: Option<FastPathRefs>) -> Assembled {
     let mut a = Asm::new();
-    let not_ip = a.label();
-    let unclaimed = a.label();
-    let unparsed = a.label();
-    let claimed = a.label();
-    let too_big = a.label();
-    let count = a.label();
-    let ipv4 = a.label();
-    let ipv6 = a.label();
+    let not_ip = a.label("not_ip");
+    let unclaimed = a.label("unclaimed");
+    let unparsed = a.label("unparsed");
+    let claimed = a.label("claimed");
+    let too_big = a.label("too_big");
+    let count = a.label("count");
+    let ipv4 = a.label("ipv4");
+    let ipv6 = a.label("ipv6");
 
+    a.note("r6 = ctx");
     a.op(MOV64_X, R6, R1, 0, 0);
-    a.op(LDX_W, R2, R6, XDP_MD_DATA, 0);
-    a.op(LDX_W, R3, R6, XDP_MD_DATA_END, 0);
+    if let Some(fp) = fast {
+        fastpath::emit(&mut a, &fp, maps.counters, count);
+        a.note(&format!("slow path: the claim policy: {}", claim.describe()));
+    }
+    // Every frame is claimed: nothing to parse.
+    let parse = *claim != Claim::Frames;
+    if parse {
+        a.op(LDX_W, R2, R6, XDP_MD_DATA, 0);
+        a.op(LDX_W, R3, R6, XDP_MD_DATA_END, 0);
+        a.note("claim policy: the ethertype at 12, 16 or 20 (up to two VLAN tags), as the host loads it");
+    }
     // Ethernet, then up to two VLAN tags: the ethertype at 12, 16 or 20.
-    for (tags, et_at) in [(0, 12i16), (1, 16), (2, 20)] {
-        let next = a.label();
+    for (tags, et_at) in [(0, 12i16), (1, 16), (2, 20)].into_iter().filter(|_| parse) {
+        let next = a.label(["vlan_1", "vlan_2", "vlan_3"][tags]);
         a.need(R2, R3, i32::from(et_at) + 2, not_ip);
         a.op(LDX_H, R1, R2, et_at, 0);
         a.op(MOV64_K, R9, 0, 0, i32::from(et_at) + 2);
@@ -270,15 +290,12 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
             a.goto(claimed);
         }
         Claim::Frames => {
-            // Whatever the ethertype (or a frame too short to have one).
-            a.bind(ipv4);
-            a.bind(ipv6);
-            a.bind(not_ip);
-            a.goto(claimed);
+            // Whatever the ethertype (or a frame too short to have one):
+            // straight on to `claimed`, next.
         }
         Claim::Ports { udp, tcp, fragments } => {
-            let fragment = a.label();
-            let l4 = a.label();
+            let fragment = a.label("fragment");
+            let l4 = a.label("l4");
             // A protocol without claimed ports never reaches the lookup.
             let udp_l4 = if udp.is_empty() { unclaimed } else { l4 };
             let tcp_l4 = if tcp.is_empty() { unclaimed } else { l4 };
@@ -308,7 +325,7 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
             a.op(LDX_B, R7, R5, 6, 0);
             a.op(ADD64_K, R5, 0, 0, 40);
             for _ in 0..MAX_IPV6_EXT_HEADERS {
-                let (ext, frag, next) = (a.label(), a.label(), a.label());
+                let (ext, frag, next) = (a.label("v6_ext"), a.label("v6_frag"), a.label("v6_next"));
                 a.jump(JEQ_K, R7, 0, IPPROTO_UDP, udp_l4);
                 a.jump(JEQ_K, R7, 0, IPPROTO_TCP, tcp_l4);
                 a.jump(JEQ_K, R7, 0, IPPROTO_FRAGMENT, frag);
@@ -368,16 +385,16 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
                 a.op(MOV64_X, R1, R8, 0, 0);
                 a.op(RSH64_K, R1, 0, 0, 5);
                 if !tcp.is_empty() {
-                    let word = a.label();
+                    let word = a.label("claim_word");
                     if !udp.is_empty() {
                         a.jump(JNE_K, R7, 0, IPPROTO_TCP, word);
                     }
                     a.op(ADD64_K, R1, 0, 0, CLAIM_WORDS_PER_PROTO as i32);
                     a.bind(word);
                 }
-                a.op(STX_W, R10, R1, -4, 0);
+                a.op(STX_W, R10, R1, STACK_CLAIM_KEY, 0);
                 a.op(MOV64_X, R2, R10, 0, 0);
-                a.op(ADD64_K, R2, 0, 0, -4);
+                a.op(ADD64_K, R2, 0, 0, STACK_CLAIM_KEY.into());
                 a.map_fd(R1, maps.claims);
                 a.op(CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
                 a.jump(JEQ_K, R0, 0, 0, unclaimed);
@@ -394,12 +411,15 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
 
     // Claimed: too long for a socket frame, or redirected (nothing is
     // claimed when no port is: then the block would be unreachable).
-    if a.is_used(claimed) {
+    if a.is_used(claimed) || !parse {
         a.bind(claimed);
+        a.note("claimed: longer than a socket frame -> XDP_DROP (dropped_too_big); else to the XSK of its rx queue (redirected), or XDP_PASS when the queue has none (passed_no_socket)");
         if let Some(max) = max_frame_len {
             // A helper call clobbered r2/r3: read the packet bounds again.
             a.op(LDX_W, R2, R6, XDP_MD_DATA, 0);
+            a.remark("ctx->data");
             a.op(LDX_W, R3, R6, XDP_MD_DATA_END, 0);
+            a.remark("ctx->data_end");
             a.op(MOV64_X, R4, R2, 0, 0);
             // No frame exceeds 64 KiB; the verifier takes offsets up to that.
             a.op(ADD64_K, R4, 0, 0, max.min(0xffff) as i32);
@@ -408,21 +428,26 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
         // return bpf_redirect_map(&xskmap, ctx->rx_queue_index, XDP_PASS),
         // counted as passed when the fallback (no socket on the queue) applies.
         a.op(LDX_W, R2, R6, XDP_MD_RX_QUEUE_INDEX, 0);
+        a.remark("ctx->rx_queue_index");
         a.map_fd(R1, maps.xsks);
         a.op(MOV64_K, R3, 0, 0, XDP_PASS);
+        a.remark("XDP_PASS when the queue has no socket");
         a.op(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
         a.op(MOV64_X, R7, R0, 0, 0);
         a.op(MOV64_K, R8, 0, 0, slot::REDIRECTED);
+        a.remark("redirected");
         a.jump(JEQ_K, R0, 0, XDP_REDIRECT, count);
+        a.remark("XDP_REDIRECT");
         a.op(MOV64_K, R8, 0, 0, slot::PASSED_NO_SOCKET);
+        a.remark("passed_no_socket");
         a.goto(count);
     }
 
-    for (at, action, s) in [
-        (too_big, XDP_DROP, slot::DROPPED_TOO_BIG),
-        (not_ip, XDP_PASS, slot::PASSED_NOT_IP),
-        (unclaimed, XDP_PASS, slot::PASSED_UNCLAIMED),
-        (unparsed, XDP_PASS, slot::PASSED_UNPARSED),
+    for (at, action, s, name) in [
+        (too_big, XDP_DROP, slot::DROPPED_TOO_BIG, "XDP_DROP, dropped_too_big"),
+        (not_ip, XDP_PASS, slot::PASSED_NOT_IP, "XDP_PASS, passed_not_ip"),
+        (unclaimed, XDP_PASS, slot::PASSED_UNCLAIMED, "XDP_PASS, passed_unclaimed"),
+        (unparsed, XDP_PASS, slot::PASSED_UNPARSED, "XDP_PASS, passed_unparsed"),
     ] {
         if !a.is_used(at) || (s == slot::PASSED_NOT_IP && *claim == Claim::Frames) {
             continue;
@@ -430,21 +455,15 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
         a.bind(at);
         a.op(MOV64_K, R7, 0, 0, action);
         a.op(MOV64_K, R8, 0, 0, s);
+        a.remark(name);
         a.goto(count);
     }
 
     // counters[r8] += 1 (this CPU's copy: no atomics needed), return r7.
-    let out = a.label();
+    let out = a.label("out");
     a.bind(count);
-    a.op(STX_W, R10, R8, -8, 0);
-    a.op(MOV64_X, R2, R10, 0, 0);
-    a.op(ADD64_K, R2, 0, 0, -8);
-    a.map_fd(R1, maps.counters);
-    a.op(CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
-    a.jump(JEQ_K, R0, 0, 0, out);
-    a.op(LDX_DW, R1, R0, 0, 0);
-    a.op(ADD64_K, R1, 0, 0, 1);
-    a.op(STX_DW, R0, R1, 0, 0);
+    a.note("count: counters[r8] += 1, return r7");
+    bump_counter(&mut a, maps.counters, out);
     a.bind(out);
     a.op(MOV64_X, R0, R7, 0, 0);
     a.op(EXIT, 0, 0, 0, 0);
@@ -452,6 +471,19 @@ pub(crate) fn program(maps: Maps, claim: &Claim, max_frame_len: Option<u32>) -> 
     // bound and offsets small, so this cannot fail (the unit tests assemble
     // every shape).
     a.finish().unwrap_or_default()
+}
+
+/// The program [`XdpProgram::attach`] would load for this claim, frame
+/// limit and fast path ingress port (None: no fast path), as text: one
+/// instruction per line, the labels where jumps land, a comment per block
+/// (see `src/fastpath.listing` for the bridge's). Maps are shown by name.
+/// A disassembly to read, in the style of `bpftool prog dump xlated`.
+pub fn program_listing(claim: &Claim, max_frame_len: Option<u32>, fast_path_ingress_port: Option<u32>) -> String {
+    // Placeholder fds: nothing is loaded, the listing names them.
+    let maps = Maps { xsks: 1, counters: 2, claims: 3 };
+    let fast = fast_path_ingress_port.map(|port| FastPathRefs::placeholder(port, 4));
+    let prog = assemble(maps, claim, max_frame_len, fast);
+    listing(&prog, &|fd| maps.name(fd).or_else(|| fast.and_then(|f| f.name(fd))))
 }
 
 /// The claim bit set's entries: (index, word) for every non-zero word.
@@ -509,22 +541,35 @@ pub struct AttachConfig {
     /// (`frame_size - XDP_PACKET_HEADROOM`) when None, or to the smaller
     /// of the two.
     pub max_frame_len: Option<u32>,
+    /// The bridge's kernel fast path for learned unicast, tried before the
+    /// claim policy (see [`crate::fastpath`]). Default None.
+    pub fast_path: Option<FastPathAttach>,
 }
 
 impl Default for AttachConfig {
     fn default() -> Self {
-        AttachConfig { mode: XdpMode::Auto, max_queues: 256, claim: Claim::nothing(), max_frame_len: None }
+        AttachConfig {
+            mode: XdpMode::Auto,
+            max_queues: 256,
+            claim: Claim::nothing(),
+            max_frame_len: None,
+            fast_path: None,
+        }
     }
 }
 
 /// What the XDP program did with the frames it saw, summed over CPUs:
-/// seen = `passed + dropped + redirected`.
+/// seen = `passed + dropped + redirected + fast_forwarded`.
 ///
 /// `redirected` counts the frames `bpf_redirect_map` accepted for a
 /// socket; the kernel may still drop some of them on the way into the
 /// socket (the socket's XDP_STATISTICS: `rx_dropped`, `rx_ring_full`,
 /// `rx_fill_ring_empty_descs`). A claimed frame on a queue without a
-/// socket goes to the kernel and counts as `passed`.
+/// socket goes to the kernel and counts as `passed`. Likewise
+/// `fast_forwarded` counts the frames the device map accepted for the
+/// egress port; the kernel may still drop some on the way out (into a veth
+/// whose peer has neither an XDP program nor GRO, every one: see
+/// [`crate::fastpath`] for where that is counted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct XdpCounters {
     /// Handed to the kernel (`XDP_PASS`).
@@ -532,14 +577,17 @@ pub struct XdpCounters {
     /// Dropped by the program (`XDP_DROP`): claimed frames longer than an
     /// AF_XDP frame.
     pub dropped: u64,
-    /// Handed to a socket (`XDP_REDIRECT`).
+    /// Handed to a socket (`XDP_REDIRECT` through the XSKMAP).
     pub redirected: u64,
+    /// Forwarded by the fast path to another port (`XDP_REDIRECT` through
+    /// the bridge's device map). Always 0 without a fast path.
+    pub fast_forwarded: u64,
 }
 
 impl XdpCounters {
     /// Frames the program saw.
     pub fn seen(&self) -> u64 {
-        self.passed + self.dropped + self.redirected
+        self.passed + self.dropped + self.redirected + self.fast_forwarded
     }
 }
 
@@ -560,17 +608,97 @@ pub struct XdpReasons {
     pub dropped_too_big: u64,
     /// Redirected to the socket of its rx queue.
     pub redirected: u64,
+    /// Forwarded by the fast path (an outcome, like the four above).
+    pub fast_forwarded: u64,
+    /// The fast path's slow reasons: why a frame went on to the claim
+    /// policy instead, one per such frame (all 0 without a fast path).
+    /// Rule a: shorter than an Ethernet header, or to a group address
+    /// (multicast, broadcast).
+    pub slow_not_unicast: u64,
+    /// Rule b: its destination MAC is not in the FDB mirror.
+    pub slow_unknown_dst: u64,
+    /// Rule c: its destination was learned on the port it came in on
+    /// (user space drops and counts it).
+    pub slow_same_port: u64,
+    /// Rule d: its source MAC is unknown or known on another port
+    /// (learning and MAC moves are user space's).
+    pub slow_src_not_here: u64,
+    /// Rule e: the egress port is not enabled for the fast path (or out of
+    /// the port table's range).
+    pub slow_egress_off: u64,
+    /// Rule e: longer than the egress port's `max_frame`.
+    pub slow_too_big: u64,
+    /// Rule f: IP headers the checksum check cannot read (truncated,
+    /// IHL < 5, a total length shorter than the header, an IPv6 extension
+    /// header).
+    pub slow_unparsed: u64,
+    /// Rule f: TCP or UDP with a partial checksum (checksum offload of a
+    /// local sender), which only user space completes.
+    pub slow_partial_csum: u64,
+    /// Rule g: the device map has no entry for the egress port.
+    pub slow_redirect_failed: u64,
 }
 
 impl XdpReasons {
-    /// The three outcomes.
+    /// The outcomes.
     pub fn totals(&self) -> XdpCounters {
         XdpCounters {
             passed: self.passed_not_ip + self.passed_unclaimed + self.passed_unparsed + self.passed_no_socket,
             dropped: self.dropped_too_big,
             redirected: self.redirected,
+            fast_forwarded: self.fast_forwarded,
         }
     }
+
+    /// Frames the fast path handed to the slow path: the sum of the
+    /// `slow_*` reasons.
+    pub fn slow_path(&self) -> u64 {
+        self.slow_not_unicast
+            + self.slow_unknown_dst
+            + self.slow_same_port
+            + self.slow_src_not_here
+            + self.slow_egress_off
+            + self.slow_too_big
+            + self.slow_unparsed
+            + self.slow_partial_csum
+            + self.slow_redirect_failed
+    }
+
+    /// The counters add up: without a fast path no slow reason is counted;
+    /// with one, every frame it did not forward has exactly one slow reason
+    /// (slow_path = passed + dropped + redirected). Exact only while no
+    /// frame is in flight: the counters are read one by one.
+    pub fn conservation_ok(&self, fast_path: bool) -> bool {
+        let t = self.totals();
+        if fast_path {
+            self.slow_path() == t.passed + t.dropped + t.redirected
+        } else {
+            self.slow_path() == 0 && t.fast_forwarded == 0
+        }
+    }
+}
+
+/// The counter map summed over CPUs, slot by slot.
+pub(crate) fn read_reasons(counters: &OwnedFd, possible_cpus: usize) -> std::io::Result<XdpReasons> {
+    let read = |s: i32| sys::percpu_u64_sum(counters, s as u32, possible_cpus);
+    Ok(XdpReasons {
+        passed_not_ip: read(slot::PASSED_NOT_IP)?,
+        passed_unclaimed: read(slot::PASSED_UNCLAIMED)?,
+        passed_unparsed: read(slot::PASSED_UNPARSED)?,
+        passed_no_socket: read(slot::PASSED_NO_SOCKET)?,
+        dropped_too_big: read(slot::DROPPED_TOO_BIG)?,
+        redirected: read(slot::REDIRECTED)?,
+        fast_forwarded: read(slot::FAST_FORWARDED)?,
+        slow_not_unicast: read(slot::SLOW_NOT_UNICAST)?,
+        slow_unknown_dst: read(slot::SLOW_UNKNOWN_DST)?,
+        slow_same_port: read(slot::SLOW_SAME_PORT)?,
+        slow_src_not_here: read(slot::SLOW_SRC_NOT_HERE)?,
+        slow_egress_off: read(slot::SLOW_EGRESS_OFF)?,
+        slow_too_big: read(slot::SLOW_TOO_BIG)?,
+        slow_unparsed: read(slot::SLOW_UNPARSED)?,
+        slow_partial_csum: read(slot::SLOW_PARTIAL_CSUM)?,
+        slow_redirect_failed: read(slot::SLOW_REDIRECT_FAILED)?,
+    })
 }
 
 /// The XDP program attached to one interface, with its maps.
@@ -595,6 +723,7 @@ pub struct XdpProgram {
     max_queues: u32,
     claim: Claim,
     max_frame_len: Option<u32>,
+    fast_path: Option<FastPathAttach>,
 }
 
 impl Drop for XdpProgram {
@@ -619,6 +748,9 @@ impl XdpProgram {
         if cfg.max_frame_len == Some(0) {
             return Err(Error::config("max_frame_len must be at least 1".into()));
         }
+        if let Some(fp) = &cfg.fast_path {
+            fp.validate()?;
+        }
         let ifindex = crate::error::ifindex(ifname)?;
         let map_error = |what: &str| {
             let what = what.to_string();
@@ -640,7 +772,8 @@ impl XdpProgram {
         // Unreadable (no sysfs): the lookup buffer's floor covers every kernel.
         let possible_cpus = sys::possible_cpus().unwrap_or(0);
         let maps = Maps { xsks: map.as_raw_fd(), counters: counters.as_raw_fd(), claims: claims.as_raw_fd() };
-        let prog = load(&program(maps, &cfg.claim, cfg.max_frame_len), ifname)?;
+        let fast = cfg.fast_path.as_ref().map(FastPathAttach::refs);
+        let prog = load(&program(maps, &cfg.claim, cfg.max_frame_len, fast), ifname)?;
         let attach = |flags: u32| sys::link_create_xdp(&prog, ifindex, flags);
         let (link, mode) = match cfg.mode {
             XdpMode::Native => {
@@ -670,6 +803,7 @@ impl XdpProgram {
             max_queues: cfg.max_queues,
             claim: cfg.claim.clone(),
             max_frame_len: cfg.max_frame_len,
+            fast_path: cfg.fast_path.clone(),
         })
     }
 
@@ -710,8 +844,19 @@ impl XdpProgram {
         self.max_frame_len
     }
 
+    /// The fast path it tries first, if any.
+    pub fn fast_path(&self) -> Option<&FastPathAttach> {
+        self.fast_path.as_ref()
+    }
+
+    /// The program as text ([`program_listing`] of its configuration; map
+    /// names in place of their fds).
+    pub fn listing(&self) -> String {
+        program_listing(&self.claim, self.max_frame_len, self.fast_path.as_ref().map(|f| f.ingress_port))
+    }
+
     /// What the program did with the frames it saw so far, summed over CPUs
-    /// (seen = passed + dropped + redirected). Thread-safe (reads the
+    /// (seen = passed + dropped + redirected + fast_forwarded). Thread-safe (reads the
     /// per-CPU map through bpf(2); each CPU's copy is read once, so a frame
     /// counted during the read may or may not be in the result).
     pub fn counters(&self) -> Result<XdpCounters, Error> {
@@ -720,18 +865,8 @@ impl XdpProgram {
 
     /// [`XdpProgram::counters`] by reason.
     pub fn counter_reasons(&self) -> Result<XdpReasons, Error> {
-        let read = |s: i32| {
-            sys::percpu_u64_sum(&self.counters, s as u32, self.possible_cpus)
-                .map_err(|e| Error::os(&e, format!("reading the XDP counters of {}", self.ifname)))
-        };
-        Ok(XdpReasons {
-            passed_not_ip: read(slot::PASSED_NOT_IP)?,
-            passed_unclaimed: read(slot::PASSED_UNCLAIMED)?,
-            passed_unparsed: read(slot::PASSED_UNPARSED)?,
-            passed_no_socket: read(slot::PASSED_NO_SOCKET)?,
-            dropped_too_big: read(slot::DROPPED_TOO_BIG)?,
-            redirected: read(slot::REDIRECTED)?,
-        })
+        read_reasons(&self.counters, self.possible_cpus)
+            .map_err(|e| Error::os(&e, format!("reading the XDP counters of {}", self.ifname)))
     }
 
     /// Sends the claimed frames of the socket's rx queue to that socket
@@ -807,4 +942,4 @@ fn link_error(e: std::io::Error, ifname: &str, mode: XdpMode) -> Error {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

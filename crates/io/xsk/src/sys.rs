@@ -30,12 +30,17 @@ const BPF_MAP_CREATE: u32 = 0;
 const BPF_MAP_LOOKUP_ELEM: u32 = 1;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
+const BPF_MAP_GET_NEXT_KEY: u32 = 4;
 const BPF_PROG_LOAD: u32 = 5;
+#[cfg(test)]
+const BPF_PROG_TEST_RUN: u32 = 10;
 const BPF_LINK_CREATE: u32 = 28;
 const BPF_LINK_DETACH: u32 = 34;
 
+const BPF_MAP_TYPE_HASH: u32 = 1;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+const BPF_MAP_TYPE_DEVMAP: u32 = 14;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 /// `enum bpf_attach_type::BPF_XDP`.
@@ -82,6 +87,30 @@ struct ProgLoadAttr {
     expected_attach_type: u32,
 }
 
+/// `bpf_attr` for BPF_PROG_TEST_RUN (`test`, up to `batch_size`, plus
+/// explicit tail padding: the kernel checks that the bytes after the last
+/// field it knows are zero).
+#[cfg(test)]
+#[repr(C)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    _pad: u32,
+}
+
 /// `bpf_attr` for BPF_LINK_CREATE (XDP needs only these four).
 #[repr(C)]
 struct LinkCreateAttr {
@@ -100,11 +129,14 @@ struct LinkDetachAttr {
 /// bpf(2). `T` is one of the `#[repr(C)]` attr structs above, which have no
 /// padding, so every byte the kernel reads is initialised.
 fn bpf<T>(cmd: u32, attr: &mut T) -> io::Result<i64> {
-    // SAFETY: `attr` points to a live, fully initialised struct of exactly
-    // `size_of::<T>()` bytes; the kernel reads at most that many (and for the
-    // commands used here writes nothing back into the attr). Pointers inside
-    // the attr (insns, license, log buffer, key, value) are set by the callers
-    // to buffers that outlive this call.
+    // SAFETY: `attr` points to a live, fully initialised, exclusively
+    // borrowed struct of exactly `size_of::<T>()` bytes; the kernel reads at
+    // most that many and writes back only into fields of it (BPF_PROG_TEST_RUN
+    // fills in retval, duration and the output sizes). Pointers inside the
+    // attr (insns, license, log buffer, key, value, test data) are set by the
+    // callers to buffers that outlive this call and are as long as the sizes
+    // the kernel is told (or, for map elements, as the map's key and value
+    // sizes: see `Map`).
     let ret = unsafe {
         libc::syscall(libc::SYS_bpf, libc::c_long::from(cmd), attr as *mut T, std::mem::size_of::<T>() as libc::c_long)
     };
@@ -203,6 +235,163 @@ pub(crate) fn map_delete_u32(map: &OwnedFd, key: u32) -> io::Result<()> {
     let mut attr =
         MapElemAttr { map_fd: map.as_raw_fd() as u32, _pad: 0, key: &key as *const u32 as u64, value: 0, flags: 0 };
     bpf(BPF_MAP_DELETE_ELEM, &mut attr).map(|_| ())
+}
+
+/// `BPF_ANY`: create the element or replace it.
+pub(crate) const BPF_ANY: u64 = 0;
+
+/// A BPF map with fixed key and value sizes, one value per key (not a
+/// per-CPU map): every element call checks that the buffers it hands the
+/// kernel are exactly as long as the map's key and value, so the kernel
+/// never reads or writes past them.
+#[derive(Debug)]
+pub(crate) struct Map {
+    fd: OwnedFd,
+    key_size: usize,
+    value_size: usize,
+}
+
+impl Map {
+    fn create(map_type: u32, key_size: u32, value_size: u32, max_entries: u32, name: &str) -> io::Result<Map> {
+        let fd = map_create(map_type, key_size, value_size, max_entries, name)?;
+        Ok(Map { fd, key_size: key_size as usize, value_size: value_size as usize })
+    }
+
+    /// A BPF_MAP_TYPE_HASH (preallocated: `max_entries` elements of kernel
+    /// memory are reserved at creation; an insert beyond them fails with E2BIG).
+    pub(crate) fn hash(key_size: u32, value_size: u32, max_entries: u32, name: &str) -> io::Result<Map> {
+        Map::create(BPF_MAP_TYPE_HASH, key_size, value_size, max_entries, name)
+    }
+
+    /// A BPF_MAP_TYPE_ARRAY keyed by u32 index, all values zero.
+    pub(crate) fn array(value_size: u32, max_entries: u32, name: &str) -> io::Result<Map> {
+        Map::create(BPF_MAP_TYPE_ARRAY, 4, value_size, max_entries, name)
+    }
+
+    /// A BPF_MAP_TYPE_DEVMAP keyed by u32 index, value u32 ifindex (resolved
+    /// by the kernel, when written, in the writing thread's network namespace).
+    pub(crate) fn devmap(max_entries: u32, name: &str) -> io::Result<Map> {
+        Map::create(BPF_MAP_TYPE_DEVMAP, 4, 4, max_entries, name)
+    }
+
+    pub(crate) fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    fn sized(&self, key: &[u8], value: Option<usize>) -> io::Result<()> {
+        if key.len() != self.key_size || value.is_some_and(|v| v != self.value_size) {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        Ok(())
+    }
+
+    fn attr(&self, key: u64, value: u64, flags: u64) -> MapElemAttr {
+        MapElemAttr { map_fd: self.fd.as_raw_fd() as u32, _pad: 0, key, value, flags }
+    }
+
+    /// Writes `value` at `key` (`flags`: [`BPF_ANY`], BPF_NOEXIST, BPF_EXIST).
+    pub(crate) fn update(&self, key: &[u8], value: &[u8], flags: u64) -> io::Result<()> {
+        self.sized(key, Some(value.len()))?;
+        let mut attr = self.attr(key.as_ptr() as u64, value.as_ptr() as u64, flags);
+        bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+    }
+
+    /// Reads `key` into `value`; false when there is no such element.
+    pub(crate) fn lookup(&self, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
+        self.sized(key, Some(value.len()))?;
+        let mut attr = self.attr(key.as_ptr() as u64, value.as_mut_ptr() as u64, 0);
+        absent_is_false(bpf(BPF_MAP_LOOKUP_ELEM, &mut attr))
+    }
+
+    /// Deletes `key`; false when there was no such element.
+    pub(crate) fn delete(&self, key: &[u8]) -> io::Result<bool> {
+        self.sized(key, None)?;
+        let mut attr = self.attr(key.as_ptr() as u64, 0, 0);
+        absent_is_false(bpf(BPF_MAP_DELETE_ELEM, &mut attr))
+    }
+
+    /// The key after `key` (the first key with None) into `next`; false at
+    /// the end. A `key` no longer in the map restarts at the first key.
+    pub(crate) fn next_key(&self, key: Option<&[u8]>, next: &mut [u8]) -> io::Result<bool> {
+        self.sized(next, None)?;
+        if let Some(k) = key {
+            self.sized(k, None)?;
+        }
+        let mut attr = self.attr(key.map_or(0, |k| k.as_ptr() as u64), next.as_mut_ptr() as u64, 0);
+        absent_is_false(bpf(BPF_MAP_GET_NEXT_KEY, &mut attr))
+    }
+}
+
+fn absent_is_false(r: io::Result<i64>) -> io::Result<bool> {
+    match r {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// What one BPF_PROG_TEST_RUN returned.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TestRun {
+    /// The program's return value (for XDP: the action).
+    pub retval: u32,
+    /// Bytes of the frame after the run (copied into `data_out` up to its length).
+    pub data_len: usize,
+    /// Mean run time per repetition, in nanoseconds.
+    pub duration_ns: u32,
+}
+
+/// Runs `prog` on `data_in` `repeat` times (BPF_PROG_TEST_RUN, no live
+/// frames: for XDP a redirect is decided but not carried out) and copies the
+/// frame as the program left it into `data_out`. `ctx_in` is the program's
+/// context (for XDP a `struct xdp_md`: its `data` field reserves that many
+/// leading bytes of `data_in` as metadata, which is how frames shorter than
+/// the kernel's 14-byte minimum reach the program).
+#[cfg(test)]
+pub(crate) fn prog_test_run(
+    prog: &OwnedFd,
+    data_in: &[u8],
+    data_out: &mut [u8],
+    ctx_in: Option<&[u8]>,
+    repeat: u32,
+) -> io::Result<TestRun> {
+    let len = |b: usize| u32::try_from(b).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
+    let (ctx_ptr, ctx_len) = ctx_in.map_or((0, 0), |c| (c.as_ptr() as u64, c.len()));
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        retval: 0,
+        data_size_in: len(data_in.len())?,
+        data_size_out: len(data_out.len())?,
+        data_in: data_in.as_ptr() as u64,
+        data_out: data_out.as_mut_ptr() as u64,
+        repeat,
+        duration: 0,
+        ctx_size_in: len(ctx_len)?,
+        ctx_size_out: 0,
+        ctx_in: ctx_ptr,
+        ctx_out: 0,
+        flags: 0,
+        cpu: 0,
+        batch_size: 0,
+        _pad: 0,
+    };
+    // The kernel copies at most data_size_out bytes into data_out (ENOSPC
+    // when the frame was longer) and writes the results back into `attr`.
+    bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+    Ok(TestRun { retval: attr.retval, data_len: attr.data_size_out as usize, duration_ns: attr.duration })
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns()`.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists, so the call cannot fail (the result is checked anyway).
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 /// Loads an XDP program (expected_attach_type BPF_XDP). With `log`, the

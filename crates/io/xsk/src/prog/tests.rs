@@ -1,13 +1,15 @@
 //! The XDP program on crafted frames, run by a small eBPF interpreter that
-//! models the packet, the stack, the three maps and the two helpers; plus
-//! the kernel's verifier on the real program (root).
+//! models the packet, the stack, the maps and the helpers the programs use
+//! (the fast path's too: its tests in `fastpath/tests.rs` run on this
+//! interpreter as well); plus the kernel's verifier on the real program
+//! (root).
 
 use super::*;
 
-const XSKS_FD: i32 = 101;
-const COUNTERS_FD: i32 = 102;
-const CLAIMS_FD: i32 = 103;
-const MAPS: Maps = Maps { xsks: XSKS_FD, counters: COUNTERS_FD, claims: CLAIMS_FD };
+pub(crate) const XSKS_FD: i32 = 101;
+pub(crate) const COUNTERS_FD: i32 = 102;
+pub(crate) const CLAIMS_FD: i32 = 103;
+pub(crate) const MAPS: Maps = Maps { xsks: XSKS_FD, counters: COUNTERS_FD, claims: CLAIMS_FD };
 
 /// Address regions of the interpreter: a value's top bits say what it points to.
 const REGION: u64 = 1 << 40;
@@ -18,29 +20,54 @@ const STACK_LEN: u64 = 512;
 const MAP_PTR: u64 = 4 * REGION;
 const CLAIM_VAL: u64 = 5 * REGION;
 const COUNTER_VAL: u64 = 6 * REGION;
+const FDB_VAL: u64 = 7 * REGION;
+const PORT_VAL: u64 = 8 * REGION;
+/// Bytes of one FDB or port value of the fast path.
+const FAST_VALUE: u64 = 16;
 /// What a helper call leaves in r1-r5: reading it as an address fails.
 const CLOBBERED: u64 = 0xdead_0000_0000_0000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verdict {
+pub(crate) enum Verdict {
     Pass,
     Drop,
+    /// To the XSK of this queue.
     Redirect(u32),
+    /// Through the fast path's device map, to this port.
+    Forward(u32),
+}
+
+/// The fast path's maps, as the interpreter holds them: values as the
+/// bytes the kernel would hold.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FastMaps {
+    pub refs: Option<FastPathRefs>,
+    /// (key, value) of every FDB entry, in insertion order.
+    pub fdb: Vec<([u8; 8], [u8; 16])>,
+    /// `ports` values by port id.
+    pub ports: Vec<[u8; 16]>,
+    /// `tx` entries by port id (the ifindex).
+    pub tx: Vec<Option<u32>>,
+    /// What `bpf_ktime_get_ns` returns.
+    pub now_ns: u64,
+    /// Stores into FDB values so far (the `seen` updates).
+    pub fdb_stores: u64,
 }
 
 /// The maps' contents and what ran.
-struct Vm {
-    claims: Vec<u32>,
-    counters: [u64; slot::COUNT as usize],
+pub(crate) struct Vm {
+    pub claims: Vec<u32>,
+    pub counters: [u64; slot::COUNT as usize],
     /// Queues with a socket in the XSKMAP.
-    sockets: Vec<u32>,
+    pub sockets: Vec<u32>,
+    pub fast: FastMaps,
     /// Instructions executed, and conditional jumps seen taken / not taken.
-    executed: Vec<bool>,
-    taken: Vec<[bool; 2]>,
+    pub executed: Vec<bool>,
+    pub taken: Vec<[bool; 2]>,
 }
 
 impl Vm {
-    fn new(prog: &[Insn], claim: &Claim) -> Vm {
+    pub(crate) fn new(prog: &[Insn], claim: &Claim) -> Vm {
         let mut claims = vec![0u32; CLAIM_ENTRIES as usize];
         if let Claim::Ports { udp, tcp, .. } = claim {
             for (k, w) in claim_words(udp, tcp) {
@@ -51,6 +78,7 @@ impl Vm {
             claims,
             counters: [0; slot::COUNT as usize],
             sockets: (0..4).collect(),
+            fast: FastMaps::default(),
             executed: vec![false; prog.len()],
             taken: vec![[false; 2]; prog.len()],
         }
@@ -58,7 +86,15 @@ impl Vm {
 
     /// Runs `prog` on `frame` received on `queue`; returns the verdict and
     /// the counter slot it added one to (exactly one, checked).
-    fn run(&mut self, prog: &[Insn], frame: &[u8], queue: u32) -> (Verdict, i32) {
+    pub(crate) fn run(&mut self, prog: &[Insn], frame: &[u8], queue: u32) -> (Verdict, i32) {
+        let (verdict, bumped) = self.exec(prog, frame, queue);
+        assert_eq!(bumped.len(), 1, "exactly one counter per frame");
+        (verdict, bumped[0])
+    }
+
+    /// Runs `prog` on `frame` received on `queue`; returns the verdict and
+    /// the counter slots it added one to (each by one, checked).
+    pub(crate) fn exec(&mut self, prog: &[Insn], frame: &[u8], queue: u32) -> (Verdict, Vec<i32>) {
         let before = self.counters;
         let mut r = [0u64; 11];
         let mut stack = [0u8; STACK_LEN as usize];
@@ -66,6 +102,7 @@ impl Vm {
         r[10] = STACK + STACK_LEN;
         let mut pc = 0usize;
         let mut redirected = None;
+        let fast_fd = |f: fn(&FastPathRefs) -> i32, fast: &FastMaps| fast.refs.as_ref().map(|r| MAP_PTR + f(r) as u64);
         for _ in 0..10_000 {
             let i = prog[pc];
             self.executed[pc] = true;
@@ -79,34 +116,48 @@ impl Vm {
                     *pc = (*pc as i64 + i64::from(i.off)) as usize;
                 }
             };
+            let size = |code: u8| match code & 0x18 {
+                0x00 => 4,
+                0x08 => 2,
+                0x10 => 1,
+                _ => 8,
+            };
             match i.code {
                 LDX_B | LDX_H | LDX_W | LDX_DW => {
-                    let size = match i.code {
-                        LDX_B => 1,
-                        LDX_H => 2,
-                        LDX_W => 4,
-                        _ => 8,
-                    };
-                    r[dst] = self.load(r[src].wrapping_add(i.off as i64 as u64), size, frame, &stack, queue);
+                    r[dst] = self.load(r[src].wrapping_add(i.off as i64 as u64), size(i.code), frame, &stack, queue);
                 }
-                STX_W | STX_DW => {
-                    let size = if i.code == STX_W { 4 } else { 8 };
-                    self.store(r[dst].wrapping_add(i.off as i64 as u64), size, r[src], &mut stack);
+                STX_H | STX_W | STX_DW => {
+                    self.store(r[dst].wrapping_add(i.off as i64 as u64), size(i.code), r[src], &mut stack);
                 }
+                ST_H => self.store(r[dst].wrapping_add(i.off as i64 as u64), 2, imm, &mut stack),
                 MOV64_X => r[dst] = r[src],
                 MOV64_K => r[dst] = imm,
                 ADD64_X => r[dst] = r[dst].wrapping_add(r[src]),
                 ADD64_K => r[dst] = r[dst].wrapping_add(imm),
+                SUB64_X => r[dst] = r[dst].wrapping_sub(r[src]),
+                DIV64_K => r[dst] /= imm,
+                MOD64_K => r[dst] %= imm,
                 OR64_X => r[dst] |= r[src],
                 AND64_K => r[dst] &= imm,
                 LSH64_K => r[dst] <<= imm,
                 RSH64_K => r[dst] >>= imm,
                 RSH64_X => r[dst] >>= r[src] & 63,
+                BE => {
+                    r[dst] = match i.imm {
+                        16 => u64::from((r[dst] as u16).to_be()),
+                        32 => u64::from((r[dst] as u32).to_be()),
+                        w => panic!("be{w}"),
+                    }
+                }
                 JA => pc = (pc as i64 + i64::from(i.off)) as usize,
                 JEQ_K => branch(r[dst] == imm, &mut pc),
+                JEQ_X => branch(r[dst] == r[src], &mut pc),
                 JNE_K => branch(r[dst] != imm, &mut pc),
                 JLT_K => branch(r[dst] < imm, &mut pc),
+                JLT_X => branch(r[dst] < r[src], &mut pc),
+                JGT_K => branch(r[dst] > imm, &mut pc),
                 JGT_X => branch(r[dst] > r[src], &mut pc),
+                JSET_K => branch(r[dst] & imm != 0, &mut pc),
                 LD_DW_IMM => {
                     assert_eq!(src as u8, BPF_PSEUDO_MAP_FD);
                     assert_eq!(prog[pc], insn(0, 0, 0, 0, 0), "second slot of ld_imm64");
@@ -116,17 +167,43 @@ impl Vm {
                 }
                 CALL => {
                     r[0] = match i.imm {
-                        BPF_FUNC_MAP_LOOKUP_ELEM => {
-                            let key = self.load(r[2], 4, frame, &stack, queue);
-                            match r[1] {
-                                m if m == MAP_PTR + CLAIMS_FD as u64 && key < u64::from(CLAIM_ENTRIES) => {
-                                    CLAIM_VAL + key * 4
+                        BPF_FUNC_MAP_LOOKUP_ELEM => match r[1] {
+                            m if m == MAP_PTR + CLAIMS_FD as u64 || m == MAP_PTR + COUNTERS_FD as u64 => {
+                                let key = self.load(r[2], 4, frame, &stack, queue);
+                                match r[1] {
+                                    m if m == MAP_PTR + CLAIMS_FD as u64 && key < u64::from(CLAIM_ENTRIES) => {
+                                        CLAIM_VAL + key * 4
+                                    }
+                                    m if m == MAP_PTR + COUNTERS_FD as u64 && key < u64::from(slot::COUNT) => {
+                                        COUNTER_VAL + key * 8
+                                    }
+                                    _ => 0,
                                 }
-                                m if m == MAP_PTR + COUNTERS_FD as u64 && key < u64::from(slot::COUNT) => {
-                                    COUNTER_VAL + key * 8
+                            }
+                            m if Some(m) == fast_fd(|f| f.fdb, &self.fast) => {
+                                let key = self.load(r[2], 8, frame, &stack, queue).to_ne_bytes();
+                                let at = self.fast.fdb.iter().position(|(k, _)| *k == key);
+                                at.map_or(0, |n| FDB_VAL + n as u64 * FAST_VALUE)
+                            }
+                            m if Some(m) == fast_fd(|f| f.ports, &self.fast) => {
+                                let key = self.load(r[2], 4, frame, &stack, queue);
+                                if key < self.fast.ports.len() as u64 {
+                                    PORT_VAL + key * FAST_VALUE
+                                } else {
+                                    0
                                 }
-                                m if m == MAP_PTR + CLAIMS_FD as u64 || m == MAP_PTR + COUNTERS_FD as u64 => 0,
-                                m => panic!("lookup in an unknown map {m:#x}"),
+                            }
+                            m => panic!("lookup in an unknown map {m:#x}"),
+                        },
+                        BPF_FUNC_KTIME_GET_NS => self.fast.now_ns,
+                        BPF_FUNC_REDIRECT_MAP if Some(r[1]) == fast_fd(|f| f.tx, &self.fast) => {
+                            assert_eq!(r[3], 0, "no fallback action for the device map");
+                            let port = r[2] as u32;
+                            if self.fast.tx.get(port as usize).copied().flatten().is_some() {
+                                redirected = Some(Verdict::Forward(port));
+                                XDP_REDIRECT as u64
+                            } else {
+                                r[3]
                             }
                         }
                         BPF_FUNC_REDIRECT_MAP => {
@@ -134,7 +211,7 @@ impl Vm {
                             assert_eq!(r[3], XDP_PASS as u64, "fallback action");
                             let q = r[2] as u32;
                             if self.sockets.contains(&q) {
-                                redirected = Some(q);
+                                redirected = Some(Verdict::Redirect(q));
                                 XDP_REDIRECT as u64
                             } else {
                                 r[3]
@@ -150,13 +227,15 @@ impl Vm {
                     let verdict = match r[0] as i32 {
                         XDP_PASS => Verdict::Pass,
                         XDP_DROP => Verdict::Drop,
-                        XDP_REDIRECT => Verdict::Redirect(redirected.expect("redirect without the helper")),
+                        XDP_REDIRECT => redirected.expect("redirect without the helper"),
                         a => panic!("unexpected action {a}"),
                     };
-                    let bumped: Vec<usize> = (0..before.len()).filter(|&s| self.counters[s] != before[s]).collect();
-                    assert_eq!(bumped.len(), 1, "exactly one counter per frame");
-                    assert_eq!(self.counters[bumped[0]], before[bumped[0]] + 1);
-                    return (verdict, bumped[0] as i32);
+                    let bumped: Vec<i32> =
+                        (0..before.len()).filter(|&s| self.counters[s] != before[s]).map(|s| s as i32).collect();
+                    for &s in &bumped {
+                        assert_eq!(self.counters[s as usize], before[s as usize] + 1, "slot {s} counted once");
+                    }
+                    return (verdict, bumped);
                 }
                 c => panic!("unexpected opcode {c:#x} at {at}"),
             }
@@ -196,19 +275,36 @@ impl Vm {
                 assert_eq!(size, 8);
                 self.counters[((addr - COUNTER_VAL) / 8) as usize]
             }
+            FDB_VAL => {
+                let (n, off) = ((addr - FDB_VAL) / FAST_VALUE, (addr - FDB_VAL) % FAST_VALUE);
+                assert!(off + size <= FAST_VALUE, "FDB value read past its end");
+                bytes(&self.fast.fdb[n as usize].1, off)
+            }
+            PORT_VAL => {
+                let (n, off) = ((addr - PORT_VAL) / FAST_VALUE, (addr - PORT_VAL) % FAST_VALUE);
+                assert!(off + size <= FAST_VALUE, "port value read past its end");
+                bytes(&self.fast.ports[n as usize], off)
+            }
             _ => panic!("load from a bad address {addr:#x}"),
         }
     }
 
     fn store(&mut self, addr: u64, size: u64, v: u64, stack: &mut [u8]) {
+        let size = size as usize;
         match addr & !(REGION - 1) {
             STACK => {
                 let off = (addr - STACK) as usize;
-                stack[off..off + size as usize].copy_from_slice(&v.to_ne_bytes()[..size as usize]);
+                stack[off..off + size].copy_from_slice(&v.to_ne_bytes()[..size]);
             }
             COUNTER_VAL => {
                 assert_eq!(size, 8);
                 self.counters[((addr - COUNTER_VAL) / 8) as usize] = v;
+            }
+            FDB_VAL => {
+                let (n, off) = ((addr - FDB_VAL) / FAST_VALUE, ((addr - FDB_VAL) % FAST_VALUE) as usize);
+                assert!(off + size <= FAST_VALUE as usize, "FDB value written past its end");
+                self.fast.fdb_stores += 1;
+                self.fast.fdb[n as usize].1[off..off + size].copy_from_slice(&v.to_ne_bytes()[..size]);
             }
             _ => panic!("store to a bad address {addr:#x}"),
         }
@@ -462,7 +558,7 @@ fn shapes() -> Vec<(Claim, Option<u32>)> {
 #[test]
 fn every_shape_assembles_well_formed() {
     for (claim, max) in shapes() {
-        let p = program(MAPS, &claim, max);
+        let p = program(MAPS, &claim, max, None);
         assert!(!p.is_empty() && p.len() < 1024, "{claim:?}: {} insns", p.len());
         assert_eq!(p.last().map(|i| i.code), Some(EXIT));
         for (at, i) in p.iter().enumerate() {
@@ -485,7 +581,7 @@ fn every_shape_assembles_well_formed() {
 #[test]
 fn listeners_claim_their_ports_and_hand_the_kernel_the_rest() {
     let claim = listeners();
-    let p = program(MAPS, &claim, Some(1792));
+    let p = program(MAPS, &claim, Some(1792), None);
     let mut vm = Vm::new(&p, &claim);
     for (name, f, want, want_slot, _) in catalogue() {
         let (got, s) = vm.run(&p, &f, 0);
@@ -496,7 +592,7 @@ fn listeners_claim_their_ports_and_hand_the_kernel_the_rest() {
 #[test]
 fn a_server_that_does_not_reassemble_passes_every_fragment() {
     let claim = echo_like();
-    let p = program(MAPS, &claim, Some(1792));
+    let p = program(MAPS, &claim, Some(1792), None);
     let mut vm = Vm::new(&p, &claim);
     for (name, f, _, _, want) in catalogue() {
         assert_eq!(vm.run(&p, &f, 0).0, want, "{name}");
@@ -505,7 +601,7 @@ fn a_server_that_does_not_reassemble_passes_every_fragment() {
 
 #[test]
 fn claim_all_takes_every_ip_packet_and_passes_the_rest() {
-    let p = program(MAPS, &Claim::All, None);
+    let p = program(MAPS, &Claim::All, None, None);
     let mut vm = Vm::new(&p, &Claim::All);
     for (name, f, _, listener_slot, _) in catalogue() {
         let want = if listener_slot == slot::PASSED_NOT_IP { (P, slot::PASSED_NOT_IP) } else { (R, slot::REDIRECTED) };
@@ -515,7 +611,7 @@ fn claim_all_takes_every_ip_packet_and_passes_the_rest() {
 
 #[test]
 fn claim_frames_takes_every_frame_ip_or_not() {
-    let p = program(MAPS, &Claim::Frames, None);
+    let p = program(MAPS, &Claim::Frames, None, None);
     let mut vm = Vm::new(&p, &Claim::Frames);
     for (name, f, ..) in catalogue() {
         assert_eq!(vm.run(&p, &f, 0), (R, slot::REDIRECTED), "{name}");
@@ -525,7 +621,7 @@ fn claim_frames_takes_every_frame_ip_or_not() {
 
 #[test]
 fn claiming_nothing_passes_everything() {
-    let p = program(MAPS, &Claim::nothing(), None);
+    let p = program(MAPS, &Claim::nothing(), None, None);
     let mut vm = Vm::new(&p, &Claim::nothing());
     for (name, f, ..) in catalogue() {
         assert_eq!(vm.run(&p, &f, 0).0, P, "{name}");
@@ -537,7 +633,7 @@ fn claiming_nothing_passes_everything() {
 #[test]
 fn one_datagram_is_never_split_between_kernel_and_sockets() {
     for claim in [listeners(), echo_like(), Claim::udp(&[9001])] {
-        let p = program(MAPS, &claim, Some(1792));
+        let p = program(MAPS, &claim, Some(1792), None);
         let mut vm = Vm::new(&p, &claim);
         for dport in [9000u16, 9001, 22, 53] {
             let l4 = udp(dport, 200);
@@ -565,7 +661,7 @@ fn one_datagram_is_never_split_between_kernel_and_sockets() {
 #[test]
 fn truncated_frames_pass_without_reading_past_the_end() {
     for (claim, max) in shapes() {
-        let p = program(MAPS, &claim, max);
+        let p = program(MAPS, &claim, max, None);
         let mut vm = Vm::new(&p, &claim);
         for (name, f, ..) in catalogue() {
             let whole = vm.run(&p, &f, 0).0;
@@ -583,7 +679,7 @@ fn truncated_frames_pass_without_reading_past_the_end() {
     // The exact edges, for a tagged UDP datagram under the listeners:
     // redirected from the byte that completes the destination port.
     let claim = listeners();
-    let p = program(MAPS, &claim, None);
+    let p = program(MAPS, &claim, None, None);
     let mut vm = Vm::new(&p, &claim);
     let f = eth(&[0x8100], 0x0800, &ipv4(UDP, 6, 0, &udp(9000, 0)));
     let port_end = 18 + 24 + 4;
@@ -596,7 +692,7 @@ fn truncated_frames_pass_without_reading_past_the_end() {
 #[test]
 fn claimed_frames_longer_than_a_socket_frame_are_dropped_and_counted() {
     for claim in [listeners(), Claim::All] {
-        let p = program(MAPS, &claim, Some(200));
+        let p = program(MAPS, &claim, Some(200), None);
         let mut vm = Vm::new(&p, &claim);
         let fits = v4(UDP, &udp(9000, 200 - 42));
         assert_eq!(fits.len(), 200);
@@ -618,7 +714,7 @@ fn claimed_frames_longer_than_a_socket_frame_are_dropped_and_counted() {
 #[test]
 fn a_claimed_frame_on_a_queue_without_socket_passes_and_is_counted_so() {
     let claim = listeners();
-    let p = program(MAPS, &claim, Some(1792));
+    let p = program(MAPS, &claim, Some(1792), None);
     let mut vm = Vm::new(&p, &claim);
     vm.sockets = vec![1];
     let f = v4(UDP, &udp(9000, 8));
@@ -629,7 +725,7 @@ fn a_claimed_frame_on_a_queue_without_socket_passes_and_is_counted_so() {
     let c = vm.counters;
     reasons.redirected = c[slot::REDIRECTED as usize];
     reasons.passed_no_socket = c[slot::PASSED_NO_SOCKET as usize];
-    assert_eq!(reasons.totals(), XdpCounters { passed: 2, dropped: 0, redirected: 1 });
+    assert_eq!(reasons.totals(), XdpCounters { passed: 2, dropped: 0, redirected: 1, fast_forwarded: 0 });
     assert_eq!(reasons.totals().seen(), 3);
 }
 
@@ -640,7 +736,7 @@ fn a_claimed_frame_on_a_queue_without_socket_passes_and_is_counted_so() {
 #[test]
 fn the_frames_exercise_every_path_of_every_shape() {
     for (claim, max) in shapes() {
-        let p = program(MAPS, &claim, max);
+        let p = program(MAPS, &claim, max, None);
         let mut vm = Vm::new(&p, &claim);
         vm.sockets = vec![0];
         let mut frames: Vec<Vec<u8>> = catalogue().into_iter().map(|c| c.1).collect();
@@ -698,7 +794,7 @@ fn claims_describe_themselves() {
 #[test]
 fn kernel_verifier_accepts_every_shape_and_its_log_reaches_errors() {
     if !flowsteer_netns::is_root() {
-        let err = load(&program(MAPS, &Claim::All, None), "test").unwrap_err();
+        let err = load(&program(MAPS, &Claim::All, None, None), "test").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::NotPermitted, "{err}");
         return;
     }
@@ -707,13 +803,13 @@ fn kernel_verifier_accepts_every_shape_and_its_log_reaches_errors() {
     let claims = sys::array_u32_create(CLAIM_ENTRIES, "fs_test_p").unwrap();
     let maps = Maps { xsks: xsks.as_raw_fd(), counters: counters.as_raw_fd(), claims: claims.as_raw_fd() };
     for (claim, max) in shapes() {
-        let p = program(maps, &claim, max);
+        let p = program(maps, &claim, max, None);
         if let Err(e) = load(&p, "test") {
             panic!("{claim:?} {max:?}: {e}");
         }
     }
     // The same program without the bounds check before the ethertype load.
-    let mut bad = program(maps, &listeners(), Some(1792));
+    let mut bad = program(maps, &listeners(), Some(1792), None);
     let jgt = bad.iter().position(|i| i.code == JGT_X).unwrap();
     bad[jgt] = insn(MOV64_X, R4, R4, 0, 0); // no-op instead of the test
     let err = load(&bad, "test").unwrap_err();
