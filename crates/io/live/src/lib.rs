@@ -10,6 +10,8 @@
 //! * [`signals`]: a stop flag set by SIGINT/SIGTERM.
 //! * [`link`]: an interface's state and counters (and a veth peer's) over
 //!   rtnetlink, by index.
+//! * [`netdev`]: an interface's XDP features (whether it takes frames
+//!   XDP redirects to it) over generic netlink's "netdev" family, by index.
 //!
 //! The library prints nothing: errors are typed ([`LiveError`]), warnings
 //! are returned for the caller to show.
@@ -18,6 +20,8 @@
 pub mod cpus;
 mod error;
 pub mod link;
+pub mod netdev;
+mod nl;
 pub mod queues;
 pub mod replay;
 pub mod signals;

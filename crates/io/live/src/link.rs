@@ -9,16 +9,13 @@
 //! Netlink answers for the namespace the socket was created in, so a
 //! [`LinkReader`] made in one thread may be used from any other.
 
-use rustix::net::{recv, send, socket_with, sockopt, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+use crate::nl::{self, attrs, messages, u32_at, u64_at, Request, NLMSG_ERROR, NLMSG_HDRLEN};
+use rustix::net::{recv, send, RecvFlags, SendFlags};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::time::Duration;
 
 const RTM_NEWLINK: u16 = 16;
 const RTM_GETLINK: u16 = 18;
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 1;
-const NLMSG_HDRLEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
 const IFLA_LINK: u16 = 5;
 const IFLA_LINKINFO: u16 = 18;
@@ -26,12 +23,7 @@ const IFLA_STATS64: u16 = 23;
 const IFLA_LINK_NETNSID: u16 = 37;
 const IFLA_TARGET_NETNSID: u16 = 46;
 const IFLA_INFO_KIND: u16 = 1;
-const NLA_TYPE_MASK: u16 = 0x3fff;
 const IFF_UP: u32 = 1;
-/// Longest answer read: one link's attributes are a few KiB.
-const RECV_BUF: usize = 32 * 1024;
-/// The kernel answers at once; this only bounds a broken socket.
-const RECV_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the kernel says about one interface.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -61,9 +53,7 @@ pub struct LinkReader {
 impl LinkReader {
     /// A route netlink socket in the calling thread's network namespace.
     pub fn new() -> io::Result<LinkReader> {
-        let fd = socket_with(AddressFamily::NETLINK, SocketType::RAW, SocketFlags::CLOEXEC, None)?;
-        sockopt::set_socket_timeout(&fd, sockopt::Timeout::Recv, Some(RECV_TIMEOUT))?;
-        Ok(LinkReader { fd, seq: 0, buf: vec![0; RECV_BUF] })
+        Ok(LinkReader { fd: nl::socket(None)?, seq: 0, buf: vec![0; nl::RECV_BUF] })
     }
 
     /// The interface of index `ifindex` (in namespace `netnsid` as this
@@ -90,25 +80,14 @@ fn libc_enodev() -> i32 {
 
 /// `RTM_GETLINK` for one index, with the target namespace when given.
 fn request(ifindex: u32, netnsid: Option<i32>, seq: u32) -> Vec<u8> {
-    let attr_len = if netnsid.is_some() { 8 } else { 0 };
-    let len = NLMSG_HDRLEN + IFINFOMSG_LEN + attr_len;
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&(len as u32).to_ne_bytes());
-    m.extend_from_slice(&RTM_GETLINK.to_ne_bytes());
-    m.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    m.extend_from_slice(&seq.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
     // struct ifinfomsg: family, pad, type, index, flags, change.
-    m.extend_from_slice(&[0, 0, 0, 0]);
-    m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
-    if let Some(ns) = netnsid {
-        m.extend_from_slice(&8u16.to_ne_bytes());
-        m.extend_from_slice(&IFLA_TARGET_NETNSID.to_ne_bytes());
-        m.extend_from_slice(&ns.to_ne_bytes());
+    let mut ifinfo = [0u8; IFINFOMSG_LEN];
+    ifinfo[4..8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+    let req = Request::new(RTM_GETLINK, seq).fixed(&ifinfo);
+    match netnsid {
+        Some(ns) => req.attr(IFLA_TARGET_NETNSID, &ns.to_ne_bytes()).bytes(),
+        None => req.bytes(),
     }
-    m
 }
 
 enum Answer {
@@ -119,49 +98,13 @@ enum Answer {
     Other,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
-/// The attributes in `b`: (type, payload), stopping at the first bad one.
-fn attrs(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    let mut at = 0usize;
-    std::iter::from_fn(move || {
-        let len = usize::from(u16_at(b, at)?);
-        let typ = u16_at(b, at + 2)? & NLA_TYPE_MASK;
-        let payload = b.get(at + 4..at + len)?;
-        if len < 4 {
-            return None;
-        }
-        at += (len + 3) & !3;
-        Some((typ, payload))
-    })
-}
-
 fn parse_answer(b: &[u8], seq: u32) -> Answer {
-    let mut at = 0usize;
-    while let (Some(len), Some(typ), Some(s)) = (u32_at(b, at), u16_at(b, at + 4), u32_at(b, at + 8)) {
-        let len = len as usize;
-        let Some(msg) = b.get(at..at + len).filter(|_| len >= NLMSG_HDRLEN) else { break };
-        if s == seq {
-            match typ {
-                NLMSG_ERROR => {
-                    let e = u32_at(msg, NLMSG_HDRLEN).map_or(0, |e| e as i32);
-                    return Answer::Error(-e);
-                }
-                RTM_NEWLINK => return parse_link(msg),
-                _ => {}
-            }
+    for msg in messages(b).map_while(Result::ok).filter(|m| m.seq == seq) {
+        match msg.typ {
+            NLMSG_ERROR => return Answer::Error(msg.errno().unwrap_or(0)),
+            RTM_NEWLINK => return parse_link(msg.bytes),
+            _ => {}
         }
-        at += (len + 3) & !3;
     }
     Answer::Other
 }
@@ -193,6 +136,7 @@ fn parse_link(msg: &[u8]) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nl::u16_at;
 
     #[test]
     fn request_layout() {
