@@ -87,6 +87,9 @@ pub struct BridgeArgs {
     /// VLAN filtering: a frame's VLAN is its tag or the ingress port's PVID, and must be allowed on both ports.
     #[arg(long)]
     pub vlan_filtering: bool,
+    /// Where learned unicast is forwarded: auto (XDP in the kernel on afxdp: ports when it is correct for them), xdp (the same, an error when it cannot serve the ports), off (the workers forward everything).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "xdp", "off"])]
+    pub fast_path: String,
     /// A port's VLANs, IFACE=VIDS[:pvid=N] (e.g. veth1=10,20:pvid=10) [default per port: VLAN 1 untagged]; needs --vlan-filtering.
     #[arg(long, requires = "vlan_filtering", value_parser = crate::ranges::port_vlans)]
     pub port_vlans: Vec<(String, flowsteer_bridge::PortVlans)>,

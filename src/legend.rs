@@ -28,13 +28,16 @@ pub const RUN: Legend = &[
 /// `bridge` and `bridge-ctl stats`: the per-port and per-worker tables.
 pub const BRIDGE_STATS: Legend = &[
     ("port", "the member port's interface (removed ports last, member no)"),
-    ("received", "frames in from the port or taken in by the worker, the kernel's drops before our socket included"),
-    ("forwarded", "of those, sent out of one other port (known unicast)"),
+    ("received", "frames in from the port or taken in by the worker, the kernel's drops before our socket and the kernel fast path's frames included"),
+    ("fast_fwd", "of those, forwarded by the kernel fast path (XDP) without reaching a worker"),
+    ("forwarded", "of those, sent out of one other port (known unicast) by a worker"),
     ("flooded", "of those, flooded to every other member"),
-    ("dropped", "of those, dropped (by reason on the line below the tables); received = forwarded + flooded + dropped"),
+    ("dropped", "of those, dropped (by reason on the line below the tables); received = fast_fwd + forwarded + flooded + dropped"),
     ("transmitted", "frames sent out of the port (a flooded frame counts once per port)"),
     ("tx_dropped", "frames that could not be sent out of the port"),
     ("rx_copied", "small frames the worker copied out so their receive buffer returned at once"),
+    ("csum_completed", "frames whose partial TCP/UDP checksum (a local sender's checksum offload) the worker completed"),
+    ("gso_segmented", "GSO frames the worker cut into segments for an AF_XDP egress"),
 ];
 
 /// `udp-echo`: the per-socket table.

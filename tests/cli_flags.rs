@@ -297,7 +297,7 @@ fn not_numeric(command: &[&str]) -> Vec<&'static str> {
         ["rfc2544"] => {
             vec!["--dut", "--tx", "--rx", "--plot", "--io", "--key", "--hash-types", "--ethtool-x", "--sport-range"]
         }
-        ["bridge"] => vec!["--port", "--tx-queue", "--port-vlans", "--ctl", "--metrics"],
+        ["bridge"] => vec!["--port", "--tx-queue", "--fast-path", "--port-vlans", "--ctl", "--metrics"],
         ["bridge-ctl"] => vec!["--ctl"],
         _ => vec![],
     };
@@ -336,6 +336,7 @@ const CHOICES: &[(&[&str], &str)] = &[
     (&["rfc2544"], "--dut"),
     (&["rfc2544", "--dut", "none"], "--io"),
     (&["bridge", "--port", "afxdp:fs-none-a", "--port", "afxdp:fs-none-b"], "--tx-queue"),
+    (&["bridge", "--port", "afxdp:fs-none-a", "--port", "afxdp:fs-none-b"], "--fast-path"),
 ];
 
 /// The value flags a subcommand's `--help` lists.

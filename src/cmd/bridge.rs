@@ -20,6 +20,7 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
         rx_copy_threshold: args.rx_copy_threshold,
         tx_queue: args.tx_queue.parse()?,
         vlan_filtering: args.vlan_filtering,
+        fast_path: args.fast_path.parse()?,
         port_vlans: args.port_vlans.iter().cloned().collect::<BTreeMap<_, _>>(),
         ..BridgeConfig::default()
     };
@@ -45,6 +46,9 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
             args.workers,
             ctl_path.display()
         );
+        for p in bridge.stats().ports {
+            println!("  {}: fast path {}", p.name, p.fast_path);
+        }
     }
     let start = Instant::now();
     let end = args.duration.map(|d| start + Duration::from_secs_f64(d));

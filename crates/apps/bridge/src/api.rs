@@ -174,13 +174,21 @@ pub struct PortStats {
     pub member: bool,
     /// Link up (as last seen).
     pub up: bool,
-    /// Frames in from this port (including the kernel's drops before our socket).
+    /// Frames in from this port (including the kernel's drops before our
+    /// socket and the frames the kernel fast path forwarded).
     pub received: u64,
+    /// Of those, forwarded by the kernel fast path (XDP) without reaching
+    /// a worker.
+    #[serde(default)]
+    pub fast_forwarded: u64,
+    /// The port's fast path: `xdp`, or `off` with the reason.
+    #[serde(default)]
+    pub fast_path: String,
     /// Of those, sent out of one other port (known unicast).
     pub forwarded: u64,
     /// Of those, flooded to every other member.
     pub flooded: u64,
-    /// Of those, dropped, by reason (`reserved`, `same_port`, `vlan`, `too_big`, `malformed`, `kernel`, `tx_failed`, ...).
+    /// Of those, dropped, by reason (`reserved`, `same_port`, `vlan`, `too_big`, `malformed`, `kernel`, `no_port`, `truncated`, `offload`).
     pub dropped: BTreeMap<String, u64>,
     /// Frames sent out of this port (a flooded frame counts once per port).
     pub transmitted: u64,

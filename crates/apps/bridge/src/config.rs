@@ -38,6 +38,35 @@ impl std::str::FromStr for TxQueue {
     }
 }
 
+/// Where learned unicast is forwarded: by a program in the kernel on
+/// each member port (user space keeps learning, flooding, every drop and
+/// control), or by the workers alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FastPath {
+    /// The fastest path that is correct for each port: XDP on AF_XDP
+    /// ports (`XDP_REDIRECT` through a device map), none on AF_PACKET ports
+    /// and none with VLAN filtering. The default.
+    #[default]
+    Auto,
+    /// XDP on every AF_XDP port; a configuration the XDP fast path cannot
+    /// serve (VLAN filtering, no AF_XDP port) is an error.
+    Xdp,
+    /// The workers forward everything (the reference path).
+    Off,
+}
+
+impl std::str::FromStr for FastPath {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(FastPath::Auto),
+            "xdp" => Ok(FastPath::Xdp),
+            "off" => Ok(FastPath::Off),
+            _ => Err(ConfigError::BadFastPath(s.to_string())),
+        }
+    }
+}
+
 /// One port's VLAN membership (with VLAN filtering on).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortVlans {
@@ -128,6 +157,8 @@ pub struct BridgeConfig {
     /// does; `None` (the default): inherited. A value the system refuses
     /// (raising priority needs CAP_SYS_NICE) leaves the thread as it was.
     pub worker_nice: Option<i8>,
+    /// Where learned unicast is forwarded (default [`FastPath::Auto`]).
+    pub fast_path: FastPath,
 }
 
 impl Default for BridgeConfig {
@@ -145,6 +176,7 @@ impl Default for BridgeConfig {
             port_vlans: BTreeMap::new(),
             burst: 32,
             worker_nice: None,
+            fast_path: FastPath::Auto,
         }
     }
 }
@@ -189,6 +221,14 @@ impl BridgeConfig {
         if let Some(name) = self.port_vlans.keys().find(|n| !self.ports.iter().any(|p| &p.iface == *n)) {
             return Err(ConfigError::VlansForUnknownPort(name.clone()));
         }
+        if self.fast_path == FastPath::Xdp {
+            if self.vlan_filtering {
+                return Err(ConfigError::FastPath("the XDP fast path keys on VLAN 0: not with VLAN filtering"));
+            }
+            if !self.ports.iter().any(|p| p.kind == crate::api::PortKind::Afxdp) {
+                return Err(ConfigError::FastPath("the XDP fast path needs afxdp: ports"));
+            }
+        }
         Ok(())
     }
 
@@ -230,6 +270,15 @@ mod tests {
         assert_eq!(vl.validate(), Ok(()));
         vl.port_vlans.insert("zz".into(), PortVlans::default());
         assert_eq!(vl.validate(), Err(ConfigError::VlansForUnknownPort("zz".into())));
+        vl.port_vlans.clear();
+        assert!(matches!(BridgeConfig { fast_path: FastPath::Xdp, ..vl }.validate(), Err(ConfigError::FastPath(_))));
+        let packet = BridgeConfig {
+            ports: vec![PortSpec::parse("afpacket:a").unwrap(), PortSpec::parse("afpacket:b").unwrap()],
+            fast_path: FastPath::Xdp,
+            ..two()
+        };
+        assert!(matches!(packet.validate(), Err(ConfigError::FastPath(_))));
+        assert_eq!(BridgeConfig { fast_path: FastPath::Xdp, ..two() }.validate(), Ok(()));
     }
 
     #[test]
@@ -244,6 +293,8 @@ mod tests {
             assert!(PortVlans::parse(bad).is_err(), "{bad}");
         }
         assert_eq!("flow".parse::<TxQueue>(), Ok(TxQueue::Flow));
+        assert_eq!("xdp".parse::<FastPath>(), Ok(FastPath::Xdp));
+        assert!("tc2".parse::<FastPath>().is_err());
         assert!("queue".parse::<TxQueue>().is_err());
     }
 }

@@ -494,6 +494,7 @@ pub fn stats_table(s: &BridgeStats) -> String {
         "member",
         "up",
         "received",
+        "fast_fwd",
         "forwarded",
         "flooded",
         "dropped",
@@ -509,6 +510,7 @@ pub fn stats_table(s: &BridgeStats) -> String {
             yes(p.member),
             yes(p.up),
             p.received.to_string(),
+            p.fast_forwarded.to_string(),
             p.forwarded.to_string(),
             p.flooded.to_string(),
             sum(&p.dropped),
@@ -544,6 +546,9 @@ pub fn stats_table(s: &BridgeStats) -> String {
     }
     let mut out = format!("uptime: {:.1}s\n", s.uptime_s);
     out.push_str(&table(&ports, 2));
+    let fast: Vec<String> =
+        s.ports.iter().filter(|p| p.member).map(|p| format!("{} {}", p.name, p.fast_path)).collect();
+    let _ = writeln!(out, "fast path: {}", fast.join("; "));
     out.push('\n');
     out.push_str(&table(&workers, 1));
     let mut reasons = Vec::new();
@@ -649,6 +654,8 @@ mod tests {
                 member: true,
                 up: true,
                 received: 100,
+                fast_forwarded: 0,
+                fast_path: "xdp".into(),
                 forwarded: 90,
                 flooded: 5,
                 dropped: BTreeMap::from([("vlan".into(), 3), ("reserved".into(), 2)]),
@@ -680,9 +687,10 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[1].starts_with("port ") && lines[1].ends_with("tx_dropped"), "{text}");
         let cells: Vec<&str> = lines[2].split_whitespace().collect();
-        assert_eq!(cells, ["veth0", "afxdp", "yes", "yes", "100", "90", "5", "5", "77", "0"], "{text}");
+        assert_eq!(cells, ["veth0", "afxdp", "yes", "yes", "100", "0", "90", "5", "5", "77", "0"], "{text}");
+        assert_eq!(lines[3], "fast path: veth0 xdp", "{text}");
         assert_eq!(lines[1].len(), lines[2].len(), "aligned:\n{text}");
-        let cells: Vec<&str> = lines[5].split_whitespace().collect();
+        let cells: Vec<&str> = lines[6].split_whitespace().collect();
         assert_eq!(cells, ["0", "2", "100", "90", "5", "5", "40", "3", "1"], "{text}");
         assert!(text.contains("dropped by reason: port veth0: reserved 2, vlan 3; worker 0: vlan 5"), "{text}");
         assert!(text.contains("fdb: 12 entries (10 learned of at most 65536, 2 static)"), "{text}");

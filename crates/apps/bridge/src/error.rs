@@ -104,6 +104,12 @@ pub enum ConfigError {
     /// Not `cpu` or `flow`.
     #[error("tx queue {0:?}: expected cpu or flow")]
     BadTxQueue(String),
+    /// `--fast-path xdp` cannot serve the ports (VLAN filtering, no AF_XDP port).
+    #[error("--fast-path: {0}")]
+    FastPath(&'static str),
+    /// `--fast-path` is not auto, xdp or off.
+    #[error("--fast-path {0:?}: expected auto, xdp or off")]
+    BadFastPath(String),
     /// Not `VIDS[:pvid=N]` with VLAN ids 1..=4094.
     #[error("bad VLANs {0:?}: expected VIDS[:pvid=N], e.g. 10,20-22:pvid=10 (ids 1-4094)")]
     BadVlans(String),

@@ -271,7 +271,7 @@ pub fn render(stats: &BridgeStats) -> String {
     t.family(
         &format!("{P}conservation_ok"),
         "gauge",
-        "1 when every port's and worker's received = forwarded + flooded + dropped, else 0.",
+        "1 when every port's and worker's received = fast-forwarded + forwarded + flooded + dropped, else 0.",
     );
     t.sample(&format!("{P}conservation_ok"), &[], u8::from(stats.conservation_ok));
 
@@ -283,15 +283,28 @@ pub fn render(stats: &BridgeStats) -> String {
     for p in &ports {
         t.sample(&format!("{P}port_info"), &[("port", &p.name), ("kind", &p.kind)], 1);
     }
+    t.family(
+        &format!("{P}port_fast_path"),
+        "gauge",
+        "The port's kernel fast path for learned unicast: path xdp, or off (always 1).",
+    );
+    for p in &ports {
+        t.sample(&format!("{P}port_fast_path"), &[("port", &p.name), ("path", fast_path_label(&p.fast_path))], 1);
+    }
     for (name, help, value) in port_gauges {
         t.family(&format!("{P}{name}"), "gauge", help);
         for p in &ports {
             t.sample(&format!("{P}{name}"), &[("port", &p.name)], value(p));
         }
     }
-    let port_counters: [PerRow<PortStats>; 4] = [
-        ("port_received_total", "Frames in from the port (including the kernel's drops before our socket).", |p| {
-            p.received
+    let port_counters: [PerRow<PortStats>; 5] = [
+        (
+            "port_received_total",
+            "Frames in from the port (including the kernel's drops before our socket and the frames its fast path forwarded).",
+            |p| p.received,
+        ),
+        ("port_fast_forwarded_total", "Frames in from the port forwarded by the kernel fast path (XDP).", |p| {
+            p.fast_forwarded
         }),
         ("port_forwarded_total", "Frames in from the port sent out of one other port (known unicast).", |p| {
             p.forwarded
@@ -385,6 +398,11 @@ pub fn render(stats: &BridgeStats) -> String {
         t.sample(&format!("{P}{name}"), &[], v);
     }
     t.0
+}
+
+/// The `path` label of `port_fast_path`: the status's first word.
+pub fn fast_path_label(status: &str) -> &str {
+    status.split_whitespace().next().unwrap_or("off")
 }
 
 #[cfg(test)]

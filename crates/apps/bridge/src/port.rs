@@ -18,7 +18,7 @@ use crate::config::PortVlans;
 use crate::counters::PortCounters;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing, TxConfig, TxSocket};
 use flowsteer_fdb::PortId;
-use flowsteer_xsk::{AttachConfig, Claim, XdpProgram, XskConfig, XskSocket};
+use flowsteer_xsk::{AttachConfig, Claim, FastPathAttach, XdpProgram, XskConfig, XskSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -67,8 +67,13 @@ pub(crate) struct PortShared {
     pub program: Mutex<Option<XdpProgram>>,
     /// The program's drops when it was detached.
     pub program_dropped: AtomicU64,
+    /// The frames its fast path forwarded when it was detached.
+    pub program_fast_forwarded: AtomicU64,
     pub member: AtomicBool,
     pub up: AtomicBool,
+    /// `xdp` when the port's program forwards learned unicast itself, or
+    /// `off (why)`.
+    pub fast_path: String,
 }
 
 impl PortShared {
@@ -89,13 +94,16 @@ impl PortShared {
 }
 
 /// Opens `spec` as port `id` for `workers` workers, in the calling
-/// thread's network namespace. Returns the port and what to tell the user.
+/// thread's network namespace, its XDP program (AF_XDP) with the kernel
+/// fast path when `fast` is given (`Err`: why not, for the port's status).
+/// Returns the port and what to tell the user.
 pub(crate) fn open(
     id: PortId,
     spec: &PortSpec,
     vlans: PortVlans,
     workers: usize,
     group: u16,
+    fast: Result<FastPathAttach, &str>,
 ) -> Result<(PortShared, Vec<String>), String> {
     let mtu = flowsteer_xsk::interface_mtu(&spec.iface).map_err(|e| e.to_string())?;
     let mut warnings = Vec::new();
@@ -113,6 +121,7 @@ pub(crate) fn open(
                 claim: Claim::Frames,
                 max_queues: MAX_QUEUES,
                 max_frame_len: Some(room),
+                fast_path: fast.as_ref().ok().cloned(),
                 ..AttachConfig::default()
             };
             let prog = XdpProgram::attach(&spec.iface, &attach).map_err(|e| e.to_string())?;
@@ -183,8 +192,14 @@ pub(crate) fn open(
         handoff: handles.into_iter().map(|h| Mutex::new(Some(h))).collect(),
         program: Mutex::new(program),
         program_dropped: AtomicU64::new(0),
+        program_fast_forwarded: AtomicU64::new(0),
         member: AtomicBool::new(true),
         up: AtomicBool::new(true),
+        fast_path: match (&spec.kind, &fast) {
+            (PortKind::Afxdp, Ok(_)) => "xdp".to_string(),
+            (PortKind::Afpacket, _) => "off (afpacket port: the workers forward)".to_string(),
+            (_, Err(why)) => format!("off ({why})"),
+        },
     };
     Ok((port, warnings))
 }

@@ -20,15 +20,17 @@
 //! * the MAC table: `flowsteer-fdb` (left-right), written by the writer.
 
 use crate::api::{BridgeStats, Control, FdbCounters, FdbRow, PortStats, Request, Response, WorkerStats, STATS_SCHEMA};
-use crate::config::BridgeConfig;
+use crate::config::{BridgeConfig, FastPath};
 use crate::counters::{reason_map, Reason, WorkerCounters};
 use crate::error::BridgeError;
 use crate::port::{self, PortShared};
 use crate::shared::{PortList, Shared};
 use crate::worker::Worker;
 use arc_swap::ArcSwap;
-use flowsteer_fdb::{FdbConfig, FdbWriter, Mac, PortId, VlanId};
+use flowsteer_fdb::{Changes, FdbConfig, FdbKey, FdbWriter, Mac, Op, PortId, VlanId};
 use flowsteer_live::link::LinkReader;
+use flowsteer_live::netdev::NetdevReader;
+use flowsteer_xsk::{FastPathAttach, FastPathMaps};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -41,6 +43,12 @@ const WRITER_TICK: Duration = Duration::from_millis(1);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the writer waits for the workers to acknowledge a new port list.
 const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// Port ids the kernel fast path's port table holds: a port added after
+/// 4,096 others (ids are never reused) gets no fast path.
+const FAST_PORT_SLOTS: u32 = 4096;
+/// Static entries the fast path's mirror holds beside the learned ones
+/// (`flowsteer-fdb`'s default static limit).
+const FAST_STATIC_ENTRIES: usize = 4096;
 
 type Job = (Request, SyncSender<Response>);
 
@@ -97,10 +105,13 @@ impl Bridge {
         let (writer, fdb_workers) =
             flowsteer_fdb::fdb(fcfg, cfg.workers).map_err(|e| BridgeError::Fdb(e.to_string()))?;
         let mut warnings = Vec::new();
+        let (fast, fast_off) = fast_path_maps(&cfg)?;
         let mut ports = Vec::new();
         for (i, spec) in cfg.ports.iter().enumerate() {
-            let (p, w) = port::open(PortId(i as u16), spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(i))
-                .map_err(|message| BridgeError::Port { iface: spec.iface.clone(), message })?;
+            let attach = fast_attach(fast.as_ref(), fast_off, i);
+            let (p, w) =
+                port::open(PortId(i as u16), spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(i), attach)
+                    .map_err(|message| BridgeError::Port { iface: spec.iface.clone(), message })?;
             warnings.extend(w);
             ports.push(Arc::new(p));
         }
@@ -122,14 +133,31 @@ impl Bridge {
             workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
             cpus: (0..workers).map(|_| AtomicI64::new(-1)).collect(),
             fdb: Mutex::new(FdbCounters::default()),
+            fast,
+            fast_off,
             cfg,
         });
         let (jobs_tx, jobs_rx) = mpsc::channel();
         let control = Arc::new(BridgeControl { shared: shared.clone(), jobs: Mutex::new(Some(jobs_tx)) });
         let mut bridge = Bridge { shared: shared.clone(), control, workers: Vec::new(), writer: None, warnings };
         let links = LinkReader::new().map_err(|source| BridgeError::Io { what: "netlink socket".into(), source })?;
-        let mut wr =
-            Writer { shared: shared.clone(), fdb: writer, links, jobs: jobs_rx, next_id: shared.cfg.ports.len() };
+        let mut wr = Writer {
+            shared: shared.clone(),
+            fdb: writer,
+            links,
+            jobs: jobs_rx,
+            next_id: shared.cfg.ports.len(),
+            egress: Vec::new(),
+            netdev: match shared.fast {
+                Some(_) => NetdevReader::new()
+                    .map_err(|source| BridgeError::Io { what: "generic netlink socket".into(), source })?,
+                None => None,
+            },
+        };
+        if shared.fast.is_some() {
+            wr.fdb.record_changes(true);
+        }
+        bridge.warnings.extend(wr.sync_fast_ports());
         wr.publish_counters();
         bridge.writer = Some(
             std::thread::Builder::new()
@@ -160,9 +188,34 @@ impl Bridge {
         Ok(bridge)
     }
 
-    /// What to tell the user about the ports (MTUs, queues).
+    /// What to tell the user about the ports (MTUs, queues, the fast path).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// The kernel fast path's copy of the MAC table as (MAC, VLAN, port),
+    /// sorted; `None` without a fast path. For tests and debugging: the
+    /// writer keeps it equal to the table (`bridge-ctl fdb show`).
+    pub fn fast_path_fdb(&self) -> Option<Vec<(Mac, u16, String)>> {
+        let fast = self.shared.fast.as_ref()?;
+        let names: Vec<(u16, String)> = self
+            .shared
+            .all_ports
+            .lock()
+            .map(|a| a.iter().map(|p| (p.id.0, p.spec.iface.clone())).collect())
+            .unwrap_or_default();
+        let mut rows: Vec<(Mac, u16, String)> = fast
+            .fdb_entries()
+            .ok()?
+            .into_iter()
+            .map(|e| {
+                let port =
+                    names.iter().find(|n| u32::from(n.0) == e.port).map_or(format!("#{}", e.port), |n| n.1.clone());
+                (Mac(e.mac), e.vlan, port)
+            })
+            .collect();
+        rows.sort_by_key(|r| (r.0 .0, r.1));
+        Some(rows)
     }
 
     /// The handle for the control socket and the metrics endpoint.
@@ -206,6 +259,32 @@ impl Drop for Bridge {
     }
 }
 
+/// The kernel fast path's maps for `cfg`, or why there are none.
+fn fast_path_maps(cfg: &BridgeConfig) -> Result<(Option<Arc<FastPathMaps>>, &'static str), BridgeError> {
+    let why = match cfg.fast_path {
+        FastPath::Off => Some("--fast-path off"),
+        _ if cfg.vlan_filtering => Some("VLAN filtering: the fast path keys on VLAN 0"),
+        _ if !cfg.ports.iter().any(|p| p.kind == crate::api::PortKind::Afxdp) => Some("no afxdp: port"),
+        _ => None,
+    };
+    if let Some(why) = why {
+        return Ok((None, why));
+    }
+    let entries = (cfg.max_learned + FAST_STATIC_ENTRIES).min(flowsteer_xsk::fastpath::MAX_FDB_ENTRIES as usize);
+    let maps = FastPathMaps::new(entries as u32, FAST_PORT_SLOTS)
+        .map_err(|e| BridgeError::Fdb(format!("the fast path's maps: {e}")))?;
+    Ok((Some(Arc::new(maps)), ""))
+}
+
+/// What port `id` attaches: the fast path, or why not.
+fn fast_attach(fast: Option<&Arc<FastPathMaps>>, off: &'static str, id: usize) -> Result<FastPathAttach, &'static str> {
+    match fast {
+        None => Err(off),
+        Some(_) if id >= FAST_PORT_SLOTS as usize => Err("port id beyond the fast path's port table"),
+        Some(m) => Ok(FastPathAttach::new(m.clone(), id as u32)),
+    }
+}
+
 /// Fanout group of the i-th port opened by this process.
 fn fanout_group(i: usize) -> u16 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -218,8 +297,9 @@ fn fanout_group(i: usize) -> u16 {
 fn detach(p: &PortShared) {
     let prog = p.program.lock().ok().and_then(|mut g| g.take());
     if let Some(prog) = prog {
-        let dropped = prog.counters().map(|c| c.dropped).unwrap_or(0);
-        p.program_dropped.store(dropped, Ordering::Relaxed);
+        let c = prog.counters().unwrap_or_default();
+        p.program_dropped.store(c.dropped, Ordering::Relaxed);
+        p.program_fast_forwarded.store(c.fast_forwarded, Ordering::Relaxed);
         drop(prog);
     }
     for h in &p.handoff {
@@ -235,6 +315,12 @@ struct Writer {
     links: LinkReader,
     jobs: Receiver<Job>,
     next_id: usize,
+    /// Per port id: whether the fast path may send to it now (as last
+    /// written to the port table).
+    egress: Vec<Option<bool>>,
+    /// XDP features of the egress devices (None: the kernel has no netdev
+    /// netlink family).
+    netdev: Option<NetdevReader>,
 }
 
 impl Writer {
@@ -256,13 +342,141 @@ impl Writer {
             self.fdb.drain();
             if Instant::now() >= next_second {
                 next_second += Duration::from_secs(1);
-                self.fdb.age(self.now_s());
+                self.age();
                 self.watch_links();
+                self.sync_fast_ports();
             }
+            self.mirror();
             self.publish_counters();
         }
         self.fdb.drain();
         self.publish_counters();
+    }
+
+    /// Ages the table; with the fast path, a station it forwarded for
+    /// (its `seen` second in the mirror) counts as seen.
+    fn age(&mut self) {
+        let now = self.now_s();
+        let Some(fast) = self.shared.fast.clone() else {
+            self.fdb.age(now);
+            return;
+        };
+        // The program's seconds are CLOCK_MONOTONIC's; the table's count
+        // from the bridge's start.
+        let offset = flowsteer_xsk::now_s().saturating_sub(now);
+        self.fdb.age_with(now, |k| {
+            let seen = fast.fdb_seen(k.mac.0, k.vlan.0).ok().flatten()?;
+            Some(seen.saturating_sub(offset))
+        });
+    }
+
+    /// Brings the fast path's copy of the table up to date: every change
+    /// since the last call, in order (or the whole table after a gap).
+    /// Runs in the same loop turn as the publish of the change.
+    fn mirror(&mut self) {
+        let Some(fast) = self.shared.fast.clone() else { return };
+        let set = |k: &FdbKey, e: &flowsteer_fdb::Entry| {
+            if u32::from(e.port.0) < FAST_PORT_SLOTS {
+                let _ = fast.fdb_set(k.mac.0, k.vlan.0, u32::from(e.port.0), e.is_static);
+            } else {
+                let _ = fast.fdb_delete(k.mac.0, k.vlan.0);
+            }
+        };
+        match self.fdb.take_changes() {
+            Changes::List(ops) => {
+                for op in ops {
+                    match op {
+                        Op::Set(k, e) => set(&k, &e),
+                        Op::Remove(k) => {
+                            let _ = fast.fdb_delete(k.mac.0, k.vlan.0);
+                        }
+                    }
+                }
+            }
+            Changes::Resync => {
+                if let Ok(all) = fast.fdb_entries() {
+                    for e in all {
+                        if self.fdb.entry(Mac(e.mac), VlanId(e.vlan)).is_none() {
+                            let _ = fast.fdb_delete(e.mac, e.vlan);
+                        }
+                    }
+                }
+                for (k, e) in self.fdb.entries() {
+                    set(k, e);
+                }
+            }
+        }
+    }
+
+    /// Writes each member port's row of the fast path's port table: an
+    /// egress the program may redirect to while it is a member, up, and
+    /// able to take redirected frames. Returns what changed, to tell.
+    fn sync_fast_ports(&mut self) -> Vec<String> {
+        let Some(fast) = self.shared.fast.clone() else { return Vec::new() };
+        let mut said = Vec::new();
+        let list = self.shared.ports.load_full();
+        for p in &list.ports {
+            let id = usize::from(p.id.0);
+            if id >= FAST_PORT_SLOTS as usize {
+                continue;
+            }
+            let (ok, why) = match p.up.load(Ordering::Relaxed) {
+                false => (false, None),
+                true => match self.takes_redirects(p.ifindex) {
+                    Ok(()) => (true, None),
+                    Err(why) => (false, Some(why)),
+                },
+            };
+            if self.egress.len() <= id {
+                self.egress.resize(id + 1, None);
+            }
+            if self.egress[id] == Some(ok) {
+                continue;
+            }
+            if fast.port_set(u32::from(p.id.0), p.ifindex, p.max_frame() as u32, ok).is_ok() {
+                self.egress[id] = Some(ok);
+                if let Some(why) = why {
+                    said.push(format!(
+                        "{}: the fast path does not send to it ({why}); frames to it take the workers",
+                        p.spec.iface
+                    ));
+                }
+            }
+        }
+        said
+    }
+
+    /// Whether `ifindex` takes frames an XDP program redirects to it: the
+    /// kernel says so in the device's XDP features (`ndo-xmit`); a veth has
+    /// it only while its peer has an XDP program or GRO on, and takes
+    /// nothing while its peer is down. `Err` says why not and the fix.
+    fn takes_redirects(&mut self, ifindex: u32) -> Result<(), String> {
+        let Some(netdev) = self.netdev.as_mut() else {
+            return Err("this kernel does not report XDP features (netdev netlink family, Linux 6.3)".into());
+        };
+        let features = match netdev.xdp_features(ifindex) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Err("the interface is gone".into()),
+            Err(e) => return Err(format!("its XDP features cannot be read: {e}")),
+        };
+        let link = self.links.read(ifindex, None).ok().flatten();
+        if let Some(l) = link.as_ref().filter(|l| l.kind == "veth") {
+            if let Some(peer) = l.link {
+                let up = matches!(self.links.read(peer, l.link_netnsid), Ok(Some(p)) if p.up);
+                if !up {
+                    return Err("its veth peer is down".into());
+                }
+            }
+        }
+        match features.ndo_xmit() {
+            true => Ok(()),
+            false if link.is_some_and(|l| l.kind == "veth") => {
+                Err("its veth peer has neither GRO nor an XDP program, so it would drop redirected frames; \
+                 fix: ethtool -K PEER gro on, in the peer's namespace"
+                    .into())
+            }
+            false => Err(format!("the driver takes no redirected frames (XDP features: {features})")),
+        }
     }
 
     fn publish_counters(&self) {
@@ -381,10 +595,12 @@ impl Writer {
         }
         let id = PortId(self.next_id as u16);
         let cfg = &self.shared.cfg;
-        match port::open(id, &spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(self.next_id)) {
-            Ok((p, warnings)) => {
+        let attach = fast_attach(self.shared.fast.as_ref(), self.shared.fast_off, self.next_id);
+        match port::open(id, &spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(self.next_id), attach) {
+            Ok((p, mut warnings)) => {
                 self.next_id += 1;
                 add_member(&self.shared, Arc::new(p));
+                warnings.extend(self.sync_fast_ports());
                 let mut detail = format!("added {spec}");
                 for w in warnings {
                     detail.push_str("; ");
@@ -402,6 +618,9 @@ impl Writer {
             return Response::Error { message: format!("{iface} is not a member port") };
         };
         let n = remove_member(&self.shared, &mut self.fdb, &gone);
+        if let Some(e) = self.egress.get_mut(usize::from(gone.id.0)) {
+            *e = None;
+        }
         Response::Ok { detail: format!("removed {iface} ({n} entries flushed)") }
     }
 }
@@ -435,6 +654,13 @@ pub(crate) fn add_member(shared: &Shared, p: Arc<PortShared>) {
 /// from the table and its sockets and program closed. Returns how many
 /// entries were removed.
 pub(crate) fn remove_member(shared: &Shared, fdb: &mut FdbWriter, gone: &Arc<PortShared>) -> usize {
+    // The fast path stops sending to it first; its own program, detached
+    // below, stops forwarding from it.
+    if let Some(fast) = &shared.fast {
+        if u32::from(gone.id.0) < FAST_PORT_SLOTS {
+            let _ = fast.port_clear(u32::from(gone.id.0));
+        }
+    }
     let ports = shared.ports.load().ports.iter().filter(|p| p.id != gone.id).cloned().collect();
     replace_list(shared, ports);
     gone.member.store(false, Ordering::Relaxed);
@@ -486,6 +712,7 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
         }
         let program = p.program.lock().ok().and_then(|g| g.as_ref().and_then(|prog| prog.counters().ok()));
         let prog_dropped = program.map_or_else(|| p.program_dropped.load(Ordering::Relaxed), |c| c.dropped);
+        let fast = program.map_or_else(|| p.program_fast_forwarded.load(Ordering::Relaxed), |c| c.fast_forwarded);
         dropped[Reason::Kernel as usize] += prog_dropped;
         let kernel = dropped[Reason::Kernel as usize];
         ports.push(PortStats {
@@ -496,7 +723,9 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
             },
             member: p.member.load(Ordering::Relaxed),
             up: p.up.load(Ordering::Relaxed),
-            received: rx + kernel,
+            received: rx + kernel + fast,
+            fast_forwarded: fast,
+            fast_path: p.fast_path.clone(),
             forwarded: fwd,
             flooded: fl,
             dropped: reason_map(&dropped),
@@ -528,15 +757,18 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
         .collect();
     let mut bad = Vec::new();
     let mut sums = Vec::new();
-    for (name, r, f, fl, d) in ports
+    for (name, r, k, f, fl, d) in ports
         .iter()
-        .map(|p| (p.name.clone(), p.received, p.forwarded, p.flooded, p.dropped.values().sum::<u64>()))
+        .map(|p| {
+            (p.name.clone(), p.received, p.fast_forwarded, p.forwarded, p.flooded, p.dropped.values().sum::<u64>())
+        })
         .chain(workers.iter().map(|w| {
-            (format!("worker {}", w.worker), w.received, w.forwarded, w.flooded, w.dropped.values().sum::<u64>())
+            (format!("worker {}", w.worker), w.received, 0, w.forwarded, w.flooded, w.dropped.values().sum::<u64>())
         }))
     {
-        let ok = r == f + fl + d;
-        sums.push(format!("{name}: {r} {} {f} + {fl} + {d}", if ok { "=" } else { "!=" }));
+        let ok = r == k + f + fl + d;
+        let fast = if k > 0 { format!("{k} (kernel) + ") } else { String::new() };
+        sums.push(format!("{name}: {r} {} {fast}{f} + {fl} + {d}", if ok { "=" } else { "!=" }));
         if !ok {
             bad.push(name);
         }
@@ -551,7 +783,10 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
         workers,
         fdb,
         conservation_ok: bad.is_empty(),
-        conservation: format!("received = forwarded + flooded + dropped; {}", sums.join("; ")),
+        conservation: format!(
+            "received = fast-forwarded (kernel) + forwarded + flooded + dropped; {}",
+            sums.join("; ")
+        ),
     }
 }
 

@@ -7,6 +7,7 @@ use crate::config::BridgeConfig;
 use crate::counters::WorkerCounters;
 use crate::port::PortShared;
 use arc_swap::ArcSwap;
+use flowsteer_xsk::FastPathMaps;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -34,4 +35,9 @@ pub(crate) struct Shared {
     pub cpus: Box<[AtomicI64]>,
     /// The MAC table's counters as of the writer's last tick.
     pub fdb: Mutex<FdbCounters>,
+    /// The kernel fast path's maps (the MAC table's mirror, the port
+    /// table), when any port has the XDP fast path; written by the writer.
+    pub fast: Option<Arc<FastPathMaps>>,
+    /// Why there is no fast path (for ports added later), when `fast` is None.
+    pub fast_off: &'static str,
 }

@@ -21,6 +21,8 @@ fn stats() -> BridgeStats {
         member,
         up: member,
         received: base + 1,
+        fast_forwarded: base + 9,
+        fast_path: if member { "xdp".into() } else { "off (removed)".into() },
         forwarded: base + 2,
         flooded: base + 3,
         dropped: BTreeMap::from([

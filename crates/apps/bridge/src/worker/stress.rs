@@ -48,8 +48,10 @@ fn fake_port(id: u16) -> Arc<PortShared> {
         handoff: (0..WORKERS).map(|_| Mutex::new(Some(WorkerPort::default()))).collect(),
         program: Mutex::new(None),
         program_dropped: AtomicU64::new(0),
+        program_fast_forwarded: AtomicU64::new(0),
         member: AtomicBool::new(true),
         up: AtomicBool::new(true),
+        fast_path: "off (a fake port)".into(),
     })
 }
 
@@ -127,6 +129,8 @@ fn members_and_entries_change_while_workers_forward() {
         workers: (0..WORKERS).map(|_| WorkerCounters::default()).collect(),
         cpus: (0..WORKERS).map(|_| AtomicI64::new(-1)).collect(),
         fdb: Mutex::new(Default::default()),
+        fast: None,
+        fast_off: "fake ports",
         cfg,
     });
     let ids = Arc::new(AtomicU64::new(u64::from(FIRST_PORTS)));

@@ -113,7 +113,7 @@ pub fn port<'a>(s: &'a BridgeStats, name: &str) -> &'a PortStats {
 pub fn assert_conserved(s: &BridgeStats) {
     assert!(s.conservation_ok, "{}", s.conservation);
     for p in &s.ports {
-        assert_eq!(p.received, p.forwarded + p.flooded + p.dropped.values().sum::<u64>(), "{p:?}");
+        assert_eq!(p.received, p.fast_forwarded + p.forwarded + p.flooded + p.dropped.values().sum::<u64>(), "{p:?}");
     }
     for w in &s.workers {
         assert_eq!(w.received, w.forwarded + w.flooded + w.dropped.values().sum::<u64>(), "{w:?}");
@@ -423,6 +423,9 @@ pub fn expected(s: &BridgeStats) -> BTreeMap<Key, f64> {
     for p in &s.ports {
         let l = [("port", p.name.as_str())];
         m.insert(key("port_info", &[("port", &p.name), ("kind", &p.kind)]), 1.0);
+        let path = flowsteer_bridge::metrics::fast_path_label(&p.fast_path);
+        m.insert(key("port_fast_path", &[("port", &p.name), ("path", path)]), 1.0);
+        m.insert(key("port_fast_forwarded_total", &l), p.fast_forwarded as f64);
         m.insert(key("port_member", &l), f64::from(u8::from(p.member)));
         m.insert(key("port_up", &l), f64::from(u8::from(p.up)));
         m.insert(key("port_received_total", &l), p.received as f64);
