@@ -443,8 +443,8 @@ pub enum BenchWhat {
 
 #[derive(Args, Debug)]
 pub struct BenchTcpArgs {
-    /// Device under test between the two hosts (repeatable, measured in the order given): linux-bridge (netfilter calls off, STP off), flowsteer-bridge (AF_XDP ports), flowsteer-bridge-afpacket (AF_PACKET ports).
-    #[arg(long = "dut", value_parser = ["linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket"], default_values = ["linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket"])]
+    /// Device under test between the two hosts (repeatable, measured in the order given): linux-bridge (netfilter calls off, STP off), flowsteer-bridge (AF_XDP ports, the workers forward), flowsteer-bridge-afpacket (AF_PACKET ports), flowsteer-bridge-xdp (AF_XDP ports with the XDP fast path; GRO turned on on the hosts' veths, which it needs).
+    #[arg(long = "dut", value_parser = ["linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket", "flowsteer-bridge-xdp"], default_values = ["linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket", "flowsteer-bridge-xdp"])]
     pub dut: Vec<String>,
     /// Parallel TCP streams per cell (iperf3 -P; comma list).
     #[arg(value_parser = crate::ranges::int::<u16, 1, 128>, long, value_delimiter = ',', default_values_t = vec![1u16, 4])]
@@ -723,8 +723,8 @@ pub struct UdpGenArgs {
 
 #[derive(Args, Debug)]
 pub struct Rfc2544Args {
-    /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge, flowsteer-bridge (AF_XDP ports), flowsteer-bridge-afpacket (AF_PACKET ports).
-    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket"], required_unless_present_any = ["cleanup", "ceiling", "tx"])]
+    /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge, flowsteer-bridge (AF_XDP ports, the workers forward), flowsteer-bridge-afpacket (AF_PACKET ports), flowsteer-bridge-xdp (AF_XDP ports with the XDP fast path).
+    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket", "flowsteer-bridge-xdp"], required_unless_present_any = ["cleanup", "ceiling", "tx"])]
     pub dut: Vec<String>,
     /// A real device under test: the interface the generator sends from (with --rx; both in this namespace). Measured as dut `external`, after any --dut.
     #[arg(long, value_name = "IFACE", requires = "rx", conflicts_with = "ceiling")]

@@ -43,6 +43,6 @@ mod shared;
 mod worker;
 
 pub use api::{BridgeStats, Control, FdbRow, PortKind, PortSpec, Request, Response};
-pub use config::{BridgeConfig, ConfigError, PortVlans, TxQueue};
+pub use config::{BridgeConfig, ConfigError, FastPath, PortVlans, TxQueue};
 pub use error::BridgeError;
 pub use runtime::{Bridge, BridgeControl};

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use flowsteer_bridge::{Bridge, BridgeConfig, BridgeStats, PortKind, PortSpec};
+use flowsteer_bridge::{Bridge, BridgeConfig, BridgeStats, FastPath, PortKind, PortSpec};
 use serde::Serialize;
 
 use crate::Error;
@@ -38,14 +38,21 @@ pub struct BridgeDut {
 impl BridgeDut {
     /// Starts a bridge with ports `kind:dut0` and `kind:dut1` in namespace
     /// `ns`, its one worker pinned to `cpus[0]` when given.
-    pub fn start(ns: &str, kind: PortKind, cpus: &[usize]) -> Result<BridgeDut, Error> {
-        BridgeDut::start_on(ns, kind, &["dut0", "dut1"], cpus)
+    pub fn start(ns: &str, kind: PortKind, fast_path: FastPath, cpus: &[usize]) -> Result<BridgeDut, Error> {
+        BridgeDut::start_on(ns, kind, fast_path, &["dut0", "dut1"], cpus)
     }
 
     /// As [`BridgeDut::start`], with ports `kind:IFACE` on `ifaces` (at
     /// least two interfaces of namespace `ns`).
-    pub fn start_on(ns: &str, kind: PortKind, ifaces: &[&str], cpus: &[usize]) -> Result<BridgeDut, Error> {
+    pub fn start_on(
+        ns: &str,
+        kind: PortKind,
+        fast_path: FastPath,
+        ifaces: &[&str],
+        cpus: &[usize],
+    ) -> Result<BridgeDut, Error> {
         let cfg = BridgeConfig {
+            fast_path,
             ports: ifaces.iter().map(|iface| PortSpec { kind, iface: (*iface).into() }).collect(),
             workers: 1,
             cpus: cpus.iter().take(1).map(|&c| c as u32).collect(),

@@ -59,10 +59,14 @@ pub enum DutKind {
     /// with a real device between them; the harness builds nothing.
     External,
     /// `flowsteer bridge` with AF_XDP ports on `dut0` and `dut1`, started
-    /// in-process ([`crate::bridge`]), one worker on the DUT's CPU.
+    /// in-process ([`crate::bridge`]), one worker on the DUT's CPU, every
+    /// frame forwarded by the worker (`--fast-path off`).
     FlowsteerBridge,
     /// The same with AF_PACKET ports.
     FlowsteerBridgeAfpacket,
+    /// The same with AF_XDP ports and the kernel fast path
+    /// (`--fast-path xdp`): learned unicast forwarded by the XDP program.
+    FlowsteerBridgeXdp,
 }
 
 impl DutKind {
@@ -75,6 +79,7 @@ impl DutKind {
             "linux-bridge" => Some(DutKind::LinuxBridge),
             "flowsteer-bridge" => Some(DutKind::FlowsteerBridge),
             "flowsteer-bridge-afpacket" => Some(DutKind::FlowsteerBridgeAfpacket),
+            "flowsteer-bridge-xdp" => Some(DutKind::FlowsteerBridgeXdp),
             _ => None,
         }
     }
@@ -88,15 +93,24 @@ impl DutKind {
             DutKind::External => "external",
             DutKind::FlowsteerBridge => "flowsteer-bridge",
             DutKind::FlowsteerBridgeAfpacket => "flowsteer-bridge-afpacket",
+            DutKind::FlowsteerBridgeXdp => "flowsteer-bridge-xdp",
         }
     }
 
-    /// The flowsteer bridge's port kind, for the userspace DUTs.
+    /// The flowsteer bridge's port kind, for the flowsteer DUTs.
     pub fn bridge_ports(&self) -> Option<flowsteer_bridge::PortKind> {
         match self {
-            DutKind::FlowsteerBridge => Some(flowsteer_bridge::PortKind::Afxdp),
+            DutKind::FlowsteerBridge | DutKind::FlowsteerBridgeXdp => Some(flowsteer_bridge::PortKind::Afxdp),
             DutKind::FlowsteerBridgeAfpacket => Some(flowsteer_bridge::PortKind::Afpacket),
             _ => None,
+        }
+    }
+
+    /// The flowsteer bridge's `--fast-path`, for the flowsteer DUTs.
+    pub fn bridge_fast_path(&self) -> flowsteer_bridge::FastPath {
+        match self {
+            DutKind::FlowsteerBridgeXdp => flowsteer_bridge::FastPath::Xdp,
+            _ => flowsteer_bridge::FastPath::Off,
         }
     }
 }
@@ -220,7 +234,7 @@ impl Topology {
                 }
             }
             if let Some(ports) = kind.bridge_ports() {
-                t.bridge = Some(BridgeDut::start(&d, ports, dut_cpus)?);
+                t.bridge = Some(BridgeDut::start(&d, ports, kind.bridge_fast_path(), dut_cpus)?);
             }
         }
         Ok(t)
@@ -301,7 +315,11 @@ impl Topology {
                 }
             }
             DutKind::LinuxBridge => linux_bridge(&d, &["dut0", "dut1"])?,
-            DutKind::None | DutKind::External | DutKind::FlowsteerBridge | DutKind::FlowsteerBridgeAfpacket => {}
+            DutKind::None
+            | DutKind::External
+            | DutKind::FlowsteerBridge
+            | DutKind::FlowsteerBridgeAfpacket
+            | DutKind::FlowsteerBridgeXdp => {}
         }
         Ok(())
     }

@@ -72,7 +72,8 @@ pub const MAX_SECONDS: u32 = 86_400;
 /// Most runs per cell.
 pub const MAX_REPEAT: u32 = 100;
 /// The DUTs this bench builds, in the order it measures them by default.
-pub const DUTS: [DutKind; 3] = [DutKind::LinuxBridge, DutKind::FlowsteerBridge, DutKind::FlowsteerBridgeAfpacket];
+pub const DUTS: [DutKind; 4] =
+    [DutKind::LinuxBridge, DutKind::FlowsteerBridge, DutKind::FlowsteerBridgeAfpacket, DutKind::FlowsteerBridgeXdp];
 /// The offloads the report records for each host's veth (`ethtool -k` names).
 pub const OFFLOADS: [&str; 4] =
     ["tx-checksumming", "tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload"];
@@ -379,7 +380,21 @@ impl Built {
         let ports = [star.hub_dev(1), star.hub_dev(2)];
         let bridge = match dut.bridge_ports() {
             Some(kind) => {
-                Some(BridgeDut::start_on(&hub, kind, &ports, &[]).map_err(|e| format!("starting the DUT: {e}"))?)
+                if dut == DutKind::FlowsteerBridgeXdp {
+                    // A veth takes frames an XDP program redirects into it
+                    // only while its peer has GRO on (what the bridge tells
+                    // its user); the hosts' veths are those peers.
+                    for i in [1, 2] {
+                        let dev = star.host_dev(i);
+                        flowsteer_netns::ip(&["netns", "exec", star.host_ns(i), "ethtool", "-K", &dev, "gro", "on"])
+                            .map_err(|e| format!("GRO on host {i}'s veth for the fast path: {e}"))?;
+                    }
+                }
+                let fast = dut.bridge_fast_path();
+                Some(
+                    BridgeDut::start_on(&hub, kind, fast, &ports, &[])
+                        .map_err(|e| format!("starting the DUT: {e}"))?,
+                )
             }
             None => {
                 crate::dut::linux_bridge(&hub, &ports).map_err(|e| format!("building the Linux bridge: {e}"))?;
