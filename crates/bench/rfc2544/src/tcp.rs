@@ -391,10 +391,7 @@ impl Built {
                     }
                 }
                 let fast = dut.bridge_fast_path();
-                Some(
-                    BridgeDut::start_on(&hub, kind, fast, &ports, &[])
-                        .map_err(|e| format!("starting the DUT: {e}"))?,
-                )
+                Some(BridgeDut::start_on(&hub, kind, fast, &ports, &[]).map_err(|e| format!("starting the DUT: {e}"))?)
             }
             None => {
                 crate::dut::linux_bridge(&hub, &ports).map_err(|e| format!("building the Linux bridge: {e}"))?;

@@ -44,6 +44,7 @@ pub(crate) const LSH64_K: u8 = 0x67;
 pub(crate) const RSH64_K: u8 = 0x77;
 pub(crate) const RSH64_X: u8 = 0x7f;
 pub(crate) const MOD64_K: u8 = 0x97;
+pub(crate) const XOR64_K: u8 = 0xa7;
 pub(crate) const MOV64_K: u8 = 0xb7;
 pub(crate) const MOV64_X: u8 = 0xbf;
 /// BPF_ALU | BPF_END | BPF_TO_BE: `dst = htobe{16,32}(dst)` (imm = width),
@@ -58,6 +59,7 @@ pub(crate) const JGT_K: u8 = 0x25;
 pub(crate) const JGT_X: u8 = 0x2d;
 pub(crate) const JSET_K: u8 = 0x45;
 pub(crate) const JNE_K: u8 = 0x55;
+pub(crate) const JNE_X: u8 = 0x5d;
 pub(crate) const JLT_K: u8 = 0xa5;
 pub(crate) const JLT_X: u8 = 0xad;
 /// BPF_LD | BPF_DW | BPF_IMM: a 64-bit immediate over two slots; with
@@ -196,12 +198,14 @@ pub(crate) enum AsmError {
 /// Helper ids the programs call, by name (`enum bpf_func_id`).
 pub(crate) const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 pub(crate) const BPF_FUNC_KTIME_GET_NS: i32 = 5;
+pub(crate) const BPF_FUNC_CSUM_DIFF: i32 = 28;
 pub(crate) const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 
 fn helper_name(id: i32) -> String {
     match id {
         BPF_FUNC_MAP_LOOKUP_ELEM => "bpf_map_lookup_elem".into(),
         BPF_FUNC_KTIME_GET_NS => "bpf_ktime_get_ns".into(),
+        BPF_FUNC_CSUM_DIFF => "bpf_csum_diff".into(),
         BPF_FUNC_REDIRECT_MAP => "bpf_redirect_map".into(),
         id => format!("helper#{id}"),
     }

@@ -15,7 +15,9 @@
 //! seen = passed + dropped + redirected + fast_forwarded ([`XdpCounters`]).
 //! With a fast path, a frame that takes the slow path is also counted once
 //! under the reason it was not forwarded in the kernel (`slow_*`), so
-//! the slow reasons add up to passed + dropped + redirected.
+//! the slow reasons add up to passed + dropped + redirected; and a
+//! forwarded frame whose partial checksum the fast path completed is also
+//! counted `fast_csum_completed`, a part of `fast_forwarded`.
 //!
 //! Every packet access is preceded by a `ptr + n > data_end` test, as the
 //! verifier demands.
@@ -580,7 +582,9 @@ pub struct XdpCounters {
     /// Handed to a socket (`XDP_REDIRECT` through the XSKMAP).
     pub redirected: u64,
     /// Forwarded by the fast path to another port (`XDP_REDIRECT` through
-    /// the bridge's device map). Always 0 without a fast path.
+    /// the bridge's device map), partial checksums completed on the way
+    /// ([`XdpReasons::fast_csum_completed`] says how many). Always 0
+    /// without a fast path.
     pub fast_forwarded: u64,
 }
 
@@ -608,7 +612,9 @@ pub struct XdpReasons {
     pub dropped_too_big: u64,
     /// Redirected to the socket of its rx queue.
     pub redirected: u64,
-    /// Forwarded by the fast path (an outcome, like the four above).
+    /// Forwarded by the fast path (an outcome, like the four above); those
+    /// whose partial checksum it completed first are also counted in
+    /// `fast_csum_completed`.
     pub fast_forwarded: u64,
     /// The fast path's slow reasons: why a frame went on to the claim
     /// policy instead, one per such frame (all 0 without a fast path).
@@ -633,10 +639,21 @@ pub struct XdpReasons {
     /// header).
     pub slow_unparsed: u64,
     /// Rule f: TCP or UDP with a partial checksum (checksum offload of a
-    /// local sender), which only user space completes.
+    /// local sender) that the program does not complete, so user space
+    /// does: a segment (by the IP header's length) longer than
+    /// [`crate::fastpath::MAX_CSUM_SEGMENT`] bytes or shorter than its
+    /// TCP / UDP header, a UDP length field other than the IP header's
+    /// segment length, or a frame that ends before the segment does.
     pub slow_partial_csum: u64,
     /// Rule g: the device map has no entry for the egress port.
     pub slow_redirect_failed: u64,
+    /// Not an outcome, not a slow reason: a part of `fast_forwarded`. Rule
+    /// f: forwarded frames whose partial checksum the program completed
+    /// (the field held the pseudo-header sum and the checksum did not
+    /// verify as it was). Such a frame is counted here only once the
+    /// device map took it; when it did not (`slow_redirect_failed`), the
+    /// slow path gets the frame with its checksum already complete.
+    pub fast_csum_completed: u64,
 }
 
 impl XdpReasons {
@@ -666,14 +683,16 @@ impl XdpReasons {
 
     /// The counters add up: without a fast path no slow reason is counted;
     /// with one, every frame it did not forward has exactly one slow reason
-    /// (slow_path = passed + dropped + redirected). Exact only while no
-    /// frame is in flight: the counters are read one by one.
+    /// (slow_path = passed + dropped + redirected), and the completed
+    /// checksums are a part of the forwarded frames (fast_csum_completed <=
+    /// fast_forwarded). Exact only while no frame is in flight: the
+    /// counters are read one by one.
     pub fn conservation_ok(&self, fast_path: bool) -> bool {
         let t = self.totals();
         if fast_path {
-            self.slow_path() == t.passed + t.dropped + t.redirected
+            self.slow_path() == t.passed + t.dropped + t.redirected && self.fast_csum_completed <= t.fast_forwarded
         } else {
-            self.slow_path() == 0 && t.fast_forwarded == 0
+            self.slow_path() == 0 && t.fast_forwarded == 0 && self.fast_csum_completed == 0
         }
     }
 }
@@ -698,6 +717,7 @@ pub(crate) fn read_reasons(counters: &OwnedFd, possible_cpus: usize) -> std::io:
         slow_unparsed: read(slot::SLOW_UNPARSED)?,
         slow_partial_csum: read(slot::SLOW_PARTIAL_CSUM)?,
         slow_redirect_failed: read(slot::SLOW_REDIRECT_FAILED)?,
+        fast_csum_completed: read(slot::FAST_CSUM_COMPLETED)?,
     })
 }
 

@@ -18,7 +18,9 @@ pub(crate) const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
 /// The counter slots of the per-CPU array map, one u64 per CPU each.
 /// Slots 0-6 are outcomes (one per frame); 7-15 are the fast path's slow
-/// reasons (one more per frame that takes the slow path).
+/// reasons (one more per frame that takes the slow path); 16 is a
+/// sub-count of `fast_forwarded` (one more per forwarded frame whose
+/// partial checksum the fast path completed), not an outcome either.
 pub(crate) mod slot {
     pub const PASSED_NOT_IP: i32 = 0;
     pub const PASSED_UNCLAIMED: i32 = 1;
@@ -36,7 +38,8 @@ pub(crate) mod slot {
     pub const SLOW_UNPARSED: i32 = 13;
     pub const SLOW_PARTIAL_CSUM: i32 = 14;
     pub const SLOW_REDIRECT_FAILED: i32 = 15;
-    pub const COUNT: u32 = 16;
+    pub const FAST_CSUM_COMPLETED: i32 = 16;
+    pub const COUNT: u32 = 17;
 }
 
 /// Stack slot (offset from r10) of the counter key (u32). The claim

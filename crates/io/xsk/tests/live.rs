@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use flowsteer_netns::{skip_reason, Lab, LabConfig, Side, Star};
 use flowsteer_wire::build::FrameBuilder;
+use flowsteer_wire::checksum;
 use flowsteer_wire::{parse_frame, LinkType, ParseOptions};
 use flowsteer_xsk::{
     AttachConfig, BindMode, Claim, ErrorKind, FastPathAttach, FastPathMaps, PortConfig, XdpMode, XdpPort, XdpProgram,
@@ -812,6 +813,16 @@ fn ethtool_sum(ns: &str, dev: &str, words: &[&str]) -> u64 {
         .sum()
 }
 
+/// A counter of the `Udp:` lines of `/proc/net/snmp` in namespace `ns`.
+fn udp_snmp(ns: &str, name: &str) -> u64 {
+    let out = Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/snmp"]).output().expect("ip netns exec");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (lines.next().unwrap_or_default(), lines.next().unwrap_or_default());
+    let at = names.split_whitespace().position(|n| n == name).unwrap_or_else(|| panic!("no Udp {name}: {text}"));
+    values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("Udp {name}: {text}"))
+}
+
 /// The bridge's kernel fast path between two veths. Three namespaces: A
 /// and B, and M between them (a `Star` with two hosts, M its hub) with
 /// veths A-M1 and M2-B. The fast-path program runs in native mode on M1
@@ -829,12 +840,17 @@ fn ethtool_sum(ns: &str, dev: &str, words: &[&str]) -> u64 {
 /// 2. `ethtool -K h2 gro on`: every datagram arrives, byte-exact (B's
 ///    kernel verifies the checksum: an XDP frame carries no offload state).
 /// 3. Default checksum offload on A again (`tx on`): every datagram carries
-///    a partial checksum, so the program hands it to the slow path
-///    (`slow_partial_csum`); with no socket registered it is passed to M's
-///    kernel (`passed_no_socket`), which drops it (addressed to B's MAC, and
-///    M neither bridges nor routes): B gets nothing.
+///    a partial checksum (the field holds the pseudo-header sum), which the
+///    program completes before the redirect (`fast_forwarded` and
+///    `fast_csum_completed`, nothing on the slow path): every datagram
+///    arrives, byte-exact, accepted by B's UDP socket, which verifies the
+///    checksum in software (an XDP frame carries no offload state), and
+///    B's `InCsumErrors` stays where it was. Payloads of 4 to 1,472 bytes
+///    (the most a 1,500-byte MTU carries), odd and even. (A datagram whose
+///    pseudo-header sum is its complete checksum, 1 in 65,535, is
+///    forwarded as it is, not counted completed: the test counts them.)
 #[test]
-fn fast_path_forwards_learned_unicast_and_leaves_partial_checksums_to_the_slow_path() {
+fn fast_path_forwards_learned_unicast_and_completes_partial_checksums() {
     if let Some(why) = skip_reason() {
         println!("skipped: {why}");
         return;
@@ -885,15 +901,15 @@ fn fast_path_forwards_learned_unicast_and_leaves_partial_checksums_to_the_slow_p
     let rx = star.run_in(2, move || UdpSocket::bind((b4, PORT))).unwrap().unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
     let tx = star.run_in(1, move || UdpSocket::bind((a4, 0))).unwrap().unwrap();
-    // Sends N datagrams from sequence number `first`, 32 at a time; after
-    // each 32, reads what arrives (closed loop: B's socket buffer holds
-    // about 200 such datagrams, XDP frames being page-sized skbs). Returns
-    // the datagrams B got.
-    let exchange = |first: u32| {
+    // Sends N datagrams from sequence number `first`, `len(seq)` bytes
+    // each, 32 at a time; after each 32, reads what arrives (closed loop:
+    // B's socket buffer holds about 200 such datagrams, XDP frames being
+    // page-sized skbs). Returns the datagrams B got.
+    let exchange = |first: u32, len: &dyn Fn(u32) -> usize| {
         let (mut got, mut buf, mut sent) = (Vec::new(), [0u8; 2048], 0);
         for chunk in (first..first + N).collect::<Vec<u32>>().chunks(32) {
             for &seq in chunk {
-                tx.send_to(&payload(seq, 64), (b4, PORT)).unwrap();
+                tx.send_to(&payload(seq, len(seq)), (b4, PORT)).unwrap();
             }
             sent += chunk.len();
             let end = Instant::now() + Duration::from_secs(2);
@@ -911,7 +927,7 @@ fn fast_path_forwards_learned_unicast_and_leaves_partial_checksums_to_the_slow_p
     // 1. Full checksums, GRO off on B's veth: redirected, then dropped.
     ethtool_in(&ns_a, &["-K", "h1", "tx", "off"]).expect("tx checksum offload off on A");
     let before = flowsteer_xsk::now_s();
-    assert!(exchange(0).is_empty(), "a veth whose peer has neither XDP nor GRO takes no redirects");
+    assert!(exchange(0, &|_| 64).is_empty(), "a veth whose peer has neither XDP nor GRO takes no redirects");
     let r = p1.counter_reasons().unwrap();
     println!("1. GRO off on h2: {r:?}");
     assert_eq!(r.fast_forwarded, u64::from(N), "{r:?}");
@@ -924,7 +940,7 @@ fn fast_path_forwards_learned_unicast_and_leaves_partial_checksums_to_the_slow_p
 
     // 2. GRO on B's veth: every datagram arrives, byte-exact.
     ethtool_in(&ns_b, &["-K", "h2", "gro", "on"]).expect("GRO on on B");
-    let got = exchange(N);
+    let got = exchange(N, &|_| 64);
     assert_eq!(got.len(), N as usize, "every datagram crossed M in the fast path");
     for (i, d) in got.iter().enumerate() {
         let seq = u32::from_be_bytes([d[0], d[1], d[2], d[3]]);
@@ -934,14 +950,37 @@ fn fast_path_forwards_learned_unicast_and_leaves_partial_checksums_to_the_slow_p
     println!("2. GRO on on h2: {r:?}; M2 xdp_xmit {}", ethtool_sum(&hub, &m2, &["xdp_xmit"]));
     assert_eq!((r.fast_forwarded, r.slow_path()), (2 * u64::from(N), 0), "{r:?}");
 
-    // 3. The host's default checksum offload: partial checksums, slow path.
+    // 3. The host's default checksum offload: partial checksums, completed
+    // in the fast path.
+    const LENS: [usize; 10] = [4, 5, 6, 7, 64, 333, 511, 512, 1400, 1472];
+    let len = |seq: u32| LENS[seq as usize % LENS.len()];
     ethtool_in(&ns_a, &["-K", "h1", "tx", "on"]).expect("tx checksum offload on on A");
-    assert!(exchange(2 * N).is_empty(), "partial checksums are not forwarded in the kernel");
+    let csum_errors = udp_snmp(&ns_b, "InCsumErrors");
+    let got = exchange(2 * N, &len);
     let r = p1.counter_reasons().unwrap();
     println!("3. partial checksums: {r:?}");
-    assert_eq!(r.fast_forwarded, 2 * u64::from(N), "{r:?}");
-    assert_eq!(r.slow_partial_csum, u64::from(N), "{r:?}");
-    assert_eq!(r.passed_no_socket, u64::from(N), "no socket: passed to M's kernel");
+    assert_eq!(got.len(), N as usize, "every datagram crossed M in the fast path, its checksum completed: {r:?}");
+    for (i, d) in got.iter().enumerate() {
+        let seq = u32::from_be_bytes([d[0], d[1], d[2], d[3]]);
+        assert!((2 * N..3 * N).contains(&seq) && d[..] == payload(seq, len(seq))[..], "datagram {i} (seq {seq})");
+    }
+    assert_eq!(udp_snmp(&ns_b, "InCsumErrors"), csum_errors, "B's kernel found no bad checksum");
+    assert_eq!(r.fast_forwarded, 3 * u64::from(N), "{r:?}");
+    // The datagrams whose partial checksum is already the complete one.
+    let sport = tx.local_addr().unwrap().port();
+    let complete_already = (2 * N..3 * N)
+        .filter(|&seq| {
+            let data = payload(seq, len(seq));
+            let ulen = (8 + data.len()) as u16;
+            let d = [&sport.to_be_bytes()[..], &PORT.to_be_bytes(), &ulen.to_be_bytes(), &[0, 0], &data].concat();
+            let (s, t) = (IpAddr::from(a4), IpAddr::from(b4));
+            let full = checksum::udp_checksum(s, t, &d);
+            let partial = !checksum::fold(checksum::pseudo_header_sum(s, t, 17, ulen.into()));
+            u32::from(full) % 0xffff == u32::from(partial) % 0xffff
+        })
+        .count() as u64;
+    assert_eq!(r.fast_csum_completed, u64::from(N) - complete_already, "every partial checksum completed: {r:?}");
+    assert_eq!(r.slow_path(), 0, "{r:?}");
     assert_eq!(r.totals().seen(), 3 * u64::from(N));
     assert!(r.conservation_ok(true), "{r:?}");
     let r2 = p2.counter_reasons().unwrap();

@@ -64,6 +64,8 @@ pub(crate) struct Vm {
     /// Instructions executed, and conditional jumps seen taken / not taken.
     pub executed: Vec<bool>,
     pub taken: Vec<[bool; 2]>,
+    /// The frame as the program left it, after the last run.
+    pub frame_out: Vec<u8>,
 }
 
 impl Vm {
@@ -81,6 +83,7 @@ impl Vm {
             fast: FastMaps::default(),
             executed: vec![false; prog.len()],
             taken: vec![[false; 2]; prog.len()],
+            frame_out: Vec::new(),
         }
     }
 
@@ -96,6 +99,8 @@ impl Vm {
     /// the counter slots it added one to (each by one, checked).
     pub(crate) fn exec(&mut self, prog: &[Insn], frame: &[u8], queue: u32) -> (Verdict, Vec<i32>) {
         let before = self.counters;
+        // The packet the program reads and writes.
+        let mut pkt = frame.to_vec();
         let mut r = [0u64; 11];
         let mut stack = [0u8; STACK_LEN as usize];
         r[1] = CTX;
@@ -124,12 +129,12 @@ impl Vm {
             };
             match i.code {
                 LDX_B | LDX_H | LDX_W | LDX_DW => {
-                    r[dst] = self.load(r[src].wrapping_add(i.off as i64 as u64), size(i.code), frame, &stack, queue);
+                    r[dst] = self.load(r[src].wrapping_add(i.off as i64 as u64), size(i.code), &pkt, &stack, queue);
                 }
                 STX_H | STX_W | STX_DW => {
-                    self.store(r[dst].wrapping_add(i.off as i64 as u64), size(i.code), r[src], &mut stack);
+                    self.store(r[dst].wrapping_add(i.off as i64 as u64), size(i.code), r[src], &mut stack, &mut pkt);
                 }
-                ST_H => self.store(r[dst].wrapping_add(i.off as i64 as u64), 2, imm, &mut stack),
+                ST_H => self.store(r[dst].wrapping_add(i.off as i64 as u64), 2, imm, &mut stack, &mut pkt),
                 MOV64_X => r[dst] = r[src],
                 MOV64_K => r[dst] = imm,
                 ADD64_X => r[dst] = r[dst].wrapping_add(r[src]),
@@ -139,6 +144,7 @@ impl Vm {
                 MOD64_K => r[dst] %= imm,
                 OR64_X => r[dst] |= r[src],
                 AND64_K => r[dst] &= imm,
+                XOR64_K => r[dst] ^= imm,
                 LSH64_K => r[dst] <<= imm,
                 RSH64_K => r[dst] >>= imm,
                 RSH64_X => r[dst] >>= r[src] & 63,
@@ -153,6 +159,7 @@ impl Vm {
                 JEQ_K => branch(r[dst] == imm, &mut pc),
                 JEQ_X => branch(r[dst] == r[src], &mut pc),
                 JNE_K => branch(r[dst] != imm, &mut pc),
+                JNE_X => branch(r[dst] != r[src], &mut pc),
                 JLT_K => branch(r[dst] < imm, &mut pc),
                 JLT_X => branch(r[dst] < r[src], &mut pc),
                 JGT_K => branch(r[dst] > imm, &mut pc),
@@ -169,7 +176,7 @@ impl Vm {
                     r[0] = match i.imm {
                         BPF_FUNC_MAP_LOOKUP_ELEM => match r[1] {
                             m if m == MAP_PTR + CLAIMS_FD as u64 || m == MAP_PTR + COUNTERS_FD as u64 => {
-                                let key = self.load(r[2], 4, frame, &stack, queue);
+                                let key = self.load(r[2], 4, &pkt, &stack, queue);
                                 match r[1] {
                                     m if m == MAP_PTR + CLAIMS_FD as u64 && key < u64::from(CLAIM_ENTRIES) => {
                                         CLAIM_VAL + key * 4
@@ -181,12 +188,12 @@ impl Vm {
                                 }
                             }
                             m if Some(m) == fast_fd(|f| f.fdb, &self.fast) => {
-                                let key = self.load(r[2], 8, frame, &stack, queue).to_ne_bytes();
+                                let key = self.load(r[2], 8, &pkt, &stack, queue).to_ne_bytes();
                                 let at = self.fast.fdb.iter().position(|(k, _)| *k == key);
                                 at.map_or(0, |n| FDB_VAL + n as u64 * FAST_VALUE)
                             }
                             m if Some(m) == fast_fd(|f| f.ports, &self.fast) => {
-                                let key = self.load(r[2], 4, frame, &stack, queue);
+                                let key = self.load(r[2], 4, &pkt, &stack, queue);
                                 if key < self.fast.ports.len() as u64 {
                                     PORT_VAL + key * FAST_VALUE
                                 } else {
@@ -196,6 +203,16 @@ impl Vm {
                             m => panic!("lookup in an unknown map {m:#x}"),
                         },
                         BPF_FUNC_KTIME_GET_NS => self.fast.now_ns,
+                        BPF_FUNC_CSUM_DIFF => {
+                            assert_eq!((r[1], r[2]), (0, 0), "the program only sums: from NULL, from_size 0");
+                            let len = r[4];
+                            // The limits of Linux before 6.13, which the program keeps to.
+                            assert!(len % 4 == 0 && len <= 512, "bpf_csum_diff of {len} bytes");
+                            // Byte by byte through the memory model: a read past data_end panics.
+                            let to: Vec<u8> =
+                                (0..len).map(|n| self.load(r[3] + n, 1, &pkt, &stack, queue) as u8).collect();
+                            u64::from(csum_from32to16(csum_partial(&to, r[5] as u32)))
+                        }
                         BPF_FUNC_REDIRECT_MAP if Some(r[1]) == fast_fd(|f| f.tx, &self.fast) => {
                             assert_eq!(r[3], 0, "no fallback action for the device map");
                             let port = r[2] as u32;
@@ -230,6 +247,7 @@ impl Vm {
                         XDP_REDIRECT => redirected.expect("redirect without the helper"),
                         a => panic!("unexpected action {a}"),
                     };
+                    self.frame_out = pkt;
                     let bumped: Vec<i32> =
                         (0..before.len()).filter(|&s| self.counters[s] != before[s]).map(|s| s as i32).collect();
                     for &s in &bumped {
@@ -289,9 +307,14 @@ impl Vm {
         }
     }
 
-    fn store(&mut self, addr: u64, size: u64, v: u64, stack: &mut [u8]) {
+    fn store(&mut self, addr: u64, size: u64, v: u64, stack: &mut [u8], pkt: &mut [u8]) {
         let size = size as usize;
         match addr & !(REGION - 1) {
+            PKT => {
+                let off = (addr - PKT) as usize;
+                assert!(off + size <= pkt.len(), "packet write past data_end at {off}");
+                pkt[off..off + size].copy_from_slice(&v.to_ne_bytes()[..size]);
+            }
             STACK => {
                 let off = (addr - STACK) as usize;
                 stack[off..off + size].copy_from_slice(&v.to_ne_bytes()[..size]);
@@ -309,6 +332,33 @@ impl Vm {
             _ => panic!("store to a bad address {addr:#x}"),
         }
     }
+}
+
+/// Linux's `csum_partial(buf, len, seed)` (x86-64: `arch/x86/lib/csum-partial_64.c`)
+/// for a length that is a multiple of 4: the ones' complement sum, 32 bits
+/// wide with end-around carry, of `seed` and of `buf`'s 4-byte words as the
+/// host reads them. The kernel adds 8 bytes at a time and folds at the end,
+/// so its 32-bit result may be another representative of the same sum
+/// modulo 0xffff; it is 0 exactly when this one is (every word and the
+/// seed 0: an end-around carry never makes 0 of anything else), and that
+/// and the class modulo 0xffff are all [`csum_from32to16`] keeps.
+fn csum_partial(buf: &[u8], seed: u32) -> u32 {
+    let mut acc = u64::from(seed);
+    for w in buf.chunks_exact(4) {
+        acc += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    while acc >> 32 != 0 {
+        acc = (acc & 0xffff_ffff) + (acc >> 32);
+    }
+    acc as u32
+}
+
+/// `csum_from32to16` of `include/net/checksum.h` (`sum += (sum >> 16) |
+/// (sum << 16); return sum >> 16`, a rotation): what `bpf_csum_diff`
+/// returns since Linux 6.13.
+fn csum_from32to16(sum: u32) -> u16 {
+    let sum = sum.wrapping_add(sum.rotate_left(16));
+    (sum >> 16) as u16
 }
 
 // ---------------------------------------------------------------- frames
