@@ -212,3 +212,43 @@ fn an_egress_that_cannot_take_redirects_is_served_by_the_workers() {
     let end = bridge.stop();
     assert_conserved(&end);
 }
+
+/// TCP between hosts with default offloads, through the kernel: 100 MB
+/// each way, byte-exact, over IPv4 and IPv6, nearly every data frame
+/// forwarded by the program (its partial checksum completed there).
+#[test]
+fn tcp_with_default_offloads_goes_through_the_kernel() {
+    let _one = common::one_at_a_time();
+    if common::skip() {
+        return;
+    }
+    if let Some(why) = common::no_ethtool() {
+        println!("skipped: {why}");
+        return;
+    }
+    let star = Star::with_ipv6("fpt", 2).unwrap();
+    for i in 1..=2 {
+        gro_on(&star, i);
+    }
+    let bridge = start(&star, PortKind::Afxdp, 2, |_| {});
+    assert!(ping(&star, 1, 2) && ping(&star, 2, 1));
+    let (p1, p2) = (star.hub_dev(1).to_string(), star.hub_dev(2).to_string());
+    let before = fast(&bridge, &p1) + fast(&bridge, &p2);
+    let received_before: u64 = bridge.stats().ports.iter().map(|p| p.received).sum();
+    for v6 in [false, true] {
+        let addr = |h: usize| if v6 { IpAddr::V6(star.v6(h)) } else { IpAddr::V4(star.v4(h)) };
+        let limit = Duration::from_secs(60);
+        let there = common::tcp_transfer(&star, 1, 2, addr(2), 44_001, 100_000_000, limit);
+        let back = common::tcp_transfer(&star, 2, 1, addr(1), 44_002, 100_000_000, limit);
+        for (what, t) in [("1 -> 2", there), ("2 -> 1", back)] {
+            let t = t.join().unwrap();
+            assert_eq!(t.received, t.sent, "tcp {what} v6={v6}: bytes and digest");
+        }
+    }
+    let s = bridge.stats();
+    let kernel = fast(&bridge, &p1) + fast(&bridge, &p2) - before;
+    let all = s.ports.iter().map(|p| p.received).sum::<u64>() - received_before;
+    assert!(kernel * 100 >= all * 99, "only {kernel} of {all} frames went through the kernel");
+    let end = bridge.stop();
+    assert_conserved(&end);
+}
