@@ -10,22 +10,17 @@
 
 mod common;
 
-use common::{assert_conserved, fdb, ping, raw_frames, start, stats, udp_flow_to};
+use common::{assert_conserved, fdb, host_ethtool, ping, raw_frames, start, stats, udp_flow_to};
 use flowsteer_bridge::{Bridge, PortKind};
 use flowsteer_netns::Star;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-fn sh(args: &[&str]) {
-    let out = std::process::Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 /// Turns GRO on on host i's veth: a veth takes frames an XDP program
 /// redirects into it only while its peer (here the host's end) has GRO on
 /// or an XDP program.
 fn gro_on(star: &Star, i: usize) {
-    sh(&["ip", "netns", "exec", star.host_ns(i), "ethtool", "-K", &star.host_dev(i), "gro", "on"]);
+    host_ethtool(star, i, &["gro", "on"]);
 }
 
 /// The frames port `name` forwarded in the kernel so far.
@@ -56,11 +51,7 @@ fn mirrors_agree(bridge: &Bridge, wait: Duration) -> bool {
 }
 
 fn prepared(tag: &str) -> Option<Star> {
-    if common::skip() {
-        return None;
-    }
-    if let Some(why) = common::no_ethtool() {
-        println!("skipped: {why}");
+    if common::skip_without_ethtool() {
         return None;
     }
     let star = Star::new(tag, 3).unwrap();
@@ -91,7 +82,7 @@ fn learned_unicast_leaves_in_the_kernel_and_moves_are_followed() {
     // (partial checksums, which the program completes): all arrive, in
     // order, accepted by the receivers' kernels; both go through the kernel.
     let (p1, p3) = (star.hub_dev(1).to_string(), star.hub_dev(3).to_string());
-    sh(&["ip", "netns", "exec", star.host_ns(3), "ethtool", "-K", &star.host_dev(3), "tx", "off"]);
+    host_ethtool(&star, 3, &["tx", "off"]);
     let before = fast(&bridge, &p3);
     let to1 = IpAddr::V4(star.v4(1));
     let got = udp_flow_to(&star, 3, 1, to1, 43_001, 10_000, 20_000, 200).wait();
@@ -181,7 +172,7 @@ fn aging_sees_the_fast_paths_traffic() {
 fn an_egress_that_cannot_take_redirects_is_served_by_the_workers() {
     let _one = common::one_at_a_time();
     let Some(star) = prepared("fpg") else { return };
-    sh(&["ip", "netns", "exec", star.host_ns(2), "ethtool", "-K", &star.host_dev(2), "gro", "off"]);
+    host_ethtool(&star, 2, &["gro", "off"]);
     let bridge = start(&star, PortKind::Afxdp, 3, |_| {});
     let p2 = star.hub_dev(2).to_string();
     assert!(
@@ -191,7 +182,7 @@ fn an_egress_that_cannot_take_redirects_is_served_by_the_workers() {
     );
     let ctl = bridge.control();
     assert!(ping(&star, 1, 2) && ping(&star, 2, 1));
-    sh(&["ip", "netns", "exec", star.host_ns(1), "ethtool", "-K", &star.host_dev(1), "tx", "off"]);
+    host_ethtool(&star, 1, &["tx", "off"]);
     let to2 = IpAddr::V4(star.v4(2));
     udp_flow_to(&star, 1, 2, to2, 43_003, 5_000, 20_000, 200).wait().assert_complete_with(
         5_000,
@@ -219,11 +210,7 @@ fn an_egress_that_cannot_take_redirects_is_served_by_the_workers() {
 #[test]
 fn tcp_with_default_offloads_goes_through_the_kernel() {
     let _one = common::one_at_a_time();
-    if common::skip() {
-        return;
-    }
-    if let Some(why) = common::no_ethtool() {
-        println!("skipped: {why}");
+    if common::skip_without_ethtool() {
         return;
     }
     let star = Star::with_ipv6("fpt", 2).unwrap();

@@ -9,23 +9,14 @@
 
 mod common;
 
-use common::{assert_conserved, ping, port, raw_frames_tagged, start, udp_sequence};
+use common::{assert_conserved, ping, port, raw_frames_tagged, sh, start, udp_sequence};
 use flowsteer_bridge::{PortKind, PortVlans};
 use flowsteer_netns::Star;
 use std::time::Duration;
 
-fn sh(args: &[&str]) {
-    let out = std::process::Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 fn vlans(kind: PortKind, tag: &str) {
     let _one = common::one_at_a_time();
-    if common::skip() {
-        return;
-    }
-    if let Some(why) = common::no_ethtool() {
-        println!("skipped: {why}");
+    if common::skip_without_ethtool() {
         return;
     }
     let star = Star::new(tag, 3).unwrap();

@@ -50,6 +50,35 @@ pub fn no_ethtool() -> Option<String> {
     }
 }
 
+/// True (and "skipped: why" printed) when live tests cannot run here or
+/// `ethtool` is missing.
+pub fn skip_without_ethtool() -> bool {
+    if skip() {
+        return true;
+    }
+    match no_ethtool() {
+        Some(why) => {
+            println!("skipped: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+/// Runs a command and asserts it succeeded.
+pub fn sh(args: &[&str]) {
+    let out = std::process::Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `ethtool -K` on host i's veth, in its namespace (`features`: `gro on`, ...).
+pub fn host_ethtool(star: &Star, i: usize, features: &[&str]) {
+    let dev = star.host_dev(i);
+    let mut args = vec!["ip", "netns", "exec", star.host_ns(i), "ethtool", "-K", &dev];
+    args.extend_from_slice(features);
+    sh(&args);
+}
+
 /// Starts a bridge over the hub-side veths of hosts 1..=n, in the hub.
 pub fn start(star: &Star, kind: PortKind, n: usize, tweak: impl FnOnce(&mut BridgeConfig)) -> Bridge {
     let mut cfg = BridgeConfig {
