@@ -548,7 +548,9 @@ pub fn stats_table(s: &BridgeStats) -> String {
     out.push_str(&table(&ports, 2));
     let fast: Vec<String> =
         s.ports.iter().filter(|p| p.member).map(|p| format!("{} {}", p.name, p.fast_path)).collect();
-    let _ = writeln!(out, "fast path: {}", fast.join("; "));
+    if !fast.is_empty() {
+        let _ = writeln!(out, "fast path: {}", fast.join("; "));
+    }
     out.push('\n');
     out.push_str(&table(&workers, 1));
     let mut reasons = Vec::new();
