@@ -736,8 +736,8 @@ mod tests {
         assert!(bad(&|c| c.streams = vec![129]).contains("streams"));
         assert!(bad(&|c| c.seconds = 0).contains("seconds"));
         assert!(bad(&|c| c.repeat = 0).contains("repeat"));
-        // 3 DUTs x 2 streams x 3 runs of 10 s, 1.5 s each more, 3 s per DUT.
-        assert_eq!(TcpConfig::default().estimate(), Duration::from_secs(180 + 27 + 9));
+        // 4 DUTs x 2 streams x 3 runs of 10 s, 1.5 s each more, 3 s per DUT.
+        assert_eq!(TcpConfig::default().estimate(), Duration::from_secs(240 + 36 + 12));
     }
 
     #[test]

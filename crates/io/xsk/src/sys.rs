@@ -418,8 +418,20 @@ pub(crate) fn prog_load_xdp(insns: &[Insn], license: &str, name: &str, log: Opti
         prog_ifindex: 0,
         expected_attach_type: BPF_XDP,
     };
-    fd_from(bpf(BPF_PROG_LOAD, &mut attr)?)
+    // The verifier gives up with EAGAIN when a signal arrives while it
+    // works (a child of another thread exiting, say); libbpf tries again
+    // too (PROG_LOAD_ATTEMPTS).
+    let mut attempts = PROG_LOAD_ATTEMPTS;
+    loop {
+        match bpf(BPF_PROG_LOAD, &mut attr) {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && attempts > 1 => attempts -= 1,
+            r => return fd_from(r?),
+        }
+    }
 }
+
+/// Times a program load is tried while the kernel answers EAGAIN.
+const PROG_LOAD_ATTEMPTS: u32 = 5;
 
 /// Attaches an XDP program to an interface through a bpf_link: the program
 /// stays attached as long as the returned fd (or a copy of it) lives, or
