@@ -126,7 +126,10 @@ fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
             assert!(row.latency.iter().all(|l| l.detail.latency.count > 0 && l.detail.latency.p99_ns > 0));
         }
         let cost = row.cost_trial.as_ref().expect("a cost trial");
-        assert!(cost.received > 0 && cost.cpu_busy_ns > 0, "{cost:?}");
+        // Not cpu_busy_ns > 0: /proc/stat counts CPU time in 10 ms ticks,
+        // and this cost trial (300 ms at 20,000 frames/s) uses about 8 ms
+        // of CPU, so it may read 0; the threads' schedstat has ns.
+        assert!(cost.received > 0, "{cost:?}");
         assert!(row.cpu_ns_per_frame.is_some_and(f64::is_finite));
         assert!(row.thread_ns_per_frame.is_some_and(f64::is_finite));
         assert!(cost.gen_thread_ns > 0 && cost.rx_thread_ns > 0, "{cost:?}");
