@@ -723,8 +723,8 @@ pub struct UdpGenArgs {
 
 #[derive(Args, Debug)]
 pub struct Rfc2544Args {
-    /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge, flowsteer-bridge (AF_XDP ports, the workers forward), flowsteer-bridge-afpacket (AF_PACKET ports), flowsteer-bridge-xdp (AF_XDP ports with the XDP fast path).
-    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket", "flowsteer-bridge-xdp"], required_unless_present_any = ["cleanup", "ceiling", "tx"])]
+    /// Device under test, built in namespaces of its own; repeatable: none (generator to receiver), patch (tc mirred redirect), linux-bridge, flowsteer-bridge (AF_XDP ports, the workers forward), flowsteer-bridge-afpacket (AF_PACKET ports), flowsteer-bridge-xdp (AF_XDP ports with the XDP fast path), ovs (Open vSwitch's userspace datapath with AF_XDP ports and the NORMAL action, daemons of the harness's own; skipped with the reason when Open vSwitch is not installed).
+    #[arg(long = "dut", value_parser = ["none", "patch", "linux-bridge", "flowsteer-bridge", "flowsteer-bridge-afpacket", "flowsteer-bridge-xdp", "ovs"], required_unless_present_any = ["cleanup", "ceiling", "tx"])]
     pub dut: Vec<String>,
     /// A real device under test: the interface the generator sends from (with --rx; both in this namespace). Measured as dut `external`, after any --dut.
     #[arg(long, value_name = "IFACE", requires = "rx", conflicts_with = "ceiling")]

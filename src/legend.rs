@@ -199,7 +199,7 @@ pub const RFC2544: Legend = &[
     ("limited", "yes when NDR is within the resolution of gen max: the generator, not the DUT, set it"),
     ("ns/frame", "busy time of all CPUs per frame received at --cost-rate, minus --dut none's"),
     ("thread ns/frame", "the same from the generator's and receiver's own CPU time"),
-    ("DUT ns/frame", "the DUT's own CPU time per frame at --cost-rate: the flowsteer bridge's workers (schedstat), or the kernel's softirq time on the DUT CPUs"),
+    ("DUT ns/frame", "the DUT's own CPU time per frame at --cost-rate: the flowsteer bridge's workers or ovs-vswitchd's threads (schedstat), or the kernel's softirq time on the DUT CPUs"),
     ("trials", "trials the searches ran"),
 ];
 

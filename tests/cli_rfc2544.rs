@@ -130,7 +130,7 @@ fn sigterm_mid_search_removes_every_namespace() {
 
 #[test]
 fn bad_flags_are_usage_errors() {
-    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(["rfc2544", "--dut", "ovs"]).output().expect("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(["rfc2544", "--dut", "vpp"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2));
     let out = Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(["rfc2544", "--sizes", "64"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "--dut is required");

@@ -165,6 +165,9 @@ pub fn text(r: &Report) -> String {
         })
         .collect();
     out += &format!("generator ceiling (--dut none, Mfps): {}\n", gen.join(", "));
+    for s in &r.skipped {
+        out += &format!("skipped: {}: {}\n", s.dut, s.reason);
+    }
     if r.results.is_empty() {
         if !r.complete {
             out += "stopped by a signal\n";
@@ -267,8 +270,13 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
         bail!("rfc2544 builds network namespaces and AF_XDP sockets: {why}");
     }
     if args.cleanup {
+        // Open vSwitch first: its ovs-vswitchd keeps a namespace alive.
+        let ovs = flowsteer_rfc2544::ovs::cleanup();
+        for dir in &ovs {
+            println!("removed {} (Open vSwitch of a killed run, its daemons stopped)", dir.display());
+        }
         let removed = dut::cleanup().context("removing leftover namespaces")?;
-        if removed.is_empty() {
+        if removed.is_empty() && ovs.is_empty() {
             eprintln!("nothing to clean up");
         }
         for ns in removed {
@@ -290,16 +298,21 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
     });
     let mut trials = 0u32;
     let report = sweep::run(&cfg, Some(stop), &mut |ev| {
-        if let Event::IoFallback { reason } = &ev {
+        let note = match &ev {
+            Event::IoFallback { reason } => Some(format!("note: {reason}")),
+            Event::Skipped { dut, reason } => Some(format!("skipped: {}: {reason}", dut.name())),
+            _ => None,
+        };
+        if let Some(note) = note {
             match &bar {
-                Some(bar) => bar.println(format!("note: {reason}")),
-                None => eprintln!("note: {reason}"),
+                Some(bar) => bar.println(note),
+                None => eprintln!("{note}"),
             }
             return;
         }
         let Some(bar) = &bar else { return };
         match ev {
-            Event::IoFallback { .. } => {}
+            Event::IoFallback { .. } | Event::Skipped { .. } => {}
             Event::Cost { dut, size } => bar.set_message(format!("{} {} B: CPU cost trial", dut.name(), size.label())),
             Event::Latency { dut, size, share } => {
                 bar.set_message(format!("{} {} B: latency at {:.0} % of NDR", dut.name(), size.label(), share * 100.0))
@@ -347,7 +360,7 @@ fn plot(path: &std::path::Path, r: &Report) -> Result<()> {
     let sizes: Vec<String> = r.config.sizes.iter().map(FrameSize::label).collect();
     let mut named: Vec<(String, Vec<Option<f64>>)> =
         vec![("generator ceiling".into(), r.generator.iter().map(|g| Some(g.generator_max_fps)).collect())];
-    for dut in &r.config.duts {
+    for dut in r.config.duts.iter().filter(|d| !r.skipped.iter().any(|s| s.dut == d.name())) {
         let values = r
             .config
             .sizes

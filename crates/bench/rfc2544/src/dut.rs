@@ -5,7 +5,7 @@
 //!
 //! ```text
 //!  ns G                 ns D (not for `none`)            ns R
-//!  gen0  <-- veth -->  dut0  [bridge | tc patch | flowsteer]  dut1  <-- veth -->  rcv0
+//!  gen0  <-- veth -->  dut0  [bridge | tc patch | flowsteer | ovs]  dut1  <-- veth -->  rcv0
 //!  (generator: AF_XDP tx)                          (receiver: XDP + AF_XDP rx)
 //! ```
 //!
@@ -21,6 +21,12 @@
 //! fastest here. [`Topology::start`] pins the flowsteer bridge's worker to
 //! the DUT CPUs, and steers the kernel DUTs' receive work there (RPS) only
 //! when asked (`kernel_rps`). Traffic never leaves these namespaces.
+//!
+//! `ovs` ([`crate::ovs`]) runs daemons of the harness's own, with a
+//! directory per topology; they are stopped and the directory removed
+//! before the namespaces go. A DUT this machine cannot build (`ovs`
+//! without Open vSwitch installed) says why in [`DutKind::skip_reason`];
+//! the sweep skips it and reports the reason.
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -31,6 +37,7 @@ use flowsteer_netns::{ip, NetnsError};
 use serde::Serialize;
 
 use crate::bridge::BridgeDut;
+use crate::ovs::OvsDut;
 
 /// Prefix of every namespace the harness creates.
 pub const NS_PREFIX: &str = "fs2544-";
@@ -67,11 +74,17 @@ pub enum DutKind {
     /// The same with AF_XDP ports and the kernel fast path
     /// (`--fast-path xdp`): learned unicast forwarded by the XDP program.
     FlowsteerBridgeXdp,
+    /// Open vSwitch's userspace datapath (`datapath_type=netdev`, no
+    /// kernel module) with AF_XDP ports (native XDP) on `dut0` and `dut1`
+    /// and the NORMAL (learning) action, its PMD thread pinned to the DUT's
+    /// CPU; daemons of the harness's own ([`crate::ovs`]). Skipped when
+    /// Open vSwitch is not installed.
+    Ovs,
 }
 
 impl DutKind {
     /// Parses `none`, `patch`, `linux-bridge`, `flowsteer-bridge`,
-    /// `flowsteer-bridge-afpacket`.
+    /// `flowsteer-bridge-afpacket`, `flowsteer-bridge-xdp`, `ovs`.
     pub fn parse(s: &str) -> Option<DutKind> {
         match s {
             "none" => Some(DutKind::None),
@@ -80,6 +93,7 @@ impl DutKind {
             "flowsteer-bridge" => Some(DutKind::FlowsteerBridge),
             "flowsteer-bridge-afpacket" => Some(DutKind::FlowsteerBridgeAfpacket),
             "flowsteer-bridge-xdp" => Some(DutKind::FlowsteerBridgeXdp),
+            "ovs" => Some(DutKind::Ovs),
             _ => None,
         }
     }
@@ -94,7 +108,22 @@ impl DutKind {
             DutKind::FlowsteerBridge => "flowsteer-bridge",
             DutKind::FlowsteerBridgeAfpacket => "flowsteer-bridge-afpacket",
             DutKind::FlowsteerBridgeXdp => "flowsteer-bridge-xdp",
+            DutKind::Ovs => "ovs",
         }
+    }
+
+    /// Why this machine cannot build this DUT although it can build the
+    /// others (`ovs`: Open vSwitch not installed), or `None`.
+    pub fn skip_reason(&self) -> Option<String> {
+        match self {
+            DutKind::Ovs => crate::ovs::skip_reason(),
+            _ => None,
+        }
+    }
+
+    /// Forwarded by the kernel (`patch`, `linux-bridge`): RPS applies.
+    fn in_kernel(&self) -> bool {
+        matches!(self, DutKind::Patch | DutKind::LinuxBridge)
     }
 
     /// The flowsteer bridge's port kind, for the flowsteer DUTs.
@@ -199,12 +228,16 @@ impl Ports {
 }
 
 /// A built topology; dropping it stops the flowsteer bridge (its XDP
-/// programs detached) and removes its namespaces (and with them every
-/// veth, the Linux bridge, the tc filters and any XDP program).
+/// programs detached) and Open vSwitch (its daemons, their directory) and
+/// removes its namespaces (and with them every veth, the Linux bridge, the
+/// tc filters and any XDP program).
 #[derive(Debug)]
 pub struct Topology {
     kind: DutKind,
+    /// `fs2544-PID-N`: the namespaces' and the OVS directory's prefix.
+    base: String,
     bridge: Option<BridgeDut>,
+    ovs: Option<OvsDut>,
     gen_ns: String,
     dut_ns: Option<String>,
     rcv_ns: String,
@@ -219,7 +252,8 @@ fn mac_text(m: [u8; 6]) -> String {
 
 impl Topology {
     /// Builds `kind` with its forwarding on `dut_cpus` and starts it: for
-    /// the flowsteer bridge its worker is pinned to the first of them; for
+    /// the flowsteer bridge its worker is pinned to the first of them, for
+    /// `ovs` its PMD thread; for
     /// the kernel's DUTs (`patch`, `linux-bridge`) with `kernel_rps`, RPS
     /// on `dut0` and `dut1` sends their receive processing, hence the
     /// forwarding, to these CPUs (without it, or with no CPUs: RPS off, the
@@ -227,7 +261,7 @@ impl Topology {
     pub fn start(kind: DutKind, dut_cpus: &[usize], kernel_rps: bool) -> Result<Topology, crate::Error> {
         let mut t = Topology::new(kind)?;
         if let Some(d) = t.dut_ns.clone() {
-            if kind.bridge_ports().is_none() && kernel_rps && !dut_cpus.is_empty() {
+            if kind.in_kernel() && kernel_rps && !dut_cpus.is_empty() {
                 let mask = cpu_mask(dut_cpus);
                 for dev in ["dut0", "dut1"] {
                     exec_in(&d, &["sh", "-c", &format!("echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus")])?;
@@ -236,13 +270,16 @@ impl Topology {
             if let Some(ports) = kind.bridge_ports() {
                 t.bridge = Some(BridgeDut::start(&d, ports, kind.bridge_fast_path(), dut_cpus)?);
             }
+            if kind == DutKind::Ovs {
+                t.ovs = Some(OvsDut::start(&t.base, &d, &["dut0", "dut1"], dut_cpus)?);
+            }
         }
         Ok(t)
     }
 
     /// Builds `kind`'s namespaces, veths and, for the kernel's DUTs, the
-    /// forwarding; the flowsteer bridge is started by [`Topology::start`]
-    /// only. On an error, what was built is removed.
+    /// forwarding; the flowsteer bridge and `ovs` are started by
+    /// [`Topology::start`] only. On an error, what was built is removed.
     pub fn new(kind: DutKind) -> Result<Topology, NetnsError> {
         let pid = std::process::id();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -251,7 +288,9 @@ impl Topology {
         let [k1, k2] = k.to_be_bytes();
         let mut t = Topology {
             kind,
+            base: base.clone(),
             bridge: None,
+            ovs: None,
             gen_ns: format!("{base}-g"),
             dut_ns: (kind != DutKind::None).then(|| format!("{base}-d")),
             rcv_ns: format!("{base}-r"),
@@ -319,7 +358,8 @@ impl Topology {
             | DutKind::External
             | DutKind::FlowsteerBridge
             | DutKind::FlowsteerBridgeAfpacket
-            | DutKind::FlowsteerBridgeXdp => {}
+            | DutKind::FlowsteerBridgeXdp
+            | DutKind::Ovs => {}
         }
         Ok(())
     }
@@ -378,6 +418,21 @@ impl Topology {
         self.bridge.take().and_then(|mut b| b.stop())
     }
 
+    /// Open vSwitch while it runs (`ovs` only).
+    pub fn ovs(&self) -> Option<&OvsDut> {
+        self.ovs.as_ref()
+    }
+
+    /// CPU time of a userspace DUT's own threads so far, ns: the flowsteer
+    /// bridge's workers, or `ovs-vswitchd`'s threads; `None` for the
+    /// kernel's DUTs.
+    pub fn dut_cpu_ns(&self) -> Option<u64> {
+        if self.bridge.is_some() {
+            return Some(crate::bridge::worker_cpu_ns());
+        }
+        self.ovs.as_ref().map(OvsDut::cpu_ns)
+    }
+
     /// Namespaces that exist now.
     pub fn namespaces(&self) -> &[String] {
         &self.created
@@ -386,8 +441,11 @@ impl Topology {
     /// Removes everything now (also done on drop); errors are ignored.
     pub fn remove(&mut self) {
         // The bridge first: its workers hold sockets on the veths, and its
-        // XDP programs are detached before the interfaces go.
+        // XDP programs are detached before the interfaces go. The same for
+        // Open vSwitch, whose ovs-vswitchd also keeps the DUT namespace
+        // alive while it runs.
         drop(self.bridge.take());
+        drop(self.ovs.take());
         for ns in self.created.drain(..).rev() {
             let _ = Command::new("ip").args(["netns", "del", &ns]).stdout(Stdio::null()).stderr(Stdio::null()).status();
         }
@@ -414,15 +472,18 @@ pub fn leftovers() -> Vec<String> {
 
 /// The process that made a harness namespace is gone; `false` for a live
 /// one and for a name that carries no process id (not the harness's).
-fn owner_gone(ns: &str) -> bool {
+pub(crate) fn owner_gone(ns: &str) -> bool {
     let pid = ns.strip_prefix(NS_PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok());
     pid.is_some_and(|p| p != std::process::id() && !std::path::Path::new(&format!("/proc/{p}")).exists())
 }
 
 /// Removes the harness namespaces whose process is gone (a run killed
 /// before it could clean up); returns their names. Namespaces of a run
-/// still going are left alone.
+/// still going are left alone. Open vSwitch daemons such a run left are
+/// stopped first ([`crate::ovs::cleanup`]; an `ovs-vswitchd` keeps its
+/// namespace alive).
 pub fn cleanup() -> Result<Vec<String>, NetnsError> {
+    crate::ovs::cleanup();
     let mut removed = Vec::new();
     for ns in leftovers() {
         if !owner_gone(&ns) {

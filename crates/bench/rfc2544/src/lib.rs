@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | [`search`] | the NDR/PDR binary search (RFC 2544 section 26.1, the MLRsearch practice): which rate to try next, for how long, and when to stop | none (sans-IO: trial results come in as arguments) |
 //! | [`frames`] | test frames: templates per flow and size (IMIX included), the per-frame stamp (stream, sequence, transmit time) with its checksum update; re-exported from `flowsteer_gen::frames` | none |
-//! | [`dut`] | devices under test in namespaces of their own (`none`, `patch`, `linux-bridge`, `flowsteer-bridge`, `flowsteer-bridge-afpacket`), removed on drop; [`dut::cleanup`] for what a killed run left | `ip`, `tc` |
+//! | [`dut`] | devices under test in namespaces of their own (`none`, `patch`, `linux-bridge`, `flowsteer-bridge`, `flowsteer-bridge-afpacket`, `flowsteer-bridge-xdp`, `ovs`), removed on drop; [`dut::cleanup`] for what a killed run left | `ip`, `tc` |
+//! | [`ovs`] | Open vSwitch as a DUT (userspace datapath, AF_XDP ports, NORMAL action): daemons of its own with a private directory, stopped and removed on drop; skipped when not installed | `ovsdb-server`, `ovs-vswitchd`, `ovs-vsctl`, `ovs-appctl` (run, not linked) |
 //! | [`io`] | the sockets a trial drives: AF_XDP or AF_PACKET behind one `Port` | AF_XDP, AF_PACKET |
 //! | [`bridge`] | the flowsteer bridge as a DUT, started in-process in the DUT namespace; its own counts per trial | AF_XDP, AF_PACKET, threads |
 //! | [`live`] | the AF_XDP generator (token bucket, bursts, stamped frames) and receiver; a [`search::TrialRunner`] | AF_XDP, threads |
@@ -26,6 +27,7 @@ pub mod dut;
 pub use flowsteer_gen::frames;
 pub mod io;
 pub mod live;
+pub mod ovs;
 pub mod search;
 pub mod spread;
 pub mod sweep;
@@ -59,6 +61,10 @@ pub enum Error {
     /// The flowsteer bridge could not start as a DUT.
     #[error("flowsteer bridge: {0}")]
     Dut(String),
+    /// Open vSwitch could not start as a DUT (the command or daemon that
+    /// failed, and its log's last lines).
+    #[error("Open vSwitch: {0}")]
+    Ovs(String),
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),

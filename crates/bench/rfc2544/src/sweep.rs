@@ -295,7 +295,8 @@ pub struct ResultRow {
     /// The cost trial: its counts and busy time.
     pub cost_trial: Option<TrialDetail>,
     /// CPU cost per frame of the DUT alone over the cost trial, ns: the
-    /// flowsteer bridge's worker threads' CPU time (schedstat), or for
+    /// flowsteer bridge's worker threads' CPU time (schedstat), or
+    /// `ovs-vswitchd`'s threads' (its PMD busy-polls), or for
     /// the kernel's DUTs the irq + softirq time of the DUT CPUs
     /// (`/proc/stat`, 10 ms steps; needs `dut_cpus`), per frame received.
     /// Both include the receive work of the receiver's veth end that the
@@ -332,6 +333,15 @@ pub struct CeilingRow {
     pub rx_thread_ns_per_frame: f64,
 }
 
+/// A DUT that was not measured, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedDut {
+    /// DUT name.
+    pub dut: String,
+    /// Why ([`DutKind::skip_reason`]).
+    pub reason: String,
+}
+
 /// The whole report (`flowsteer.rfc2544.v1`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -345,6 +355,9 @@ pub struct Report {
     pub generator: Vec<CeilingRow>,
     /// One row per (DUT, size) finished.
     pub results: Vec<ResultRow>,
+    /// DUTs this machine cannot build (`ovs` without Open vSwitch), and
+    /// why; the others were measured.
+    pub skipped: Vec<SkippedDut>,
     /// False when a signal stopped the sweep before the end.
     pub complete: bool,
     /// Wall time, seconds.
@@ -362,6 +375,8 @@ pub enum Event<'a> {
     Cost { dut: DutKind, size: FrameSize },
     /// A latency trial at a share of the NDR starts.
     Latency { dut: DutKind, size: FrameSize, share: f64 },
+    /// A DUT is skipped: this machine cannot build it.
+    Skipped { dut: DutKind, reason: &'a str },
     /// `--io auto` fell back to AF_PACKET (once per sweep), and why.
     IoFallback { reason: &'a str },
     /// A trial finished; `interval` is the goal being searched and its
@@ -431,6 +446,7 @@ pub fn run(cfg: &SweepConfig, stop: Option<Arc<AtomicBool>>, on: &mut dyn FnMut(
         config: cfg.clone(),
         generator: Vec::new(),
         results: Vec::new(),
+        skipped: Vec::new(),
         complete: false,
         elapsed_s: 0.0,
     };
@@ -482,6 +498,11 @@ fn sweep(
         }
     }
     for &dut in &cfg.duts {
+        if let Some(reason) = dut.skip_reason() {
+            on(Event::Skipped { dut, reason: &reason });
+            report.skipped.push(SkippedDut { dut: dut.name().into(), reason });
+            continue;
+        }
         let topo = Topology::start(dut, &cfg.dut_cpus, cfg.kernel_rps)?;
         measure(cfg, &stop, on, report, dut, &topo.ports(), Some(&topo), &ceilings, &baselines)?;
     }
@@ -576,9 +597,8 @@ fn measure(
         if let Some(rate) = cfg.cost_rate {
             on(Event::Cost { dut, size });
             let before = topo.and_then(Topology::bridge_stats);
-            let dut_ns = |t: &Topology| match t.bridge_stats() {
-                Some(_) => Some(crate::bridge::worker_cpu_ns()),
-                None => (!cfg.dut_cpus.is_empty()).then(|| crate::live::softirq_ns(&cfg.dut_cpus)),
+            let dut_ns = |t: &Topology| {
+                t.dut_cpu_ns().or_else(|| (!cfg.dut_cpus.is_empty()).then(|| crate::live::softirq_ns(&cfg.dut_cpus)))
             };
             let dut0 = topo.and_then(dut_ns);
             let (_, d) = runner.trial(rate, cfg.trial)?;
