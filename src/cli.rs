@@ -75,24 +75,36 @@ pub struct BridgeArgs {
     /// Seconds a learned MAC lives without being seen.
     #[arg(long, default_value_t = 300, value_parser = crate::ranges::int::<u64, 1, 1_000_000>)]
     pub ageing: u64,
-    /// Learned MACs in the bridge and on each port; when full, nothing new is learned and unknown destinations flood.
-    #[arg(long, default_value_t = 65_536, value_parser = crate::ranges::int::<usize, 1, 16_777_216>)]
+    /// Learned MACs in the bridge (0: no limit of its own; the table holds at most 16,777,216); when full, nothing new is learned and unknown destinations flood.
+    #[arg(long, default_value_t = 65_536, value_parser = crate::ranges::int::<usize, 0, 16_777_216>)]
     pub max_learned: usize,
+    /// Learned MACs on each port (0: no limit of its own, the bridge's binds); a port's max_learned flag overrides it.
+    #[arg(long, default_value_t = 0, value_parser = crate::ranges::int::<usize, 0, 16_777_216>)]
+    pub port_max_learned: usize,
     /// Frames up to this many bytes are copied out of the receive buffer at once (counted rx_copied).
     #[arg(long, default_value_t = 256, value_parser = crate::ranges::int::<usize, 0, 4096>)]
     pub rx_copy_threshold: usize,
     /// Transmit queue on AF_XDP egress ports: cpu (the worker's own) or flow (the index of the receive queue the frame came in on).
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "flow"])]
     pub tx_queue: String,
-    /// VLAN filtering: a frame's VLAN is its tag or the ingress port's PVID, and must be allowed on both ports.
+    /// VLAN filtering: a frame's VLAN is its tag, or the ingress port's PVID when untagged or priority-tagged, and must be allowed on both ports (switch at run time: bridge-ctl vlan filtering on|off).
     #[arg(long)]
     pub vlan_filtering: bool,
+    /// The tag VLAN filtering reads and writes: 802.1q (TPID 0x8100) or 802.1ad (0x88a8); an outer tag of the other is payload.
+    #[arg(long, default_value = "802.1q", value_parser = ["802.1q", "802.1ad"])]
+    pub vlan_protocol: String,
+    /// The PVID (member, untagged) of ports --port-vlans does not name, as Linux's default_pvid; 0: none.
+    #[arg(long, default_value_t = 1, value_parser = crate::ranges::int::<u16, 0, 4094>)]
+    pub default_pvid: u16,
     /// Where learned unicast is forwarded: auto (XDP in the kernel on afxdp: ports when it is correct for them), xdp (the same, an error when it cannot serve the ports), off (the workers forward everything).
     #[arg(long, default_value = "auto", value_parser = ["auto", "xdp", "off"])]
     pub fast_path: String,
-    /// A port's VLANs, IFACE=VIDS[:pvid=N] (e.g. veth1=10,20:pvid=10) [default per port: VLAN 1 untagged]; needs --vlan-filtering.
-    #[arg(long, requires = "vlan_filtering", value_parser = crate::ranges::port_vlans)]
+    /// A port's VLANs, IFACE=VIDS[:pvid=N] (e.g. veth1=10,20:pvid=10; the PVID leaves untagged, the others tagged) [default per port: --default-pvid]; kept while filtering is off.
+    #[arg(long, value_parser = crate::ranges::port_vlans)]
     pub port_vlans: Vec<(String, flowsteer_bridge::PortVlans)>,
+    /// A port's flags at start, IFACE=FLAG=VALUE,... with learning, flood, mcast_flood, bcast_flood, isolated (on|off), state (disabled, listening, learning, forwarding, blocking), max_learned N (e.g. veth1=isolated=on,learning=off) [default: all on but isolated, forwarding].
+    #[arg(long, value_parser = crate::ranges::port_flags)]
+    pub port_flags: Vec<(String, flowsteer_bridge::PortFlags)>,
     /// Print the tables every SECS seconds.
     #[arg(long, value_parser = crate::ranges::seconds)]
     pub interval: Option<f64>,
@@ -838,6 +850,12 @@ pub enum BridgeCtlWhat {
     /// Show and change the MAC table (forwarding database).
     #[command(subcommand)]
     Fdb(BridgeFdbWhat),
+    /// Show and change member ports' flags and state, as `bridge link` does.
+    #[command(subcommand)]
+    Link(BridgeLinkWhat),
+    /// Show and change member ports' VLANs and VLAN filtering, as `bridge vlan` does.
+    #[command(subcommand)]
+    Vlan(BridgeVlanWhat),
     /// Counters per port and per worker, the MAC table's line and the conservation check.
     Stats {
         /// Print the counters as JSON (schema flowsteer.bridge.v1), as the bridge keeps them.
@@ -868,12 +886,12 @@ pub enum BridgeFdbWhat {
         #[arg(long)]
         json: bool,
     },
-    /// Add a static entry: `MAC [vlan VID] IFACE`, or as iproute2 has it, `MAC dev IFACE [vlan VID]`.
+    /// Add an entry: `MAC [vlan VID] IFACE [static|sticky|extern_learn]`, or as iproute2 has it, `MAC dev IFACE [vlan VID] [TYPE]`; static (the default) never ages or moves, sticky ages but never moves, extern_learn (a controller's) ages and learning never overwrites it. At most 4,096 such entries.
     Add {
         #[arg(value_parser = crate::ranges::mac, value_name = "MAC")]
         mac: String,
-        /// `[vlan VID] IFACE` or `dev IFACE [vlan VID]` (VID 1..=4094; no vlan: untagged).
-        #[arg(num_args = 1..=4, required = true, value_name = "WORDS")]
+        /// `[vlan VID] IFACE [TYPE]` or `dev IFACE [vlan VID] [TYPE]` (VID 1..=4094, only with VLAN filtering, a VLAN of the port; no vlan: untagged).
+        #[arg(num_args = 1..=5, required = true, value_name = "WORDS")]
         words: Vec<String>,
     },
     /// Remove an entry, learned or static: `MAC [vlan VID]`.
@@ -884,10 +902,53 @@ pub enum BridgeFdbWhat {
         #[arg(num_args = 0..=2, value_name = "WORDS")]
         words: Vec<String>,
     },
-    /// Remove learned entries: of one port (`IFACE` or `dev IFACE`), or of every port.
+    /// Remove entries: `[[dev] IFACE] [vlan VID] [dynamic|static]`, every filter given must hold; no type: dynamic entries (learned, sticky, extern_learn), `static` static ones, both words: all.
     Flush {
-        /// `IFACE` or `dev IFACE`; nothing: every port.
-        #[arg(num_args = 0..=2, value_name = "WORDS")]
+        /// `[dev] IFACE`, `vlan VID`, `dynamic`, `static`, in any order; nothing: every dynamic entry.
+        #[arg(num_args = 0..=6, value_name = "WORDS")]
         words: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BridgeLinkWhat {
+    /// Change a port: `dev IFACE` then settings, e.g. `learning off`, `flood off`, `mcast_flood off`, `bcast_flood off`, `isolated on`, `state blocking` (disabled, listening, learning, forwarding, blocking, or 0-4), `max_learned N` (0: no limit of its own).
+    Set {
+        /// `dev IFACE SETTING VALUE [SETTING VALUE ...]`.
+        #[arg(num_args = 1.., required = true, value_name = "WORDS")]
+        words: Vec<String>,
+    },
+    /// Every member port's flags and state, one line each.
+    Show {
+        /// One JSON array of ports.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BridgeVlanWhat {
+    /// Add VLANs to a port or change their flags: `dev IFACE vid N[-M] [pvid] [untagged]` (pvid with one VLAN only; re-adding the PVID without pvid clears it).
+    Add {
+        /// `dev IFACE vid N[-M] [pvid] [untagged]`.
+        #[arg(num_args = 1.., required = true, value_name = "WORDS")]
+        words: Vec<String>,
+    },
+    /// Remove VLANs from a port: `dev IFACE vid N[-M]` (its entries in them are flushed).
+    Del {
+        /// `dev IFACE vid N[-M]`.
+        #[arg(num_args = 1.., required = true, value_name = "WORDS")]
+        words: Vec<String>,
+    },
+    /// Every member port's VLANs, as `bridge vlan show` prints them.
+    Show {
+        /// One JSON object: filtering, protocol, ports.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Switch VLAN filtering on or off while the bridge runs (dynamic entries are flushed).
+    Filtering {
+        #[arg(value_parser = ["on", "off"], value_name = "on|off")]
+        state: String,
     },
 }

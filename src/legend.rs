@@ -27,7 +27,12 @@ pub const RUN: Legend = &[
 
 /// `bridge` and `bridge-ctl stats`: the per-port and per-worker tables.
 pub const BRIDGE_STATS: Legend = &[
-    ("port", "the member port's interface (removed ports last, member no)"),
+    ("port", "the member port's interface (removed ports last, member no, for 5 minutes after their removal)"),
+    ("kind", "afxdp or afpacket"),
+    ("member", "no once removed with port del"),
+    ("up", "the link works: administratively up with carrier (a port that is not up neither receives nor sends)"),
+    ("state", "the port's 802.1D state: forwarding, learning (learns, forwards nothing), blocking, listening or disabled (neither)"),
+    ("learned", "learned MAC entries on the port now"),
     ("received", "frames in from the port or taken in by the worker, the kernel's drops before our socket and the kernel fast path's frames included"),
     ("fast_fwd", "of those, forwarded by the kernel fast path (XDP) without reaching a worker"),
     ("forwarded", "of those, sent out of one other port (known unicast) by a worker"),

@@ -125,6 +125,15 @@ pub fn port_vlans(s: &str) -> Result<(String, flowsteer_bridge::PortVlans), Stri
     Ok((iface.to_string(), flowsteer_bridge::PortVlans::parse(vids).map_err(|e| e.to_string())?))
 }
 
+/// A bridge port's flags `IFACE=NAME=VALUE,...` (`veth1=learning=off,state=blocking`).
+pub fn port_flags(s: &str) -> Result<(String, flowsteer_bridge::PortFlags), String> {
+    let (iface, flags) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected IFACE=FLAG=VALUE,... (e.g. veth1=learning=off,isolated=on)"))?;
+    let iface = self::iface(iface)?;
+    Ok((iface, flowsteer_bridge::PortFlags::parse(flags).map_err(|e| e.to_string())?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

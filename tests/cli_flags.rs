@@ -223,7 +223,9 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
             ("--workers", Kind::Int(1, 64)),
             ("--cpus", CPU),
             ("--ageing", Kind::Int(1, 1_000_000)),
-            ("--max-learned", Kind::Int(1, 16_777_216)),
+            ("--max-learned", Kind::Int(0, 16_777_216)),
+            ("--port-max-learned", Kind::Int(0, 16_777_216)),
+            ("--default-pvid", Kind::Int(0, 4094)),
             ("--rx-copy-threshold", Kind::Int(0, 4096)),
             ("--interval", Kind::Secs),
             ("--duration", Kind::Secs),
@@ -297,7 +299,16 @@ fn not_numeric(command: &[&str]) -> Vec<&'static str> {
         ["rfc2544"] => {
             vec!["--dut", "--tx", "--rx", "--plot", "--io", "--key", "--hash-types", "--ethtool-x", "--sport-range"]
         }
-        ["bridge"] => vec!["--port", "--tx-queue", "--fast-path", "--port-vlans", "--ctl", "--metrics"],
+        ["bridge"] => vec![
+            "--port",
+            "--tx-queue",
+            "--fast-path",
+            "--vlan-protocol",
+            "--port-vlans",
+            "--port-flags",
+            "--ctl",
+            "--metrics",
+        ],
         ["bridge-ctl"] => vec!["--ctl"],
         _ => vec![],
     };
@@ -337,6 +348,7 @@ const CHOICES: &[(&[&str], &str)] = &[
     (&["rfc2544", "--dut", "none"], "--io"),
     (&["bridge", "--port", "afxdp:fs-none-a", "--port", "afxdp:fs-none-b"], "--tx-queue"),
     (&["bridge", "--port", "afxdp:fs-none-a", "--port", "afxdp:fs-none-b"], "--fast-path"),
+    (&["bridge", "--port", "afxdp:fs-none-a", "--port", "afxdp:fs-none-b"], "--vlan-protocol"),
 ];
 
 /// The value flags a subcommand's `--help` lists.

@@ -72,7 +72,7 @@ pub enum Request {
     },
     /// Every entry of the MAC table.
     FdbShow,
-    /// Add a static entry.
+    /// Add a configured entry (static unless `kind` says otherwise).
     FdbAdd {
         /// `aa:bb:cc:dd:ee:ff`.
         mac: String,
@@ -80,6 +80,11 @@ pub enum Request {
         vlan: u16,
         /// The member port's interface.
         iface: String,
+        /// `static` (never ages, never moves; the default), `sticky`
+        /// (ages, never moves) or `extern_learn` (a controller's: ages,
+        /// never moves, learning never overwrites it).
+        #[serde(default = "static_kind")]
+        kind: String,
     },
     /// Remove an entry (learned or static).
     FdbDel {
@@ -88,10 +93,62 @@ pub enum Request {
         /// The VLAN (0: untagged).
         vlan: u16,
     },
-    /// Remove learned entries: of one port, or of every port.
+    /// Remove entries: every condition given must hold (`bridge fdb
+    /// flush`'s filters); neither `dynamic` nor `statics`: dynamic ones.
     FdbFlush {
         /// The port's interface; `None`: every port.
         iface: Option<String>,
+        /// Only this VLAN (0: untagged).
+        #[serde(default)]
+        vlan: Option<u16>,
+        /// Dynamic entries (learned, sticky, extern_learn).
+        #[serde(default)]
+        dynamic: bool,
+        /// Static entries.
+        #[serde(default)]
+        statics: bool,
+    },
+    /// Change a member port's flags, state or learned-entry limit
+    /// (`bridge link set`): each pair is a setting and its value
+    /// (`learning off`, `state blocking`, `max_learned 100`).
+    LinkSet {
+        /// The member port's interface.
+        iface: String,
+        /// (setting, value), applied in order, all or none.
+        settings: Vec<(String, String)>,
+    },
+    /// Every member port's flags and state.
+    LinkShow,
+    /// Add VLANs to a port, or change their flags (`bridge vlan add`).
+    VlanAdd {
+        /// The member port's interface.
+        iface: String,
+        /// First VLAN id (1..=4094).
+        vid: u16,
+        /// Last VLAN id of the range (= `vid` for one).
+        vid_end: u16,
+        /// Make it the port's PVID (one VLAN only).
+        pvid: bool,
+        /// Frames of it leave the port untagged.
+        untagged: bool,
+    },
+    /// Remove VLANs from a port (`bridge vlan del`).
+    VlanDel {
+        /// The member port's interface.
+        iface: String,
+        /// First VLAN id.
+        vid: u16,
+        /// Last VLAN id of the range.
+        vid_end: u16,
+    },
+    /// Every member port's VLANs.
+    VlanShow,
+    /// Switch VLAN filtering on or off (`ip link set BR type bridge
+    /// vlan_filtering 1|0`); the learned entries are flushed (their VLANs
+    /// change meaning).
+    VlanFiltering {
+        /// On or off.
+        on: bool,
     },
     /// The counters.
     Stats,
@@ -121,6 +178,73 @@ pub enum Response {
         /// The counters.
         stats: Box<BridgeStats>,
     },
+    /// Every member port's flags and state.
+    Links {
+        /// One row per member port, in the order they joined.
+        links: Vec<LinkRow>,
+    },
+    /// Every member port's VLANs.
+    Vlans {
+        /// VLAN filtering is on.
+        filtering: bool,
+        /// `802.1q` or `802.1ad`.
+        protocol: String,
+        /// One row per member port, in the order they joined.
+        ports: Vec<VlanRow>,
+    },
+}
+
+fn static_kind() -> String {
+    "static".to_string()
+}
+
+/// One member port's flags and state, as `link show` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkRow {
+    /// The interface.
+    pub name: String,
+    /// `afxdp` or `afpacket`.
+    pub kind: String,
+    /// The link works (administratively up, with carrier).
+    pub up: bool,
+    /// The 802.1D state: disabled, listening, learning, forwarding, blocking.
+    pub state: String,
+    /// Sources seen on it are learned.
+    pub learning: bool,
+    /// Unknown unicast is flooded out of it.
+    pub flood: bool,
+    /// Multicast is flooded out of it.
+    pub mcast_flood: bool,
+    /// Broadcast is flooded out of it.
+    pub bcast_flood: bool,
+    /// Isolated from the other isolated ports.
+    pub isolated: bool,
+    /// Its learned-entry limit (0: none of its own).
+    pub max_learned: u64,
+    /// Learned entries on it now.
+    pub learned_entries: u64,
+    /// The kernel fast path's status on it.
+    pub fast_path: String,
+}
+
+/// One member port's VLANs, as `vlan show` prints them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VlanRow {
+    /// The interface.
+    pub name: String,
+    /// Its PVID, if any.
+    pub pvid: Option<u16>,
+    /// Member VLANs, ascending.
+    pub vlans: Vec<VlanMember>,
+}
+
+/// One VLAN of a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VlanMember {
+    /// The VLAN id.
+    pub vid: u16,
+    /// Frames of it leave the port untagged.
+    pub untagged: bool,
 }
 
 /// One entry of the MAC table, as `fdb show` prints it.
@@ -132,9 +256,12 @@ pub struct FdbRow {
     pub port: String,
     /// The VLAN (0: untagged).
     pub vlan: u16,
-    /// Added by `fdb add` (never ages).
+    /// Added by `fdb add` as static (never ages).
     #[serde(rename = "static")]
     pub is_static: bool,
+    /// How it came to be: `learned`, `static`, `sticky` or `extern_learn`.
+    #[serde(default)]
+    pub kind: String,
     /// Seconds since the source was last seen (0 for static entries).
     pub age_s: u64,
 }
@@ -172,8 +299,14 @@ pub struct PortStats {
     pub kind: String,
     /// False once removed with `port del`.
     pub member: bool,
-    /// Link up (as last seen).
+    /// Link up: administratively up with carrier (as last seen).
     pub up: bool,
+    /// The port's 802.1D state (`forwarding` unless changed).
+    #[serde(default)]
+    pub state: String,
+    /// Learned entries on the port now.
+    #[serde(default)]
+    pub learned_entries: u64,
     /// Frames in from this port (including the kernel's drops before our
     /// socket and the frames the kernel fast path forwarded).
     pub received: u64,
@@ -188,7 +321,7 @@ pub struct PortStats {
     pub forwarded: u64,
     /// Of those, flooded to every other member.
     pub flooded: u64,
-    /// Of those, dropped, by reason (`reserved`, `same_port`, `vlan`, `too_big`, `malformed`, `kernel`, `no_port`, `truncated`, `offload`).
+    /// Of those, dropped, by reason (`reserved`, `same_port`, `vlan`, `too_big`, `malformed`, `kernel`, `no_port`, `truncated`, `offload`, `bad_src`, `port_state`, `isolated`).
     pub dropped: BTreeMap<String, u64>,
     /// Frames sent out of this port (a flooded frame counts once per port).
     pub transmitted: u64,
@@ -278,12 +411,26 @@ mod tests {
 
     #[test]
     fn requests_and_responses_are_json_lines() {
-        let r = Request::FdbAdd { mac: "02:00:00:00:00:01".into(), vlan: 0, iface: "veth0".into() };
+        let r =
+            Request::FdbAdd { mac: "02:00:00:00:00:01".into(), vlan: 0, iface: "veth0".into(), kind: "sticky".into() };
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains(r#""op":"fdb_add""#), "{text}");
         assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
-        let row = FdbRow { mac: "02:00:00:00:00:01".into(), port: "veth0".into(), vlan: 0, is_static: true, age_s: 0 };
+        let row = FdbRow {
+            mac: "02:00:00:00:00:01".into(),
+            port: "veth0".into(),
+            vlan: 0,
+            is_static: true,
+            kind: "static".into(),
+            age_s: 0,
+        };
         let text = serde_json::to_string(&Response::Fdb { entries: vec![row] }).unwrap();
         assert!(text.contains(r#""static":true"#), "{text}");
+        // An older client's requests still parse: an add is static, a flush dynamic.
+        let old: Request =
+            serde_json::from_str(r#"{"op":"fdb_add","mac":"02:00:00:00:00:01","vlan":0,"iface":"a"}"#).unwrap();
+        assert!(matches!(old, Request::FdbAdd { kind, .. } if kind == "static"));
+        let old: Request = serde_json::from_str(r#"{"op":"fdb_flush","iface":null}"#).unwrap();
+        assert_eq!(old, Request::FdbFlush { iface: None, vlan: None, dynamic: false, statics: false });
     }
 }

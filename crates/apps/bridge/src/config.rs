@@ -5,7 +5,8 @@
 
 use crate::api::PortSpec;
 pub use crate::error::ConfigError;
-use std::collections::{BTreeMap, BTreeSet};
+pub use crate::portconf::{PortConf, PortFlags, PortState, PortVlans, VlanProtocol};
+use std::collections::BTreeMap;
 
 pub use crate::error::{MAX_BURST, MAX_PORTS, MAX_RX_COPY_THRESHOLD, MAX_WORKERS};
 
@@ -67,57 +68,6 @@ impl std::str::FromStr for FastPath {
     }
 }
 
-/// One port's VLAN membership (with VLAN filtering on).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PortVlans {
-    /// VLAN ids (1..=4094) a tagged frame may carry in or out of the port.
-    pub allowed: BTreeSet<u16>,
-    /// The VLAN of untagged frames coming in (and sent out untagged);
-    /// `None`: untagged frames are dropped (`vlan`).
-    pub pvid: Option<u16>,
-}
-
-impl Default for PortVlans {
-    /// VLAN 1 untagged, as Linux's bridge does.
-    fn default() -> Self {
-        PortVlans { allowed: BTreeSet::new(), pvid: Some(1) }
-    }
-}
-
-impl PortVlans {
-    /// Parses `VIDS[:pvid=N]`: `10,20-22:pvid=10`, `100`, `:pvid=1`.
-    pub fn parse(s: &str) -> Result<PortVlans, ConfigError> {
-        let bad = || ConfigError::BadVlans(s.to_string());
-        let (vids, pvid) = match s.split_once(":pvid=") {
-            Some((v, p)) => (v, Some(p.parse::<u16>().map_err(|_| bad())?)),
-            None => (s, None),
-        };
-        let mut allowed = BTreeSet::new();
-        for part in vids.split(',').filter(|p| !p.is_empty()) {
-            let (a, b) = match part.split_once('-') {
-                Some((a, b)) => (a.parse::<u16>().map_err(|_| bad())?, b.parse::<u16>().map_err(|_| bad())?),
-                None => {
-                    let v = part.parse::<u16>().map_err(|_| bad())?;
-                    (v, v)
-                }
-            };
-            if a == 0 || b > 4094 || a > b {
-                return Err(bad());
-            }
-            allowed.extend(a..=b);
-        }
-        if pvid.is_some_and(|p| p == 0 || p > 4094) {
-            return Err(bad());
-        }
-        Ok(PortVlans { allowed, pvid })
-    }
-
-    /// Whether frames of `vid` may pass this port (tagged, or its PVID).
-    pub fn admits(&self, vid: u16) -> bool {
-        self.pvid == Some(vid) || self.allowed.contains(&vid)
-    }
-}
-
 /// A bridge's configuration. `Default` gives the documented defaults and
 /// no ports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,10 +80,12 @@ pub struct BridgeConfig {
     pub cpus: Vec<u32>,
     /// Seconds a learned entry lives without being seen (default 300).
     pub ageing_s: u64,
-    /// Learned entries in the bridge (default 65,536); beyond it nothing
-    /// new is learned and unknown destinations flood.
+    /// Learned entries in the bridge (default 65,536; 0: no limit of its
+    /// own, the table's bound of 2^24 still holds); beyond it nothing new
+    /// is learned and unknown destinations flood.
     pub max_learned: usize,
-    /// Learned entries per port (default 65,536, the bridge's limit).
+    /// Learned entries per port (default 0: no limit of its own, the
+    /// bridge's binds); a port's `max_learned` flag overrides it.
     pub max_learned_per_port: usize,
     /// Frames up to this many bytes are copied out of the receive buffer
     /// at once (default 256, at most [`MAX_RX_COPY_THRESHOLD`]).
@@ -141,13 +93,23 @@ pub struct BridgeConfig {
     /// Transmit-queue choice (default [`TxQueue::Cpu`]).
     pub tx_queue: TxQueue,
     /// VLAN filtering: the VLAN of a frame is its tag, or the ingress
-    /// port's PVID when untagged; it must be admitted by the ingress and
-    /// the egress port. Off (the default): tags are carried through
-    /// untouched and every frame is in one learning domain (VLAN 0).
+    /// port's PVID when untagged or priority-tagged; it must be admitted
+    /// by the ingress and the egress port. Off (the default): tags are
+    /// carried through untouched and every frame is in one learning
+    /// domain (VLAN 0). Can be switched at run time.
     pub vlan_filtering: bool,
-    /// Per-interface VLANs (with `vlan_filtering`); a port not named gets
-    /// [`PortVlans::default`] (VLAN 1 untagged).
+    /// The tag the bridge reads and writes with VLAN filtering (default
+    /// 802.1Q); an outer tag of the other protocol is payload.
+    pub vlan_protocol: VlanProtocol,
+    /// The PVID a port gets when `port_vlans` does not name it (default
+    /// 1, member untagged, as Linux's `default_pvid`; `None`: none).
+    pub default_pvid: Option<u16>,
+    /// Per-interface VLANs; a port not named gets `default_pvid`. Kept
+    /// while filtering is off, applied when it is on.
     pub port_vlans: BTreeMap<String, PortVlans>,
+    /// Per-interface flags and state; a port not named gets
+    /// [`PortFlags::default`].
+    pub port_flags: BTreeMap<String, PortFlags>,
     /// Frames taken from one receive queue at once (default 32, at most
     /// [`MAX_BURST`]).
     pub burst: usize,
@@ -169,11 +131,14 @@ impl Default for BridgeConfig {
             cpus: Vec::new(),
             ageing_s: 300,
             max_learned: 65_536,
-            max_learned_per_port: 65_536,
+            max_learned_per_port: 0,
             rx_copy_threshold: 256,
             tx_queue: TxQueue::Cpu,
             vlan_filtering: false,
+            vlan_protocol: VlanProtocol::Dot1Q,
+            default_pvid: Some(1),
             port_vlans: BTreeMap::new(),
+            port_flags: BTreeMap::new(),
             burst: 32,
             worker_nice: None,
             fast_path: FastPath::Auto,
@@ -205,7 +170,7 @@ impl BridgeConfig {
             return Err(ConfigError::BadAgeing);
         }
         for (what, v) in [("max_learned", self.max_learned), ("max_learned_per_port", self.max_learned_per_port)] {
-            if v == 0 || v > flowsteer_fdb::MAX_CAPACITY {
+            if v > flowsteer_fdb::MAX_CAPACITY {
                 return Err(ConfigError::BadLimit(what));
             }
         }
@@ -215,11 +180,14 @@ impl BridgeConfig {
         if self.rx_copy_threshold > MAX_RX_COPY_THRESHOLD {
             return Err(ConfigError::BadRxCopyThreshold(self.rx_copy_threshold));
         }
-        if !self.port_vlans.is_empty() && !self.vlan_filtering {
-            return Err(ConfigError::VlansWithoutFiltering);
-        }
         if let Some(name) = self.port_vlans.keys().find(|n| !self.ports.iter().any(|p| &p.iface == *n)) {
             return Err(ConfigError::VlansForUnknownPort(name.clone()));
+        }
+        if let Some(name) = self.port_flags.keys().find(|n| !self.ports.iter().any(|p| &p.iface == *n)) {
+            return Err(ConfigError::FlagsForUnknownPort(name.clone()));
+        }
+        if let Some(p) = self.default_pvid.filter(|p| *p == 0 || *p > 4094) {
+            return Err(ConfigError::BadDefaultPvid(p));
         }
         if self.fast_path == FastPath::Xdp {
             if self.vlan_filtering {
@@ -232,9 +200,23 @@ impl BridgeConfig {
         Ok(())
     }
 
-    /// The VLANs of `iface` (its own, or the default).
+    /// The VLANs of `iface` (its own, or the default PVID's).
     pub fn vlans_of(&self, iface: &str) -> PortVlans {
-        self.port_vlans.get(iface).cloned().unwrap_or_default()
+        self.port_vlans.get(iface).cloned().unwrap_or_else(|| PortVlans::with_pvid(self.default_pvid))
+    }
+
+    /// The configuration `iface` starts with.
+    pub fn conf_of(&self, iface: &str) -> PortConf {
+        PortConf { flags: self.port_flags.get(iface).copied().unwrap_or_default(), vlans: self.vlans_of(iface) }
+    }
+
+    /// The MAC table's limit for `n` (0: the table's bound).
+    pub fn limit(n: usize) -> usize {
+        if n == 0 {
+            flowsteer_fdb::MAX_CAPACITY
+        } else {
+            n
+        }
     }
 }
 
@@ -262,12 +244,25 @@ mod tests {
         assert_eq!(BridgeConfig { worker_nice: Some(-21), ..two() }.validate(), Err(ConfigError::BadNice(-21)));
         assert_eq!(BridgeConfig { worker_nice: Some(-20), ..two() }.validate(), Ok(()));
         assert_eq!(BridgeConfig { ageing_s: 0, ..two() }.validate(), Err(ConfigError::BadAgeing));
-        assert_eq!(BridgeConfig { max_learned: 0, ..two() }.validate(), Err(ConfigError::BadLimit("max_learned")));
+        assert_eq!(BridgeConfig { max_learned: 0, ..two() }.validate(), Ok(()), "0: no limit");
+        assert_eq!(
+            BridgeConfig { max_learned: (1 << 24) + 1, ..two() }.validate(),
+            Err(ConfigError::BadLimit("max_learned"))
+        );
+        assert_eq!(
+            BridgeConfig { default_pvid: Some(4095), ..two() }.validate(),
+            Err(ConfigError::BadDefaultPvid(4095))
+        );
         let mut vl = two();
         vl.port_vlans.insert("a".into(), PortVlans::parse("10").unwrap());
-        assert_eq!(vl.validate(), Err(ConfigError::VlansWithoutFiltering));
+        assert_eq!(vl.validate(), Ok(()), "VLANs are kept without filtering");
+        vl.port_flags.insert("zz".into(), PortFlags::default());
+        assert_eq!(vl.validate(), Err(ConfigError::FlagsForUnknownPort("zz".into())));
+        vl.port_flags.clear();
         vl.vlan_filtering = true;
         assert_eq!(vl.validate(), Ok(()));
+        assert_eq!(vl.conf_of("b").vlans, PortVlans::with_pvid(Some(1)));
+        assert_eq!(BridgeConfig { default_pvid: None, ..two() }.conf_of("b").vlans.pvid, None);
         vl.port_vlans.insert("zz".into(), PortVlans::default());
         assert_eq!(vl.validate(), Err(ConfigError::VlansForUnknownPort("zz".into())));
         vl.port_vlans.clear();
@@ -282,16 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn vlan_lists_parse() {
-        let v = PortVlans::parse("10,20-22:pvid=10").unwrap();
-        assert_eq!(v.allowed.iter().copied().collect::<Vec<_>>(), vec![10, 20, 21, 22]);
-        assert_eq!(v.pvid, Some(10));
-        assert!(v.admits(21) && v.admits(10) && !v.admits(1));
-        assert_eq!(PortVlans::parse("100").unwrap().pvid, None);
-        assert_eq!(PortVlans::parse(":pvid=5").unwrap().allowed.len(), 0);
-        for bad in ["0", "4095", "x", "5-3", "1:pvid=0", "1:pvid=x"] {
-            assert!(PortVlans::parse(bad).is_err(), "{bad}");
-        }
+    fn choices_parse() {
         assert_eq!("flow".parse::<TxQueue>(), Ok(TxQueue::Flow));
         assert_eq!("xdp".parse::<FastPath>(), Ok(FastPath::Xdp));
         assert!("tc2".parse::<FastPath>().is_err());

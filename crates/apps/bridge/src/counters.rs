@@ -34,11 +34,20 @@ pub enum Reason {
     /// type, or headers that do not parse as the state says. Never sent
     /// with a checksum that cannot verify.
     Offload,
+    /// The source address is a group (multicast, broadcast) or all-zero
+    /// address, which no station has: every host and Linux's bridge drop it.
+    BadSrc,
+    /// The ingress port is not forwarding (its state is disabled,
+    /// blocking, listening or learning, or its link is down), or the
+    /// known destination's port is not.
+    PortState,
+    /// An isolated port's frame to another isolated port.
+    Isolated,
 }
 
 impl Reason {
     /// Every reason, in slot order.
-    pub const ALL: [Reason; 10] = [
+    pub const ALL: [Reason; 13] = [
         Reason::Reserved,
         Reason::SamePort,
         Reason::Vlan,
@@ -49,6 +58,9 @@ impl Reason {
         Reason::NoPort,
         Reason::Truncated,
         Reason::Offload,
+        Reason::BadSrc,
+        Reason::PortState,
+        Reason::Isolated,
     ];
     /// Number of slots.
     pub const COUNT: usize = Self::ALL.len();
@@ -66,6 +78,9 @@ impl Reason {
             Reason::NoPort => "no_port",
             Reason::Truncated => "truncated",
             Reason::Offload => "offload",
+            Reason::BadSrc => "bad_src",
+            Reason::PortState => "port_state",
+            Reason::Isolated => "isolated",
         }
     }
 

@@ -36,7 +36,7 @@
 //! [`stats_table`] are pure formatting, here so the bridge and the CLI
 //! print the same thing.
 
-use crate::api::{BridgeStats, Control, FdbRow, Request, Response};
+use crate::api::{BridgeStats, Control, FdbRow, LinkRow, Request, Response, VlanRow};
 use crate::error::BridgeError;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -432,27 +432,94 @@ pub fn request_within(path: &Path, req: &Request, timeout: Duration) -> Result<R
 
 impl FdbRow {
     /// The entry as iproute2's `bridge fdb show` prints one:
-    /// `MAC dev IFACE [vlan VID] [age Ns] master flowsteer [static]`.
+    /// `MAC dev IFACE [vlan VID] [age Ns] master flowsteer [static|sticky|extern_learn]`.
     ///
     /// As in iproute2, `vlan` is left out for untagged entries (VLAN 0) and
-    /// the state word ends the line: `static` for entries added with
-    /// `fdb add`, nothing for learned ones. Where `bridge -s fdb show`
-    /// prints `used U/UPD`, a learned entry shows `age Ns`: seconds since
-    /// its source was last seen (iproute2's UPD).
+    /// the entry's type ends the line: `static`, `sticky` or
+    /// `extern_learn` for entries added with `fdb add`, nothing for learned
+    /// ones. Where `bridge -s fdb show` prints `used U/UPD`, an entry that
+    /// ages shows `age Ns`: seconds since its source was last seen
+    /// (iproute2's UPD).
     pub fn to_line(&self) -> String {
         let mut s = format!("{} dev {}", self.mac, self.port);
         if self.vlan != 0 {
             let _ = write!(s, " vlan {}", self.vlan);
         }
-        if !self.is_static {
+        let word = match self.kind.as_str() {
+            "" if self.is_static => "static",
+            "" | "learned" => "",
+            k => k,
+        };
+        if word != "static" {
             let _ = write!(s, " age {}s", self.age_s);
         }
         s.push_str(" master flowsteer");
-        if self.is_static {
-            s.push_str(" static");
+        if !word.is_empty() {
+            s.push(' ');
+            s.push_str(word);
         }
         s
     }
+}
+
+/// `bridge-ctl link show`: one line per member port, as iproute2's
+/// `bridge -d link show` words them:
+/// `IFACE KIND link up|down state S learning on flood on mcast_flood on
+/// bcast_flood on isolated off max_learned N learned N fast_path ...`.
+pub fn links_text(links: &[LinkRow]) -> String {
+    let on = |b: bool| if b { "on" } else { "off" };
+    let mut out = String::new();
+    for l in links {
+        let _ = writeln!(
+            out,
+            "{} {} link {} state {} learning {} flood {} mcast_flood {} bcast_flood {} isolated {} \
+             max_learned {} learned {} fast_path {}",
+            l.name,
+            l.kind,
+            if l.up { "up" } else { "down" },
+            l.state,
+            on(l.learning),
+            on(l.flood),
+            on(l.mcast_flood),
+            on(l.bcast_flood),
+            on(l.isolated),
+            l.max_learned,
+            l.learned_entries,
+            l.fast_path
+        );
+    }
+    out
+}
+
+/// `bridge-ctl vlan show`: iproute2's `bridge vlan show` layout (a port
+/// column, then one VLAN per line with `PVID` and `Egress Untagged`),
+/// after a line saying whether filtering is on and with which protocol.
+pub fn vlans_text(filtering: bool, protocol: &str, ports: &[VlanRow]) -> String {
+    let mut out = format!(
+        "vlan_filtering {} vlan_protocol {protocol}{}\n",
+        if filtering { "on" } else { "off" },
+        if filtering { "" } else { " (the VLANs below are kept and apply when filtering is switched on)" }
+    );
+    let width = ports.iter().map(|p| p.name.chars().count()).max().unwrap_or(0).max(4);
+    let _ = writeln!(out, "{:<width$}  vlan-id", "port");
+    for p in ports {
+        if p.vlans.is_empty() {
+            let _ = writeln!(out, "{:<width$}  (none)", p.name);
+        }
+        for (i, v) in p.vlans.iter().enumerate() {
+            let name = if i == 0 { p.name.as_str() } else { "" };
+            let mut line = format!("{name:<width$}  {}", v.vid);
+            if p.pvid == Some(v.vid) {
+                line.push_str(" PVID");
+            }
+            if v.untagged {
+                line.push_str(" Egress Untagged");
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// Columns of text: the first `left` columns left-aligned, the rest right-aligned.
@@ -493,6 +560,8 @@ pub fn stats_table(s: &BridgeStats) -> String {
         "kind",
         "member",
         "up",
+        "state",
+        "learned",
         "received",
         "fast_fwd",
         "forwarded",
@@ -509,6 +578,8 @@ pub fn stats_table(s: &BridgeStats) -> String {
             p.kind.clone(),
             yes(p.member),
             yes(p.up),
+            if p.state.is_empty() { "-".to_string() } else { p.state.clone() },
+            p.learned_entries.to_string(),
             p.received.to_string(),
             p.fast_forwarded.to_string(),
             p.forwarded.to_string(),
@@ -545,7 +616,7 @@ pub fn stats_table(s: &BridgeStats) -> String {
         ]);
     }
     let mut out = format!("uptime: {:.1}s\n", s.uptime_s);
-    out.push_str(&table(&ports, 2));
+    out.push_str(&table(&ports, 5));
     let fast: Vec<String> =
         s.ports.iter().filter(|p| p.member).map(|p| format!("{} {}", p.name, p.fast_path)).collect();
     if !fast.is_empty() {
@@ -609,13 +680,24 @@ mod tests {
 
     #[test]
     fn fdb_rows_print_as_iproute2_does() {
-        let mut row =
-            FdbRow { mac: "02:00:00:00:00:01".into(), port: "veth0".into(), vlan: 10, is_static: true, age_s: 0 };
+        let mut row = FdbRow {
+            mac: "02:00:00:00:00:01".into(),
+            port: "veth0".into(),
+            vlan: 10,
+            is_static: true,
+            kind: "static".into(),
+            age_s: 0,
+        };
         assert_eq!(row.to_line(), "02:00:00:00:00:01 dev veth0 vlan 10 master flowsteer static");
         row.vlan = 0;
         row.is_static = false;
+        row.kind = "learned".into();
         row.age_s = 12;
         assert_eq!(row.to_line(), "02:00:00:00:00:01 dev veth0 age 12s master flowsteer");
+        row.kind = "sticky".into();
+        assert_eq!(row.to_line(), "02:00:00:00:00:01 dev veth0 age 12s master flowsteer sticky");
+        row.kind = "extern_learn".into();
+        assert_eq!(row.to_line(), "02:00:00:00:00:01 dev veth0 age 12s master flowsteer extern_learn");
     }
 
     #[test]
@@ -655,6 +737,8 @@ mod tests {
                 kind: "afxdp".into(),
                 member: true,
                 up: true,
+                state: "forwarding".into(),
+                learned_entries: 7,
                 received: 100,
                 fast_forwarded: 0,
                 fast_path: "xdp".into(),
@@ -689,7 +773,11 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[1].starts_with("port ") && lines[1].ends_with("tx_dropped"), "{text}");
         let cells: Vec<&str> = lines[2].split_whitespace().collect();
-        assert_eq!(cells, ["veth0", "afxdp", "yes", "yes", "100", "0", "90", "5", "5", "77", "0"], "{text}");
+        assert_eq!(
+            cells,
+            ["veth0", "afxdp", "yes", "yes", "forwarding", "7", "100", "0", "90", "5", "5", "77", "0"],
+            "{text}"
+        );
         assert_eq!(lines[3], "fast path: veth0 xdp", "{text}");
         assert_eq!(lines[1].len(), lines[2].len(), "aligned:\n{text}");
         let cells: Vec<&str> = lines[6].split_whitespace().collect();

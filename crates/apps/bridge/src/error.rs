@@ -95,8 +95,8 @@ pub enum ConfigError {
     /// `ageing_s` is 0.
     #[error("ageing must be at least 1 second")]
     BadAgeing,
-    /// A learned-entry limit is 0 or above the table's bound.
-    #[error("{0} must be between 1 and {max}", max = flowsteer_fdb::MAX_CAPACITY)]
+    /// A learned-entry limit is above the table's bound.
+    #[error("{0} must be between 0 (no limit) and {max}", max = flowsteer_fdb::MAX_CAPACITY)]
     BadLimit(&'static str),
     /// `rx_copy_threshold` above [`MAX_RX_COPY_THRESHOLD`].
     #[error("rx copy threshold must be at most {MAX_RX_COPY_THRESHOLD}, not {0}")]
@@ -116,7 +116,19 @@ pub enum ConfigError {
     /// VLANs given for an interface that is not a port.
     #[error("VLANs given for {0}, which is not a port")]
     VlansForUnknownPort(String),
-    /// VLANs given without VLAN filtering.
-    #[error("per-port VLANs need VLAN filtering")]
-    VlansWithoutFiltering,
+    /// Flags given for an interface that is not a port.
+    #[error("flags given for {0}, which is not a port")]
+    FlagsForUnknownPort(String),
+    /// Not a port state.
+    #[error("port state {0:?}: expected disabled, listening, learning, forwarding or blocking (or 0-4)")]
+    BadPortState(String),
+    /// Not a port flag, or a bad value for one.
+    #[error("port flag {0:?}: expected learning, flood, mcast_flood, bcast_flood, isolated (on|off), state S or max_learned N")]
+    BadPortFlag(String),
+    /// Not `802.1q` or `802.1ad`.
+    #[error("VLAN protocol {0:?}: expected 802.1q or 802.1ad")]
+    BadVlanProtocol(String),
+    /// A default PVID outside 0..=4094.
+    #[error("default PVID {0}: expected 1-4094, or 0 for none")]
+    BadDefaultPvid(u16),
 }

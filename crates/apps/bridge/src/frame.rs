@@ -8,9 +8,10 @@ use flowsteer_fdb::Mac;
 const ADDRS: usize = 12;
 /// The shortest frame a bridge takes: two addresses and an ethertype.
 pub const MIN_FRAME: usize = 14;
-/// 802.1Q (C-tag) and 802.1ad (S-tag) TPIDs.
-const TPID_8021Q: u16 = 0x8100;
-const TPID_8021AD: u16 = 0x88a8;
+/// The 802.1Q (C-tag) TPID, and 802.1ad's (S-tag).
+pub const TPID_8021Q: u16 = 0x8100;
+/// The 802.1ad (S-tag) TPID.
+pub const TPID_8021AD: u16 = 0x88a8;
 
 /// Why a frame cannot be bridged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +27,8 @@ pub struct EthHeader {
     pub dst: Mac,
     /// Source address.
     pub src: Mac,
-    /// The outer tag's TCI (PCP, DEI, VID), when the frame carries one.
+    /// The outer tag's TCI (PCP, DEI, VID), when the frame carries one of
+    /// the bridge's protocol (VID 0: a priority tag).
     pub tci: Option<u16>,
     /// Where the bytes after the tag (or after the addresses, untagged)
     /// start: 12 or 16.
@@ -34,8 +36,9 @@ pub struct EthHeader {
 }
 
 impl EthHeader {
-    /// Reads the header of `frame`; never panics.
-    pub fn parse(frame: &[u8]) -> Result<EthHeader, FrameError> {
+    /// Reads the header of `frame`, taking an outer tag of `tpid` as the
+    /// frame's tag (a tag of another TPID is payload); never panics.
+    pub fn parse(frame: &[u8], tpid: u16) -> Result<EthHeader, FrameError> {
         if frame.len() < MIN_FRAME {
             return Err(FrameError::Runt);
         }
@@ -46,7 +49,7 @@ impl EthHeader {
         };
         let (dst, src) = (mac(0), mac(6));
         let et = u16::from_be_bytes([frame[12], frame[13]]);
-        if et == TPID_8021Q || et == TPID_8021AD {
+        if et == tpid {
             if frame.len() < MIN_FRAME + 4 {
                 return Err(FrameError::Runt);
             }
@@ -56,9 +59,16 @@ impl EthHeader {
         Ok(EthHeader { dst, src, tci: None, rest_at: ADDRS })
     }
 
-    /// The VLAN id of the tag, if any.
+    /// The VLAN id of the tag, if any (0 for a priority tag).
     pub fn vid(&self) -> Option<u16> {
         self.tci.map(|t| t & 0x0fff)
+    }
+
+    /// The VLAN id of the tag when it names a VLAN: `None` untagged or
+    /// priority-tagged (VID 0, 802.1p priority only), which a VLAN-aware
+    /// bridge classifies to the ingress port's PVID.
+    pub fn tagged_vid(&self) -> Option<u16> {
+        self.vid().filter(|v| *v != 0)
     }
 }
 
@@ -67,12 +77,12 @@ pub fn out_len(frame_len: usize, hdr: &EthHeader, tci: Option<u16>) -> usize {
     frame_len - hdr.rest_at + ADDRS + if tci.is_some() { 4 } else { 0 }
 }
 
-/// Appends `frame` (header `hdr`) to `out`, tagged with `tci` (802.1Q) or
-/// untagged.
-pub fn write_frame(out: &mut Vec<u8>, frame: &[u8], hdr: &EthHeader, tci: Option<u16>) {
+/// Appends `frame` (header `hdr`) to `out`, tagged with `tci` (a tag of
+/// `tpid`) or untagged.
+pub fn write_frame(out: &mut Vec<u8>, frame: &[u8], hdr: &EthHeader, tci: Option<u16>, tpid: u16) {
     out.extend_from_slice(&frame[..ADDRS]);
     if let Some(t) = tci {
-        out.extend_from_slice(&TPID_8021Q.to_be_bytes());
+        out.extend_from_slice(&tpid.to_be_bytes());
         out.extend_from_slice(&t.to_be_bytes());
     }
     out.extend_from_slice(&frame[hdr.rest_at.min(frame.len())..]);
@@ -95,9 +105,9 @@ mod tests {
 
     #[test]
     fn parses_untagged_and_tagged() {
-        let h = EthHeader::parse(&frame(None)).unwrap();
+        let h = EthHeader::parse(&frame(None), TPID_8021Q).unwrap();
         assert_eq!((h.dst, h.src.0[5], h.tci, h.rest_at), (Mac::BROADCAST, 1, None, 12));
-        let h = EthHeader::parse(&frame(Some(0x2064))).unwrap();
+        let h = EthHeader::parse(&frame(Some(0x2064)), TPID_8021Q).unwrap();
         assert_eq!((h.vid(), h.rest_at), (Some(100), 16));
     }
 
@@ -106,25 +116,43 @@ mod tests {
         let t = frame(Some(7));
         for len in 0..18 {
             let want = if len < 14 || (14..18).contains(&len) { Err(FrameError::Runt) } else { unreachable!() };
-            assert_eq!(EthHeader::parse(&t[..len]), want, "{len}");
+            assert_eq!(EthHeader::parse(&t[..len], TPID_8021Q), want, "{len}");
         }
-        assert!(EthHeader::parse(&frame(None)[..14]).is_ok());
+        assert!(EthHeader::parse(&frame(None)[..14], TPID_8021Q).is_ok());
     }
 
     #[test]
     fn tags_are_added_kept_and_removed() {
         let (plain, tagged) = (frame(None), frame(Some(10)));
-        let hp = EthHeader::parse(&plain).unwrap();
-        let ht = EthHeader::parse(&tagged).unwrap();
+        let hp = EthHeader::parse(&plain, TPID_8021Q).unwrap();
+        let ht = EthHeader::parse(&tagged, TPID_8021Q).unwrap();
         let mut out = Vec::new();
-        write_frame(&mut out, &plain, &hp, Some(10));
+        write_frame(&mut out, &plain, &hp, Some(10), TPID_8021Q);
         assert_eq!(out, tagged);
         assert_eq!(out_len(plain.len(), &hp, Some(10)), tagged.len());
         out.clear();
-        write_frame(&mut out, &tagged, &ht, None);
+        write_frame(&mut out, &tagged, &ht, None, TPID_8021Q);
         assert_eq!(out, plain);
         out.clear();
-        write_frame(&mut out, &tagged, &ht, Some(10));
+        write_frame(&mut out, &tagged, &ht, Some(10), TPID_8021Q);
         assert_eq!(out, tagged);
+    }
+
+    #[test]
+    fn a_tag_of_the_other_protocol_is_payload_and_vid_0_is_a_priority_tag() {
+        let mut s_tagged = frame(Some(10));
+        s_tagged[12..14].copy_from_slice(&TPID_8021AD.to_be_bytes());
+        let h = EthHeader::parse(&s_tagged, TPID_8021Q).unwrap();
+        assert_eq!((h.tci, h.rest_at), (None, 12), "an S-tag on an 802.1Q bridge is payload");
+        let h = EthHeader::parse(&s_tagged, TPID_8021AD).unwrap();
+        assert_eq!(h.vid(), Some(10));
+        let h = EthHeader::parse(&frame(Some(0x6000)), TPID_8021Q).unwrap();
+        assert_eq!((h.vid(), h.tagged_vid()), (Some(0), None));
+        // Pushed in front of the S-tag, kept intact behind it.
+        let hp = EthHeader::parse(&s_tagged, TPID_8021Q).unwrap();
+        let mut out = Vec::new();
+        write_frame(&mut out, &s_tagged, &hp, Some(20), TPID_8021Q);
+        assert_eq!(&out[12..16], &[0x81, 0x00, 0x00, 20]);
+        assert_eq!(&out[16..], &s_tagged[12..]);
     }
 }

@@ -38,11 +38,13 @@ pub mod error;
 pub mod frame;
 pub mod metrics;
 pub mod port;
+pub mod portconf;
 pub mod runtime;
 mod shared;
 mod worker;
 
-pub use api::{BridgeStats, Control, FdbRow, PortKind, PortSpec, Request, Response};
-pub use config::{BridgeConfig, ConfigError, FastPath, PortVlans, TxQueue};
+pub use api::{BridgeStats, Control, FdbRow, LinkRow, PortKind, PortSpec, Request, Response, VlanMember, VlanRow};
+pub use config::{BridgeConfig, ConfigError, FastPath, TxQueue};
 pub use error::BridgeError;
+pub use portconf::{PortConf, PortFlags, PortState, PortVlans, VlanProtocol};
 pub use runtime::{Bridge, BridgeControl};

@@ -14,7 +14,6 @@
 //!   transmit socket per worker.
 
 use crate::api::{PortKind, PortSpec};
-use crate::config::PortVlans;
 use crate::counters::PortCounters;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing, TxConfig, TxSocket};
 use flowsteer_fdb::PortId;
@@ -57,7 +56,6 @@ pub(crate) struct PortShared {
     /// The interface's MTU when opened: frames longer than MTU + 18 are
     /// not sent out of it (`too_big`).
     pub mtu: u32,
-    pub vlans: PortVlans,
     /// One block per worker.
     pub counters: Box<[PortCounters]>,
     /// Each worker's sockets, until the worker takes them.
@@ -70,7 +68,17 @@ pub(crate) struct PortShared {
     /// The frames its fast path forwarded when it was detached.
     pub program_fast_forwarded: AtomicU64,
     pub member: AtomicBool,
+    /// The link works: administratively up with carrier (as last seen;
+    /// a port that is not up neither receives nor sends).
     pub up: AtomicBool,
+    /// When the port stopped being a member (for how long its counters
+    /// stay in `stats`).
+    pub removed_at: Mutex<Option<Instant>>,
+    /// Why the fast path, attached, does not forward to the port now
+    /// (empty when it does).
+    pub fast_note: Mutex<String>,
+    /// Learned entries on the port (as of the writer's last tick).
+    pub learned_entries: AtomicU64,
     /// `xdp` when the port's program forwards learned unicast itself, or
     /// `off (why)`.
     pub fast_path: String,
@@ -100,7 +108,6 @@ impl PortShared {
 pub(crate) fn open(
     id: PortId,
     spec: &PortSpec,
-    vlans: PortVlans,
     workers: usize,
     group: u16,
     fast: Result<FastPathAttach, &str>,
@@ -187,7 +194,6 @@ pub(crate) fn open(
         spec: spec.clone(),
         ifindex,
         mtu,
-        vlans,
         counters: (0..workers).map(|_| PortCounters::default()).collect(),
         handoff: handles.into_iter().map(|h| Mutex::new(Some(h))).collect(),
         program: Mutex::new(program),
@@ -195,6 +201,9 @@ pub(crate) fn open(
         program_fast_forwarded: AtomicU64::new(0),
         member: AtomicBool::new(true),
         up: AtomicBool::new(true),
+        removed_at: Mutex::new(None),
+        fast_note: Mutex::new(String::new()),
+        learned_entries: AtomicU64::new(0),
         fast_path: match (&spec.kind, &fast) {
             (PortKind::Afxdp, Ok(_)) => "xdp".to_string(),
             (PortKind::Afpacket, _) => "off (afpacket port: the workers forward)".to_string(),

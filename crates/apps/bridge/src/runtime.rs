@@ -6,9 +6,12 @@
 //! * one worker per `workers` ([`crate::worker`]), pinned to `cpus[i % len]`;
 //! * one writer, the only thread that changes anything: it drains the
 //!   workers' learning events into the MAC table and publishes about every
-//!   millisecond, ages once per second, reads each port's link state over
-//!   netlink once per second (a port going down loses its learned entries),
-//!   and applies control requests (port add/del, fdb add/del/flush/show).
+//!   millisecond, ages once per second, re-reads its ports' links when
+//!   rtnetlink says a link changed (and once per second besides: a port
+//!   whose carrier or admin state goes down stops forwarding and loses its
+//!   dynamic entries, and comes back by itself), and applies control
+//!   requests (port add/del, link set/show, vlan add/del/show/filtering,
+//!   fdb add/del/flush/show).
 //!
 //! Shared state, and who writes it:
 //! * the member-port list: an `ArcSwap<PortList>` the writer replaces and
@@ -19,16 +22,19 @@
 //!   only, summed by [`Bridge::stats`];
 //! * the MAC table: `flowsteer-fdb` (left-right), written by the writer.
 
-use crate::api::{BridgeStats, Control, FdbCounters, FdbRow, PortStats, Request, Response, WorkerStats, STATS_SCHEMA};
-use crate::config::{BridgeConfig, FastPath};
+use crate::api::{
+    BridgeStats, Control, FdbCounters, FdbRow, LinkRow, PortStats, Request, Response, VlanMember, VlanRow, WorkerStats,
+    STATS_SCHEMA,
+};
+use crate::config::{BridgeConfig, FastPath, PortConf, PortFlags, PortState};
 use crate::counters::{reason_map, Reason, WorkerCounters};
 use crate::error::BridgeError;
 use crate::port::{self, PortShared};
-use crate::shared::{PortList, Shared};
+use crate::shared::{Member, PortList, Shared};
 use crate::worker::Worker;
 use arc_swap::ArcSwap;
-use flowsteer_fdb::{Changes, FdbConfig, FdbKey, FdbWriter, Mac, Op, PortId, VlanId};
-use flowsteer_live::link::LinkReader;
+use flowsteer_fdb::{Changes, EntryKind, FdbConfig, FdbKey, FdbWriter, Flush, Mac, Op, PortId, VlanId};
+use flowsteer_live::link::{LinkReader, LinkWatcher};
 use flowsteer_live::netdev::NetdevReader;
 use flowsteer_xsk::{FastPathAttach, FastPathMaps};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -49,6 +55,10 @@ const FAST_PORT_SLOTS: u32 = 4096;
 /// Static entries the fast path's mirror holds beside the learned ones
 /// (`flowsteer-fdb`'s default static limit).
 const FAST_STATIC_ENTRIES: usize = 4096;
+/// How long a removed port's row stays in `stats` (and its series in the
+/// metrics), so a monitor that scrapes every few minutes still sees its
+/// last counters; `port del` also answers them.
+pub const REMOVED_ROW_TTL: Duration = Duration::from_secs(300);
 
 type Job = (Request, SyncSender<Response>);
 
@@ -98,8 +108,8 @@ impl Bridge {
         cfg.validate()?;
         let fcfg = FdbConfig {
             ageing_s: cfg.ageing_s,
-            max_learned: cfg.max_learned,
-            max_learned_per_port: cfg.max_learned_per_port,
+            max_learned: BridgeConfig::limit(cfg.max_learned),
+            max_learned_per_port: BridgeConfig::limit(cfg.max_learned_per_port),
             ..FdbConfig::default()
         };
         let (writer, fdb_workers) =
@@ -109,12 +119,13 @@ impl Bridge {
         let mut ports = Vec::new();
         for (i, spec) in cfg.ports.iter().enumerate() {
             let attach = fast_attach(fast.as_ref(), fast_off, i);
-            let (p, w) =
-                port::open(PortId(i as u16), spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(i), attach)
-                    .map_err(|message| BridgeError::Port { iface: spec.iface.clone(), message })?;
+            let (p, w) = port::open(PortId(i as u16), spec, cfg.workers, fanout_group(i), attach)
+                .map_err(|message| BridgeError::Port { iface: spec.iface.clone(), message })?;
             warnings.extend(w);
             ports.push(Arc::new(p));
         }
+        let members: Vec<Member> =
+            ports.iter().map(|p| Member { port: p.clone(), conf: Arc::new(cfg.conf_of(&p.spec.iface)) }).collect();
         let mtus: Vec<u32> = ports.iter().map(|p| p.mtu).collect();
         if mtus.iter().any(|m| *m != mtus[0]) {
             let list: Vec<String> = ports.iter().map(|p| format!("{} {}", p.spec.iface, p.mtu)).collect();
@@ -127,7 +138,7 @@ impl Bridge {
         let shared = Arc::new(Shared {
             start: Instant::now(),
             stop: AtomicBool::new(false),
-            ports: ArcSwap::from_pointee(PortList { version: 1, ports: ports.clone() }),
+            ports: ArcSwap::from_pointee(PortList { version: 1, ports: members, vlan_filtering: cfg.vlan_filtering }),
             all_ports: Mutex::new(ports),
             acks: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
@@ -141,10 +152,13 @@ impl Bridge {
         let control = Arc::new(BridgeControl { shared: shared.clone(), jobs: Mutex::new(Some(jobs_tx)) });
         let mut bridge = Bridge { shared: shared.clone(), control, workers: Vec::new(), writer: None, warnings };
         let links = LinkReader::new().map_err(|source| BridgeError::Io { what: "netlink socket".into(), source })?;
+        let watcher = LinkWatcher::new()
+            .map_err(|source| BridgeError::Io { what: "netlink socket (link events)".into(), source })?;
         let mut wr = Writer {
             shared: shared.clone(),
             fdb: writer,
             links,
+            watcher,
             jobs: jobs_rx,
             next_id: shared.cfg.ports.len(),
             egress: Vec::new(),
@@ -153,10 +167,15 @@ impl Bridge {
                     .map_err(|source| BridgeError::Io { what: "generic netlink socket".into(), source })?,
                 None => None,
             },
+            resync: false,
         };
         if shared.fast.is_some() {
             wr.fdb.record_changes(true);
         }
+        for m in &shared.ports.load().ports {
+            wr.fdb.set_port_limit(m.id, m.conf.flags.max_learned);
+        }
+        wr.watch_links();
         bridge.warnings.extend(wr.sync_fast_ports());
         wr.publish_counters();
         bridge.writer = Some(
@@ -263,7 +282,6 @@ impl Drop for Bridge {
 fn fast_path_maps(cfg: &BridgeConfig) -> Result<(Option<Arc<FastPathMaps>>, &'static str), BridgeError> {
     let why = match cfg.fast_path {
         FastPath::Off => Some("--fast-path off"),
-        _ if cfg.vlan_filtering => Some("VLAN filtering: the fast path keys on VLAN 0"),
         _ if !cfg.ports.iter().any(|p| p.kind == crate::api::PortKind::Afxdp) => Some("no afxdp: port"),
         _ => None,
     };
@@ -313,6 +331,8 @@ struct Writer {
     shared: Arc<Shared>,
     fdb: FdbWriter,
     links: LinkReader,
+    /// Link change events (`ip monitor link`), read every tick.
+    watcher: LinkWatcher,
     jobs: Receiver<Job>,
     next_id: usize,
     /// Per port id: whether the fast path may send to it now (as last
@@ -321,6 +341,9 @@ struct Writer {
     /// XDP features of the egress devices (None: the kernel has no netdev
     /// netlink family).
     netdev: Option<NetdevReader>,
+    /// The fast path's mirror is copied whole at the next tick (a port's
+    /// forwarding changed, or VLAN filtering was switched).
+    resync: bool,
 }
 
 impl Writer {
@@ -340,11 +363,19 @@ impl Writer {
                 Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(WRITER_TICK),
             }
             self.fdb.drain();
+            // A link event is acted on within a tick; the once-a-second
+            // read covers an event lost to a full socket buffer.
+            let link_event = self.watcher.changed().unwrap_or(true);
+            if link_event {
+                self.watch_links();
+                self.sync_fast_ports();
+            }
             if Instant::now() >= next_second {
                 next_second += Duration::from_secs(1);
                 self.age();
                 self.watch_links();
                 self.sync_fast_ports();
+                self.forget_removed();
             }
             self.mirror();
             self.publish_counters();
@@ -373,16 +404,30 @@ impl Writer {
     /// Brings the fast path's copy of the table up to date: every change
     /// since the last call, in order (or the whole table after a gap).
     /// Runs in the same loop turn as the publish of the change.
+    ///
+    /// Entries of a port that does not forward are left out: the program
+    /// forwards a frame only when its source's entry names the ingress
+    /// port, so such a port's frames, and frames to it, take the workers,
+    /// which apply its state.
     fn mirror(&mut self) {
         let Some(fast) = self.shared.fast.clone() else { return };
+        let list = self.shared.ports.load_full();
         let set = |k: &FdbKey, e: &flowsteer_fdb::Entry| {
-            if u32::from(e.port.0) < FAST_PORT_SLOTS {
-                let _ = fast.fdb_set(k.mac.0, k.vlan.0, u32::from(e.port.0), e.is_static);
+            let forwards = list.get(e.port).is_some_and(|m| m.conf.flags.state.forwards());
+            if u32::from(e.port.0) < FAST_PORT_SLOTS && forwards {
+                let _ = fast.fdb_set(k.mac.0, k.vlan.0, u32::from(e.port.0), !e.kind.ages());
             } else {
                 let _ = fast.fdb_delete(k.mac.0, k.vlan.0);
             }
         };
-        match self.fdb.take_changes() {
+        let changes = match std::mem::take(&mut self.resync) {
+            true => {
+                let _ = self.fdb.take_changes();
+                Changes::Resync
+            }
+            false => self.fdb.take_changes(),
+        };
+        match changes {
             Changes::List(ops) => {
                 for op in ops {
                     match op {
@@ -420,13 +465,32 @@ impl Writer {
             if id >= FAST_PORT_SLOTS as usize {
                 continue;
             }
-            let (ok, why) = match p.up.load(Ordering::Relaxed) {
-                false => (false, None),
-                true => match self.takes_redirects(p.ifindex) {
+            let flags = p.conf.flags;
+            let idle = if !p.up.load(Ordering::Relaxed) {
+                Some("link down")
+            } else if !flags.state.forwards() {
+                Some("state not forwarding")
+            } else if flags.isolated {
+                Some("isolated: the workers keep isolated ports apart")
+            } else if list.vlan_filtering {
+                Some("VLAN filtering on: the fast path keys on VLAN 0")
+            } else {
+                None
+            };
+            let (ok, why) = match idle {
+                Some(_) => (false, None),
+                None => match self.takes_redirects(p.ifindex) {
                     Ok(()) => (true, None),
                     Err(why) => (false, Some(why)),
                 },
             };
+            if let Ok(mut note) = p.fast_note.lock() {
+                *note = match (idle, &why) {
+                    (Some(i), _) => format!("idle as egress: {i}"),
+                    (None, Some(w)) => format!("idle as egress: {w}"),
+                    (None, None) => String::new(),
+                };
+            }
             if self.egress.len() <= id {
                 self.egress.resize(id + 1, None);
             }
@@ -500,13 +564,19 @@ impl Writer {
         if let Ok(mut g) = self.shared.fdb.lock() {
             *g = c;
         }
+        for m in &self.shared.ports.load().ports {
+            m.learned_entries.store(self.fdb.learned_on(m.id) as u64, Ordering::Relaxed);
+        }
     }
 
-    /// A port whose link went down loses its learned entries.
+    /// Reads every member's link: up (administratively, with carrier) or
+    /// not. A port whose link went down stops forwarding (the workers
+    /// check `up`) and loses its dynamic entries
+    /// ([`FdbWriter::flush_port`]); it forwards again when the link is back.
     fn watch_links(&mut self) {
         let list = self.shared.ports.load_full();
         for p in &list.ports {
-            let up = matches!(self.links.read(p.ifindex, None), Ok(Some(l)) if l.up);
+            let up = matches!(self.links.read(p.ifindex, None), Ok(Some(l)) if l.up && l.carrier);
             let was = p.up.swap(up, Ordering::Relaxed);
             if was && !up {
                 self.fdb.flush_port(p.id);
@@ -514,8 +584,34 @@ impl Writer {
         }
     }
 
-    fn member(&self, iface: &str) -> Option<Arc<PortShared>> {
+    /// Drops the rows of ports removed more than [`REMOVED_ROW_TTL`] ago.
+    fn forget_removed(&mut self) {
+        if let Ok(mut all) = self.shared.all_ports.lock() {
+            all.retain(|p| !removed_long_ago(p));
+        }
+    }
+
+    fn member(&self, iface: &str) -> Option<Member> {
         self.shared.ports.load().ports.iter().find(|p| p.spec.iface == iface).cloned()
+    }
+
+    /// Publishes `conf` as port `id`'s configuration (a new list version
+    /// the workers acknowledge before this returns).
+    fn set_conf(&mut self, id: PortId, conf: PortConf) {
+        let list = self.shared.ports.load_full();
+        let was_forwarding = list.get(id).is_some_and(|m| m.conf.flags.state.forwards());
+        let conf = Arc::new(conf);
+        let ports = list
+            .ports
+            .iter()
+            .map(|m| if m.id == id { Member { port: m.port.clone(), conf: conf.clone() } } else { m.clone() })
+            .collect();
+        replace_list(&self.shared, ports, list.vlan_filtering);
+        if was_forwarding != conf.flags.state.forwards() {
+            self.resync = true;
+        }
+        self.fdb.set_port_limit(id, conf.flags.max_learned);
+        self.sync_fast_ports();
     }
 
     fn apply(&mut self, req: Request) -> Response {
@@ -523,18 +619,44 @@ impl Writer {
         match req {
             Request::Stats => Response::Stats { stats: Box::new(stats(&self.shared)) },
             Request::FdbShow => Response::Fdb { entries: self.rows() },
-            Request::FdbAdd { mac, vlan, iface } => {
+            Request::FdbAdd { mac, vlan, iface, kind } => {
                 let Some(mac) = parse_mac(&mac) else {
                     return err(format!("bad MAC {mac:?}: expected aa:bb:cc:dd:ee:ff"));
+                };
+                let kind = match kind.as_str() {
+                    "static" => EntryKind::Static,
+                    "sticky" => EntryKind::Sticky,
+                    "extern_learn" => EntryKind::External,
+                    _ => return err(format!("bad entry type {kind:?}: expected static, sticky or extern_learn")),
                 };
                 if vlan > 4094 {
                     return err(format!("bad VLAN {vlan}: expected 0-4094"));
                 }
                 let Some(p) = self.member(&iface) else { return err(format!("{iface} is not a member port")) };
+                let filtering = self.shared.ports.load().vlan_filtering;
+                if !filtering && vlan != 0 {
+                    return err(format!(
+                        "VLAN filtering is off: every frame is in one learning domain, so an entry in VLAN {vlan} \
+                         would never match (add it without vlan, or switch filtering on: bridge-ctl vlan filtering on)"
+                    ));
+                }
+                if filtering && vlan == 0 {
+                    let pvid = p.conf.vlans.pvid.map_or("none".to_string(), |v| v.to_string());
+                    return err(format!(
+                        "VLAN filtering is on: name the entry's VLAN (untagged frames of {iface} are in its PVID, {pvid})"
+                    ));
+                }
+                if filtering && !p.conf.vlans.admits(vlan) {
+                    return err(format!(
+                        "{iface} is not a member of VLAN {vlan}, so the entry would never forward \
+                         (bridge-ctl vlan add dev {iface} vid {vlan} first)"
+                    ));
+                }
                 let now = self.now_s();
-                match self.fdb.add_static(mac, VlanId(vlan), p.id, now) {
-                    Ok(()) => Response::Ok { detail: format!("added {mac} vlan {vlan} on {iface}") },
-                    Err(e) => err(format!("{mac}: {e}")),
+                let word = kind.word().unwrap_or("learned");
+                match self.fdb.add(mac, VlanId(vlan), p.id, kind, now) {
+                    Ok(()) => Response::Ok { detail: format!("added {mac}{} on {iface} ({word})", vlan_words(vlan)) },
+                    Err(e) => err(format!("{mac}: {e} (at most {} configured entries)", self.fdb.config().max_static)),
                 }
             }
             Request::FdbDel { mac, vlan } => {
@@ -542,22 +664,174 @@ impl Writer {
                     return err(format!("bad MAC {mac:?}: expected aa:bb:cc:dd:ee:ff"));
                 };
                 match self.fdb.remove(m, VlanId(vlan)) {
-                    true => Response::Ok { detail: format!("removed {m} vlan {vlan}") },
-                    false => err(format!("no entry for {m} vlan {vlan}")),
+                    true => Response::Ok { detail: format!("removed {m}{}", vlan_words(vlan)) },
+                    false => err(format!("no entry for {m}{}", vlan_words(vlan))),
                 }
             }
-            Request::FdbFlush { iface: None } => {
-                let n = self.fdb.flush_learned();
-                Response::Ok { detail: format!("flushed {n} entries") }
-            }
-            Request::FdbFlush { iface: Some(iface) } => {
-                let Some(p) = self.member(&iface) else { return err(format!("{iface} is not a member port")) };
-                let n = self.fdb.flush_port(p.id);
-                Response::Ok { detail: format!("flushed {n} entries of {iface}") }
+            Request::FdbFlush { iface, vlan, dynamic, statics } => {
+                let port = match &iface {
+                    Some(i) => match self.member(i) {
+                        Some(p) => Some(p.id),
+                        None => return err(format!("{i} is not a member port")),
+                    },
+                    None => None,
+                };
+                if vlan.is_some_and(|v| v > 4094) {
+                    return err("bad VLAN: expected 0-4094".into());
+                }
+                let dynamic = dynamic || !statics;
+                let f = Flush { port, vlan: vlan.map(VlanId), dynamic, statics };
+                let n = self.fdb.flush(&f);
+                let what = match (dynamic, statics) {
+                    (true, true) => "",
+                    (true, false) => " dynamic",
+                    _ => " static",
+                };
+                let on = iface.map_or(String::new(), |i| format!(" of {i}"));
+                let vl = vlan.map_or(String::new(), vlan_words);
+                Response::Ok { detail: format!("flushed {n}{what} {}{on}{vl}", plural(n, "entry", "entries")) }
             }
             Request::PortAdd { port } => self.port_add(port),
             Request::PortDel { iface } => self.port_del(&iface),
+            Request::LinkSet { iface, settings } => self.link_set(&iface, &settings),
+            Request::LinkShow => Response::Links { links: self.links() },
+            Request::VlanAdd { iface, vid, vid_end, pvid, untagged } => {
+                let Some(p) = self.member(&iface) else { return err(format!("{iface} is not a member port")) };
+                if !(1..=4094).contains(&vid) || vid_end < vid || vid_end > 4094 {
+                    return err(format!("bad VLAN range {vid}-{vid_end}: expected ids 1-4094, first <= last"));
+                }
+                if pvid && vid_end != vid {
+                    return err("pvid takes one VLAN, not a range".into());
+                }
+                let mut conf = (*p.conf).clone();
+                conf.vlans.add((vid, vid_end), pvid, untagged);
+                self.set_conf(p.id, conf);
+                let range = if vid_end == vid { format!("{vid}") } else { format!("{vid}-{vid_end}") };
+                let flags = [(pvid, " pvid"), (untagged, " untagged")];
+                let flags: String = flags.iter().filter(|f| f.0).map(|f| f.1).collect();
+                Response::Ok { detail: format!("{iface}: vid {range}{flags}") }
+            }
+            Request::VlanDel { iface, vid, vid_end } => {
+                let Some(p) = self.member(&iface) else { return err(format!("{iface} is not a member port")) };
+                if !(1..=4094).contains(&vid) || vid_end < vid || vid_end > 4094 {
+                    return err(format!("bad VLAN range {vid}-{vid_end}: expected ids 1-4094, first <= last"));
+                }
+                let mut conf = (*p.conf).clone();
+                let n = conf.vlans.del((vid, vid_end));
+                if n == 0 {
+                    return err(format!("{iface} is not a member of VLAN {vid}{}", range_tail(vid, vid_end)));
+                }
+                self.set_conf(p.id, conf);
+                // Entries of those VLANs on the port can no longer forward.
+                let mut gone = 0;
+                for v in vid..=vid_end {
+                    let f = Flush { port: Some(p.id), vlan: Some(VlanId(v)), dynamic: true, statics: true };
+                    gone += self.fdb.flush(&f);
+                }
+                Response::Ok {
+                    detail: format!(
+                        "{iface}: removed {n} {} ({gone} {} flushed)",
+                        plural(n, "VLAN", "VLANs"),
+                        plural(gone, "entry", "entries")
+                    ),
+                }
+            }
+            Request::VlanShow => {
+                let list = self.shared.ports.load_full();
+                let ports = list
+                    .ports
+                    .iter()
+                    .map(|m| VlanRow {
+                        name: m.spec.iface.clone(),
+                        pvid: m.conf.vlans.pvid,
+                        vlans: m
+                            .conf
+                            .vlans
+                            .members
+                            .iter()
+                            .map(|(&vid, &untagged)| VlanMember { vid, untagged })
+                            .collect(),
+                    })
+                    .collect();
+                Response::Vlans {
+                    filtering: list.vlan_filtering,
+                    protocol: self.shared.cfg.vlan_protocol.name().to_string(),
+                    ports,
+                }
+            }
+            Request::VlanFiltering { on } => {
+                let list = self.shared.ports.load_full();
+                if list.vlan_filtering == on {
+                    return Response::Ok { detail: format!("VLAN filtering is already {}", on_off(on)) };
+                }
+                replace_list(&self.shared, list.ports.clone(), on);
+                let n = self.fdb.flush(&Flush::default());
+                self.resync = true;
+                self.sync_fast_ports();
+                Response::Ok {
+                    detail: format!(
+                        "VLAN filtering {} ({n} dynamic {} flushed)",
+                        on_off(on),
+                        plural(n, "entry", "entries")
+                    ),
+                }
+            }
         }
+    }
+
+    /// `link set`: every setting checked before any is applied.
+    fn link_set(&mut self, iface: &str, settings: &[(String, String)]) -> Response {
+        let Some(p) = self.member(iface) else {
+            return Response::Error { message: format!("{iface} is not a member port") };
+        };
+        if settings.is_empty() {
+            return Response::Error { message: "link set: nothing to set".into() };
+        }
+        let mut conf = (*p.conf).clone();
+        for (name, value) in settings {
+            if let Err(e) = conf.flags.apply(name, value) {
+                return Response::Error { message: e.to_string() };
+            }
+        }
+        let old = p.conf.flags;
+        let new = conf.flags;
+        self.set_conf(p.id, conf);
+        // A port that stops learning and forwarding (disabled, blocking,
+        // listening) loses its dynamic entries: its stations are not
+        // reachable through it any more.
+        let mut detail = format!("{iface}: {}", describe_flags(&new));
+        if old.state.learns() && !new.state.learns() {
+            let n = self.fdb.flush_port(p.id);
+            detail.push_str(&format!(" ({n} {} flushed)", plural(n, "entry", "entries")));
+        }
+        Response::Ok { detail }
+    }
+
+    fn links(&self) -> Vec<LinkRow> {
+        let list = self.shared.ports.load_full();
+        list.ports
+            .iter()
+            .map(|m| {
+                let f = m.conf.flags;
+                LinkRow {
+                    name: m.spec.iface.clone(),
+                    kind: kind_name(m),
+                    up: m.up.load(Ordering::Relaxed),
+                    state: f.state.name().to_string(),
+                    learning: f.learning,
+                    flood: f.flood,
+                    mcast_flood: f.mcast_flood,
+                    bcast_flood: f.bcast_flood,
+                    isolated: f.isolated,
+                    max_learned: match self.fdb.port_limit(m.id) {
+                        n if n >= flowsteer_fdb::MAX_CAPACITY => 0,
+                        n => n as u64,
+                    },
+                    learned_entries: self.fdb.learned_on(m.id) as u64,
+                    fast_path: fast_status(m),
+                }
+            })
+            .collect()
     }
 
     fn rows(&self) -> Vec<FdbRow> {
@@ -576,8 +850,15 @@ impl Writer {
                     .iter()
                     .find(|(id, _)| *id == e.port)
                     .map_or_else(|| format!("#{}", e.port.0), |n| n.1.clone());
-                let age_s = if e.is_static { 0 } else { now.saturating_sub(e.last_seen_s) };
-                let row = FdbRow { mac: k.mac.to_string(), port, vlan: k.vlan.0, is_static: e.is_static, age_s };
+                let age_s = if e.kind.ages() { now.saturating_sub(e.last_seen_s) } else { 0 };
+                let row = FdbRow {
+                    mac: k.mac.to_string(),
+                    port,
+                    vlan: k.vlan.0,
+                    is_static: e.is_static(),
+                    kind: e.kind.word().unwrap_or("learned").to_string(),
+                    age_s,
+                };
                 (e.port, k.vlan.0, k.mac, row)
             })
             .collect();
@@ -596,10 +877,12 @@ impl Writer {
         let id = PortId(self.next_id as u16);
         let cfg = &self.shared.cfg;
         let attach = fast_attach(self.shared.fast.as_ref(), self.shared.fast_off, self.next_id);
-        match port::open(id, &spec, cfg.vlans_of(&spec.iface), cfg.workers, fanout_group(self.next_id), attach) {
+        let conf = cfg.conf_of(&spec.iface);
+        match port::open(id, &spec, cfg.workers, fanout_group(self.next_id), attach) {
             Ok((p, mut warnings)) => {
                 self.next_id += 1;
-                add_member(&self.shared, Arc::new(p));
+                self.fdb.set_port_limit(id, conf.flags.max_learned);
+                add_member(&self.shared, Arc::new(p), conf);
                 warnings.extend(self.sync_fast_ports());
                 let mut detail = format!("added {spec}");
                 for w in warnings {
@@ -617,19 +900,32 @@ impl Writer {
         let Some(gone) = list.ports.iter().find(|p| p.spec.iface == iface).cloned() else {
             return Response::Error { message: format!("{iface} is not a member port") };
         };
-        let n = remove_member(&self.shared, &mut self.fdb, &gone);
+        let n = remove_member(&self.shared, &mut self.fdb, &gone.port);
         if let Some(e) = self.egress.get_mut(usize::from(gone.id.0)) {
             *e = None;
         }
-        Response::Ok { detail: format!("removed {iface} ({n} entries flushed)") }
+        let row = stats(&self.shared).ports.into_iter().find(|p| !p.member && p.name == iface);
+        let last = row.map_or(String::new(), |r| {
+            let dropped: u64 = r.dropped.values().sum();
+            format!(
+                "; its last counters: received {}, forwarded {}, flooded {}, dropped {dropped}, transmitted {} \
+                 (its row leaves stats in {} s)",
+                r.received,
+                r.forwarded + r.fast_forwarded,
+                r.flooded,
+                r.transmitted,
+                REMOVED_ROW_TTL.as_secs()
+            )
+        });
+        Response::Ok { detail: format!("removed {iface} ({n} {} flushed){last}", plural(n, "entry", "entries")) }
     }
 }
 
 /// Publishes a new member list and waits (at most [`ACK_TIMEOUT`]) until
 /// every worker has taken it.
-fn replace_list(shared: &Shared, ports: Vec<Arc<PortShared>>) {
+fn replace_list(shared: &Shared, ports: Vec<Member>, vlan_filtering: bool) {
     let version = shared.ports.load().version + 1;
-    shared.ports.store(Arc::new(PortList { version, ports }));
+    shared.ports.store(Arc::new(PortList { version, ports, vlan_filtering }));
     let deadline = Instant::now() + ACK_TIMEOUT;
     while Instant::now() < deadline
         && shared.acks.iter().any(|a| a.load(Ordering::Acquire) < version)
@@ -639,14 +935,15 @@ fn replace_list(shared: &Shared, ports: Vec<Arc<PortShared>>) {
     }
 }
 
-/// Makes the opened port `p` a member (writer only).
-pub(crate) fn add_member(shared: &Shared, p: Arc<PortShared>) {
+/// Makes the opened port `p` a member with `conf` (writer only).
+pub(crate) fn add_member(shared: &Shared, p: Arc<PortShared>, conf: PortConf) {
     if let Ok(mut all) = shared.all_ports.lock() {
         all.push(p.clone());
     }
-    let mut ports = shared.ports.load().ports.clone();
-    ports.push(p);
-    replace_list(shared, ports);
+    let list = shared.ports.load_full();
+    let mut ports = list.ports.clone();
+    ports.push(Member { port: p, conf: Arc::new(conf) });
+    replace_list(shared, ports, list.vlan_filtering);
 }
 
 /// Takes the member `gone` out (writer only): a new list the workers
@@ -661,9 +958,13 @@ pub(crate) fn remove_member(shared: &Shared, fdb: &mut FdbWriter, gone: &Arc<Por
             let _ = fast.port_clear(u32::from(gone.id.0));
         }
     }
-    let ports = shared.ports.load().ports.iter().filter(|p| p.id != gone.id).cloned().collect();
-    replace_list(shared, ports);
+    let list = shared.ports.load_full();
+    let ports = list.ports.iter().filter(|p| p.id != gone.id).cloned().collect();
+    replace_list(shared, ports, list.vlan_filtering);
     gone.member.store(false, Ordering::Relaxed);
+    if let Ok(mut at) = gone.removed_at.lock() {
+        *at = Some(Instant::now());
+    }
     // Sources the workers saw on the port until they acknowledged the
     // new list are still in their event queues: learn them first, so
     // that removing the port's entries removes them too.
@@ -671,6 +972,80 @@ pub(crate) fn remove_member(shared: &Shared, fdb: &mut FdbWriter, gone: &Arc<Por
     let n = fdb.remove_port(gone.id);
     detach(gone);
     n
+}
+
+/// Whether `p` was removed more than [`REMOVED_ROW_TTL`] ago.
+fn removed_long_ago(p: &PortShared) -> bool {
+    p.removed_at.lock().ok().and_then(|g| *g).is_some_and(|t| t.elapsed() > REMOVED_ROW_TTL)
+}
+
+fn kind_name(p: &PortShared) -> String {
+    match p.spec.kind {
+        crate::api::PortKind::Afxdp => "afxdp".into(),
+        crate::api::PortKind::Afpacket => "afpacket".into(),
+    }
+}
+
+/// The fast path's status on `p`: how it is attached, and why it does
+/// not forward to the port now, if it does not.
+fn fast_status(p: &PortShared) -> String {
+    let note = p.fast_note.lock().map(|n| n.clone()).unwrap_or_default();
+    if note.is_empty() || !p.fast_path.starts_with("xdp") {
+        p.fast_path.clone()
+    } else {
+        format!("{} ({note})", p.fast_path)
+    }
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+/// ` vlan N` for a VLAN, nothing for untagged (0).
+fn vlan_words(vlan: u16) -> String {
+    if vlan == 0 {
+        String::new()
+    } else {
+        format!(" vlan {vlan}")
+    }
+}
+
+fn range_tail(vid: u16, end: u16) -> String {
+    if end == vid {
+        String::new()
+    } else {
+        format!("-{end}")
+    }
+}
+
+/// The flags as `link show` prints them.
+pub fn describe_flags(f: &PortFlags) -> String {
+    let max = match f.max_learned {
+        None => String::new(),
+        Some(0) => " max_learned 0 (none)".to_string(),
+        Some(n) => format!(" max_learned {n}"),
+    };
+    format!(
+        "state {} learning {} flood {} mcast_flood {} bcast_flood {} isolated {}{max}",
+        f.state.name(),
+        on_off(f.learning),
+        on_off(f.flood),
+        on_off(f.mcast_flood),
+        on_off(f.bcast_flood),
+        on_off(f.isolated)
+    )
 }
 
 /// `aa:bb:cc:dd:ee:ff` (hex digits in either case).
@@ -688,7 +1063,9 @@ pub fn parse_mac(s: &str) -> Option<Mac> {
 }
 
 pub(crate) fn stats(sh: &Shared) -> BridgeStats {
-    let all = sh.all_ports.lock().map(|a| a.clone()).unwrap_or_default();
+    let all: Vec<Arc<PortShared>> =
+        sh.all_ports.lock().map(|a| a.iter().filter(|p| !removed_long_ago(p)).cloned().collect()).unwrap_or_default();
+    let list = sh.ports.load_full();
     let nworkers = sh.workers.len();
     let mut ports = Vec::new();
     // Kernel drops per worker (of its sockets, over every port).
@@ -715,17 +1092,17 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
         let fast = program.map_or_else(|| p.program_fast_forwarded.load(Ordering::Relaxed), |c| c.fast_forwarded);
         dropped[Reason::Kernel as usize] += prog_dropped;
         let kernel = dropped[Reason::Kernel as usize];
+        let member = list.get(p.id).filter(|m| Arc::ptr_eq(&m.port, p));
         ports.push(PortStats {
             name: p.spec.iface.clone(),
-            kind: match p.spec.kind {
-                crate::api::PortKind::Afxdp => "afxdp".into(),
-                crate::api::PortKind::Afpacket => "afpacket".into(),
-            },
+            kind: kind_name(p),
             member: p.member.load(Ordering::Relaxed),
             up: p.up.load(Ordering::Relaxed),
+            state: member.map_or(PortState::Disabled, |m| m.conf.flags.state).name().to_string(),
+            learned_entries: if member.is_some() { p.learned_entries.load(Ordering::Relaxed) } else { 0 },
             received: rx + kernel + fast,
             fast_forwarded: fast,
-            fast_path: p.fast_path.clone(),
+            fast_path: fast_status(p),
             forwarded: fwd,
             flooded: fl,
             dropped: reason_map(&dropped),

@@ -3,7 +3,7 @@
 //! table's counters and the stop flag.
 
 use crate::api::FdbCounters;
-use crate::config::BridgeConfig;
+use crate::config::{BridgeConfig, PortConf};
 use crate::counters::WorkerCounters;
 use crate::port::PortShared;
 use arc_swap::ArcSwap;
@@ -12,11 +12,36 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The member ports as the workers see them (one version).
+/// One member port and its configuration in one version of the list.
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    pub port: Arc<PortShared>,
+    pub conf: Arc<PortConf>,
+}
+
+impl std::ops::Deref for Member {
+    type Target = PortShared;
+    fn deref(&self) -> &PortShared {
+        &self.port
+    }
+}
+
+/// The member ports as the workers see them (one version): a port's
+/// flags, state or VLANs change by a new version of the list, so a worker
+/// sees one consistent configuration for a whole burst.
 #[derive(Debug, Default)]
 pub(crate) struct PortList {
     pub version: u64,
-    pub ports: Vec<Arc<PortShared>>,
+    pub ports: Vec<Member>,
+    /// VLAN filtering is on (it can be switched at run time).
+    pub vlan_filtering: bool,
+}
+
+impl PortList {
+    /// The member with port id `id`.
+    pub fn get(&self, id: flowsteer_fdb::PortId) -> Option<&Member> {
+        self.ports.iter().find(|m| m.id == id)
+    }
 }
 
 /// What the threads of one bridge share.

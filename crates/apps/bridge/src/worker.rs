@@ -30,7 +30,7 @@ use crate::config::TxQueue;
 use crate::counters::{PortCounters, Reason};
 use crate::frame::{out_len, write_frame, EthHeader};
 use crate::port::{PortShared, WorkerPort};
-use crate::shared::{PortList, Shared};
+use crate::shared::{Member, PortList, Shared};
 use flowsteer_afpacket::{GsoType, VnetHdr};
 use flowsteer_fdb::{Decision, DropReason, FdbWorker, VlanId};
 use flowsteer_wire::offload::{self, GsoKind, Repair};
@@ -187,7 +187,7 @@ impl Worker {
     /// milliseconds in which this worker's other queues would overflow.
     fn sync(&mut self, list: &PortList) {
         for slot in self.local.iter_mut() {
-            if slot.as_ref().is_some_and(|l| !list.ports.iter().any(|p| Arc::ptr_eq(p, &l.port))) {
+            if slot.as_ref().is_some_and(|l| !list.ports.iter().any(|p| Arc::ptr_eq(&p.port, &l.port))) {
                 if let Some(l) = slot.take() {
                     if let Ok(mut h) = l.port.handoff[self.w].lock() {
                         *h = Some(l.h);
@@ -204,7 +204,7 @@ impl Worker {
             if self.local[id].is_none() {
                 let taken = p.handoff[self.w].lock().ok().and_then(|mut h| h.take());
                 if let Some(h) = taken {
-                    self.local[id] = Some(Local { port: p.clone(), h });
+                    self.local[id] = Some(Local { port: p.port.clone(), h });
                 }
             }
         }
@@ -294,12 +294,26 @@ impl Worker {
         frames.len()
     }
 
+    /// Decides and queues every frame of the burst from port `id`, then
+    /// sends. The rules, in order (each drop counted by its reason):
+    /// cut short (`truncated`), no Ethernet header (`malformed`), a group
+    /// or zero source (`bad_src`); with VLAN filtering, the frame's VLAN
+    /// (its tag, or the PVID when untagged or priority-tagged) admitted by
+    /// the ingress port (`vlan`); the ingress port's state: not
+    /// forwarding (`port_state`, learned first when its state learns);
+    /// then the MAC table's decision. Known unicast goes to its port if
+    /// that one forwards and is up (`port_state`), is not isolated from
+    /// the ingress (`isolated`) and admits the VLAN (`vlan`); a flood
+    /// goes to every other port that forwards, is up, is not isolated from
+    /// the ingress, admits the VLAN and floods that kind of frame
+    /// (`flood`, `mcast_flood`, `bcast_flood`).
     fn forward_and_send(&mut self, id: usize, list: &PortList) {
         let Some(Some(l)) = self.local.get(id) else { return };
         let ingress = l.port.clone();
         let now_s = self.shared.start.elapsed().as_secs();
         let wc = &self.shared.workers[self.w];
         let cfg = &self.shared.cfg;
+        let tpid = cfg.vlan_protocol.tpid();
         let w = self.w;
         let buf = &mut self.buf;
         buf.rewrite.clear();
@@ -311,6 +325,17 @@ impl Worker {
             pc.dropped.add(r, 1);
             wc.dropped.add(r, 1);
         };
+        let Some(member) = list.get(ingress.id) else {
+            // Removed in this version: the worker hands its sockets back next loop.
+            pc.dropped.add(Reason::NoPort, n);
+            wc.dropped.add(Reason::NoPort, n);
+            return;
+        };
+        let flags = member.conf.flags;
+        let filtering = list.vlan_filtering;
+        let ingress_vlans = &member.conf.vlans;
+        let learns = flags.learns();
+        let forwards = flags.state.forwards();
         match self.fdb.burst(now_s) {
             None => {
                 // The writer is gone (the bridge is stopping): nothing is forwarded.
@@ -326,16 +351,20 @@ impl Worker {
                         continue;
                     }
                     let bytes = &buf.arena[fr.start..fr.start + fr.len];
-                    let Ok(hdr) = EthHeader::parse(bytes) else {
+                    let Ok(hdr) = EthHeader::parse(bytes, tpid) else {
                         dropped(Reason::Malformed);
                         continue;
                     };
-                    let vid = if cfg.vlan_filtering {
-                        let Some(vid) = hdr.vid().or(ingress.vlans.pvid) else {
+                    if !hdr.src.is_learnable_source() {
+                        dropped(Reason::BadSrc);
+                        continue;
+                    }
+                    let vid = if filtering {
+                        let Some(vid) = hdr.tagged_vid().or(ingress_vlans.pvid) else {
                             dropped(Reason::Vlan);
                             continue;
                         };
-                        if !ingress.vlans.admits(vid) {
+                        if !ingress_vlans.admits(vid) {
                             dropped(Reason::Vlan);
                             continue;
                         }
@@ -344,14 +373,25 @@ impl Worker {
                         None
                     };
                     let key_vlan = VlanId(vid.unwrap_or(0));
-                    match burst.forward(ingress.id, hdr.src, hdr.dst, key_vlan) {
+                    if !forwards {
+                        if learns {
+                            burst.learn(ingress.id, hdr.src, key_vlan);
+                        }
+                        dropped(Reason::PortState);
+                        continue;
+                    }
+                    let decision = match learns {
+                        true => burst.forward(ingress.id, hdr.src, hdr.dst, key_vlan),
+                        false => burst.decide(ingress.id, hdr.dst, key_vlan),
+                    };
+                    match decision {
                         Decision::Unicast(p) => {
-                            let Some(eg) = list.ports.iter().find(|e| e.id == p) else {
+                            let Some(eg) = list.get(p) else {
                                 dropped(Reason::NoPort);
                                 continue;
                             };
-                            if vid.is_some_and(|v| !eg.vlans.admits(v)) {
-                                dropped(Reason::Vlan);
+                            if let Err(r) = egress_allows(member, eg, vid) {
+                                dropped(r);
                                 continue;
                             }
                             let fr = match settle_checksum(buf, i, !eg.takes_offload()) {
@@ -361,7 +401,7 @@ impl Worker {
                                     continue;
                                 }
                             };
-                            match enqueue(buf, eg, fr, &hdr, vid, w) {
+                            match enqueue(buf, eg, fr, &hdr, vid, w, tpid) {
                                 Ok(()) => {
                                     pc.forwarded.add(1);
                                     wc.forwarded.add(1);
@@ -370,8 +410,10 @@ impl Worker {
                             }
                         }
                         Decision::Flood => {
-                            let admits =
-                                |eg: &PortShared| eg.id != ingress.id && vid.is_none_or(|v| eg.vlans.admits(v));
+                            let kind = FloodKind::of(hdr.dst);
+                            let admits = |eg: &Member| {
+                                eg.id != ingress.id && kind.floods_out_of(eg) && egress_allows(member, eg, vid).is_ok()
+                            };
                             let plain_needed = list.ports.iter().any(|eg| admits(eg) && !eg.takes_offload());
                             let Some(fr) = settle_checksum(buf, i, plain_needed) else {
                                 dropped(Reason::Offload);
@@ -379,7 +421,7 @@ impl Worker {
                             };
                             for eg in &list.ports {
                                 if admits(eg) {
-                                    let _ = enqueue(buf, eg, fr, &hdr, vid, w);
+                                    let _ = enqueue(buf, eg, fr, &hdr, vid, w, tpid);
                                 }
                             }
                             pc.flooded.add(1);
@@ -497,6 +539,54 @@ impl Worker {
     }
 }
 
+/// Whether a frame of VLAN `vid` from `ingress` may go out of `eg`: `eg`
+/// forwards and is up (`port_state`), the two are not both isolated
+/// (`isolated`), and `eg` admits the VLAN (`vlan`).
+fn egress_allows(ingress: &Member, eg: &Member, vid: Option<u16>) -> Result<(), Reason> {
+    if !eg.conf.flags.state.forwards() || !eg.up.load(Ordering::Relaxed) {
+        return Err(Reason::PortState);
+    }
+    if ingress.conf.flags.isolated && eg.conf.flags.isolated {
+        return Err(Reason::Isolated);
+    }
+    if vid.is_some_and(|v| !eg.conf.vlans.admits(v)) {
+        return Err(Reason::Vlan);
+    }
+    Ok(())
+}
+
+/// Which flood flag of an egress port a flooded frame needs.
+#[derive(Clone, Copy)]
+enum FloodKind {
+    /// Unknown unicast (`flood`).
+    Unicast,
+    /// Multicast (`mcast_flood`).
+    Multicast,
+    /// Broadcast (`bcast_flood`).
+    Broadcast,
+}
+
+impl FloodKind {
+    fn of(dst: flowsteer_fdb::Mac) -> FloodKind {
+        if dst.is_broadcast() {
+            FloodKind::Broadcast
+        } else if dst.is_multicast() {
+            FloodKind::Multicast
+        } else {
+            FloodKind::Unicast
+        }
+    }
+
+    fn floods_out_of(self, eg: &Member) -> bool {
+        let f = &eg.conf.flags;
+        match self {
+            FloodKind::Unicast => f.flood,
+            FloodKind::Multicast => f.mcast_flood,
+            FloodKind::Broadcast => f.bcast_flood,
+        }
+    }
+}
+
 /// Makes frame `i` of the burst fit egresses that take no offload state
 /// (`plain_needed`): a partial checksum is completed in place, once, so
 /// every egress of a flooded frame sends the same bytes. A GSO frame is
@@ -533,21 +623,22 @@ fn gso_segment_len(frame: &[u8], v: &VnetHdr) -> Option<usize> {
 /// queued (counted on `eg`'s transmit side too).
 fn enqueue(
     buf: &mut Buffers,
-    eg: &PortShared,
+    eg: &Member,
     fr: RxFrame,
     hdr: &EthHeader,
     vid: Option<u16>,
     w: usize,
+    tpid: u16,
 ) -> Result<(), Reason> {
     let pc: &PortCounters = &eg.counters[w];
     let refuse = |r: Reason| {
         pc.tx_dropped.add(r, 1);
         Err(r)
     };
-    // With VLAN filtering: untagged out of the port whose PVID it is,
-    // tagged (priority bits kept) out of the others.
+    // With VLAN filtering: untagged out of a port where the VLAN is
+    // untagged, tagged (priority bits kept) out of the others.
     let tci = match vid {
-        Some(v) if eg.vlans.pvid == Some(v) => None,
+        Some(v) if eg.conf.vlans.untagged(v) => None,
         Some(v) => Some((hdr.tci.unwrap_or(0) & 0xf000) | v),
         None => hdr.tci,
     };
@@ -582,7 +673,7 @@ fn enqueue(
             frame
         } else {
             scratch.clear();
-            write_frame(scratch, frame, hdr, tci);
+            write_frame(scratch, frame, hdr, tci, tpid);
             scratch
         };
         let start = rewrite.len();
@@ -603,7 +694,7 @@ fn enqueue(
         Out { rewritten: false, start: fr.start, len: fr.len, rxq: fr.rxq, vnet }
     } else {
         let start = buf.rewrite.len();
-        write_frame(&mut buf.rewrite, &buf.arena[fr.start..fr.start + fr.len], hdr, tci);
+        write_frame(&mut buf.rewrite, &buf.arena[fr.start..fr.start + fr.len], hdr, tci, tpid);
         Out { rewritten: true, start, len: buf.rewrite.len() - start, rxq: fr.rxq, vnet }
     };
     buf.out[id].push(out);

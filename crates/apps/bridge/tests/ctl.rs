@@ -32,6 +32,7 @@ impl Control for Fake {
                     port: "veth0".into(),
                     vlan: 0,
                     is_static: true,
+                    kind: "static".into(),
                     age_s: 0,
                 }],
             },
@@ -80,7 +81,14 @@ fn requests_are_answered_in_order_on_one_connection_and_the_socket_is_0600() {
     assert!(matches!(c, Response::Stats { .. }), "{c:?}");
     assert_eq!(
         *fake.asked.lock().unwrap(),
-        [Request::Stats, add, del, Request::FdbShow, Request::FdbFlush { iface: None }, Request::Stats]
+        [
+            Request::Stats,
+            add,
+            del,
+            Request::FdbShow,
+            Request::FdbFlush { iface: None, vlan: None, dynamic: false, statics: false },
+            Request::Stats
+        ]
     );
 
     drop(server);

@@ -85,12 +85,22 @@ fn learned_entries_age_out_and_control_refuses_bad_input() {
     std::thread::sleep(Duration::from_millis(50));
     assert!(fdb(bridge.control().as_ref()).iter().any(|r| r.mac == star.mac_text(1)));
     let ctl = bridge.control();
-    let add = Request::FdbAdd { mac: "02:00:00:00:00:99".into(), vlan: 0, iface: star.hub_dev(2).into() };
+    let add = Request::FdbAdd {
+        mac: "02:00:00:00:00:99".into(),
+        vlan: 0,
+        iface: star.hub_dev(2).into(),
+        kind: "static".into(),
+    };
     assert!(matches!(ctl.request(add), Response::Ok { .. }));
     for bad in [
-        Request::FdbAdd { mac: "nonsense".into(), vlan: 0, iface: star.hub_dev(1).into() },
-        Request::FdbAdd { mac: "01:80:c2:00:00:00".into(), vlan: 0, iface: star.hub_dev(1).into() },
-        Request::FdbAdd { mac: "02:00:00:00:00:01".into(), vlan: 0, iface: "nosuch0".into() },
+        Request::FdbAdd { mac: "nonsense".into(), vlan: 0, iface: star.hub_dev(1).into(), kind: "static".into() },
+        Request::FdbAdd {
+            mac: "01:80:c2:00:00:00".into(),
+            vlan: 0,
+            iface: star.hub_dev(1).into(),
+            kind: "static".into(),
+        },
+        Request::FdbAdd { mac: "02:00:00:00:00:01".into(), vlan: 0, iface: "nosuch0".into(), kind: "static".into() },
         Request::FdbDel { mac: "02:00:00:00:00:42".into(), vlan: 0 },
         Request::PortDel { iface: "nosuch0".into() },
     ] {

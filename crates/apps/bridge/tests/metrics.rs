@@ -20,6 +20,8 @@ fn stats() -> BridgeStats {
         kind: kind.into(),
         member,
         up: member,
+        state: "forwarding".into(),
+        learned_entries: base + 10,
         received: base + 1,
         fast_forwarded: base + 9,
         fast_path: if member { "xdp".into() } else { "off (removed)".into() },

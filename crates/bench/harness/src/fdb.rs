@@ -131,7 +131,9 @@ fn shuffled_keys(n: usize) -> Vec<FdbKey> {
 }
 
 fn table(keys: &[FdbKey]) -> HashMap<FdbKey, Entry> {
-    (0..keys.len()).map(|i| (key(i), Entry { port: port_of(i), is_static: false, last_seen_s: 0 })).collect()
+    (0..keys.len())
+        .map(|i| (key(i), Entry { port: port_of(i), kind: flowsteer_fdb::EntryKind::Learned, last_seen_s: 0 }))
+        .collect()
 }
 
 /// The writer's `n`-th change: a refresh of key `n % entries`, or every
@@ -252,7 +254,7 @@ impl Locked {
 
     fn write(&self, ev: FdbEvent) {
         let set = |m: &mut HashMap<FdbKey, Entry>| {
-            m.insert(ev.key, Entry { port: ev.port, is_static: false, last_seen_s: ev.at_s });
+            m.insert(ev.key, Entry { port: ev.port, kind: flowsteer_fdb::EntryKind::Learned, last_seen_s: ev.at_s });
         };
         match self {
             Locked::Rw(l) => {
@@ -315,7 +317,7 @@ mod tests {
         let mut t = table(&keys);
         for c in 0..10_000 {
             let ev = change(c, cfg.entries);
-            t.insert(ev.key, Entry { port: ev.port, is_static: false, last_seen_s: ev.at_s });
+            t.insert(ev.key, Entry { port: ev.port, kind: flowsteer_fdb::EntryKind::Learned, last_seen_s: ev.at_s });
         }
         assert_eq!(t.len(), cfg.entries);
     }

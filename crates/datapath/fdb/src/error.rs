@@ -12,8 +12,10 @@ pub enum FdbError {
     Reserved,
     /// A group or all-zeros address cannot be an entry.
     NotUnicast,
-    /// `max_static` static entries exist.
+    /// `max_static` configured entries (static, sticky, external) exist.
     StaticFull,
+    /// A learned entry cannot be added by hand (only static, sticky or external ones).
+    NotConfigured,
 }
 
 impl std::fmt::Display for FdbError {
@@ -22,7 +24,10 @@ impl std::fmt::Display for FdbError {
             FdbError::BadCapacity(what) => write!(f, "{what} must be between 1 and {MAX_CAPACITY}"),
             FdbError::Reserved => f.write_str("802.1D reserved group address (01:80:c2:00:00:00-0f)"),
             FdbError::NotUnicast => f.write_str("not a unicast address"),
-            FdbError::StaticFull => f.write_str("static entry limit reached"),
+            FdbError::StaticFull => {
+                f.write_str("the limit of configured entries (static, sticky, extern_learn) is reached")
+            }
+            FdbError::NotConfigured => f.write_str("only static, sticky or extern_learn entries can be added"),
         }
     }
 }

@@ -79,16 +79,75 @@ impl FdbKey {
     }
 }
 
+/// How an entry came to be, and so what may change it (the kinds of
+/// Linux's `bridge fdb`: a learned entry, `static`, `sticky`,
+/// `extern_learn`).
+///
+/// | kind | made by | ages | moves with its station | counts against |
+/// |---|---|---|---|---|
+/// | `Learned` | traffic | yes | yes | the learned limits |
+/// | `Static` | the operator | no | no | `max_static` |
+/// | `Sticky` | the operator | yes (traffic from its port refreshes it) | no | `max_static` |
+/// | `External` | a controller | yes (traffic from its port refreshes it) | no, and learning never overwrites it | `max_static` |
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub enum EntryKind {
+    /// Learned from a frame's source address.
+    #[default]
+    Learned,
+    /// Configured: never ages, never moves.
+    Static,
+    /// Configured: ages like a learned entry, never moves.
+    Sticky,
+    /// Added by a controller (`extern_learn`): ages, never moves.
+    External,
+}
+
+impl EntryKind {
+    /// Removed by aging when idle for the ageing time.
+    pub fn ages(self) -> bool {
+        self != EntryKind::Static
+    }
+
+    /// Follows its station to another port when learning sees it there.
+    pub fn moves(self) -> bool {
+        self == EntryKind::Learned
+    }
+
+    /// Added by the operator or a controller (not learned from traffic).
+    pub fn is_configured(self) -> bool {
+        self != EntryKind::Learned
+    }
+
+    /// The word `fdb show` prints for it (`None` for a learned entry), as
+    /// iproute2's `bridge fdb show` does.
+    pub fn word(self) -> Option<&'static str> {
+        match self {
+            EntryKind::Learned => None,
+            EntryKind::Static => Some("static"),
+            EntryKind::Sticky => Some("sticky"),
+            EntryKind::External => Some("extern_learn"),
+        }
+    }
+}
+
 /// One entry: where the station is and when it was last heard from.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Entry {
     /// The port the station is reached through.
     pub port: PortId,
-    /// Added by the operator: never aged, never moved by learning.
-    pub is_static: bool,
+    /// How it came to be (see [`EntryKind`]).
+    pub kind: EntryKind,
     /// The second (on the caller's clock) the station was last seen as a
-    /// source; for a static entry, the second it was added.
+    /// source; for a configured entry, the second it was added until
+    /// traffic refreshes it.
     pub last_seen_s: u64,
+}
+
+impl Entry {
+    /// A static entry (configured, never aged, never moved).
+    pub fn is_static(&self) -> bool {
+        self.kind == EntryKind::Static
+    }
 }
 
 #[cfg(test)]

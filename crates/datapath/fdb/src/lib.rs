@@ -65,7 +65,7 @@
 //! |---|---|---|---|
 //! | learned entries, bridge | 65,536 | 2^24 | nothing new learned, `not_learned_full`; known keep forwarding, unknown flood |
 //! | learned entries, port | 65,536 | 2^24 | same |
-//! | static entries | 4,096 | 2^24 | `add_static` returns `StaticFull` |
+//! | configured entries (static, sticky, external) | 4,096 | 2^24 | `add` returns `StaticFull` |
 //! | event queue per worker | 1,024 | 2^24 | event dropped, `events_dropped` |
 //! | keys posted per second per worker | 4,096 | 2^24 | event not posted, `events_suppressed` |
 //! | move records | one per moved key with an entry | the table | removed with the entry |
@@ -94,10 +94,10 @@ mod worker;
 mod writer;
 
 pub use error::{FdbError, MAX_CAPACITY};
-pub use key::{is_reserved, Entry, FdbKey, Mac, PortId, VlanId};
+pub use key::{is_reserved, Entry, EntryKind, FdbKey, Mac, PortId, VlanId};
 pub use table::{Decision, DropReason, Op, Table};
 pub use worker::{Burst, FdbEvent, FdbGuard, FdbReader, FdbWorker, WorkerStats};
-pub use writer::{Changes, FdbConfig, FdbStats, FdbWriter, MoveRecord, MAX_PENDING_CHANGES};
+pub use writer::{Changes, FdbConfig, FdbStats, FdbWriter, Flush, MoveRecord, MAX_PENDING_CHANGES};
 
 /// Builds an empty table with its writer and `workers` worker handles,
 /// each with its own event queue to the writer.

@@ -131,7 +131,8 @@ mod tests {
     fn decide_covers_every_case() {
         let mut t = Table::default();
         let v = VlanId(0);
-        t.map.insert(FdbKey::new(mac(1), v), Entry { port: PortId(1), is_static: false, last_seen_s: 0 });
+        t.map
+            .insert(FdbKey::new(mac(1), v), Entry { port: PortId(1), kind: crate::EntryKind::Learned, last_seen_s: 0 });
         assert_eq!(t.decide(PortId(0), mac(1), v), Decision::Unicast(PortId(1)));
         assert_eq!(t.decide(PortId(1), mac(1), v), Decision::Drop(DropReason::SamePort));
         assert_eq!(t.decide(PortId(0), mac(2), v), Decision::Flood, "unknown unicast");

@@ -189,6 +189,13 @@ impl Burst<'_> {
     #[inline]
     pub fn forward(&mut self, ingress: PortId, src: Mac, dst: Mac, vlan: VlanId) -> Decision {
         self.learn(ingress, src, vlan);
+        self.decide(ingress, dst, vlan)
+    }
+
+    /// The deciding half of [`forward`](Self::forward) alone (a port that
+    /// does not learn), counted as `forward` counts it.
+    #[inline]
+    pub fn decide(&mut self, ingress: PortId, dst: Mac, vlan: VlanId) -> Decision {
         let d = self.guard.decide(ingress, dst, vlan);
         let s = &mut self.poster.stats;
         s.frames += 1;
@@ -209,7 +216,9 @@ impl Burst<'_> {
             return;
         }
         match self.guard.lookup(src, vlan) {
-            Some(e) if e.is_static => {}
+            // A static entry never changes, and one that does not move
+            // learns nothing from another port.
+            Some(e) if e.is_static() || (!e.kind.moves() && e.port != ingress) => {}
             Some(e) if e.port == ingress && e.last_seen_s >= self.now_s => {}
             _ => self.poster.post(FdbKey::new(src, vlan), ingress),
         }

@@ -1,7 +1,7 @@
 //! The writer: the one thread that changes the table.
 
 use crate::error::FdbError;
-use crate::key::{is_reserved, Entry, FdbKey, Mac, PortId, VlanId};
+use crate::key::{is_reserved, Entry, EntryKind, FdbKey, Mac, PortId, VlanId};
 use crate::table::{Op, Table};
 use crate::worker::{FdbEvent, FdbReader};
 use flowsteer_ring::Consumer;
@@ -130,6 +130,9 @@ pub struct FdbWriter {
     learned_total: usize,
     static_total: usize,
     learned_per_port: HashMap<PortId, usize>,
+    /// Learned-entry limits of single ports (`usize::MAX`: none), beside
+    /// the configuration's `max_learned_per_port` for the others.
+    port_limits: HashMap<PortId, usize>,
     moves: HashMap<FdbKey, MoveRecord>,
     queues: Vec<Consumer<FdbEvent>>,
     dirty: bool,
@@ -148,6 +151,7 @@ impl FdbWriter {
             learned_total: 0,
             static_total: 0,
             learned_per_port: HashMap::new(),
+            port_limits: HashMap::new(),
             moves: HashMap::new(),
             queues,
             dirty: false,
@@ -185,6 +189,29 @@ impl FdbWriter {
     /// Learned entries on `port`.
     pub fn learned_on(&self, port: PortId) -> usize {
         self.learned_per_port.get(&port).copied().unwrap_or(0)
+    }
+
+    /// Sets the learned-entry limit of `port`: `Some(0)` for no limit of
+    /// its own (the bridge's `max_learned` still binds), `None` for the
+    /// configuration's `max_learned_per_port`. Entries above a lowered
+    /// limit stay until they age; nothing new is learned there meanwhile.
+    pub fn set_port_limit(&mut self, port: PortId, limit: Option<usize>) {
+        match limit {
+            None => {
+                self.port_limits.remove(&port);
+            }
+            Some(0) => {
+                self.port_limits.insert(port, usize::MAX);
+            }
+            Some(n) => {
+                self.port_limits.insert(port, n);
+            }
+        }
+    }
+
+    /// The learned-entry limit of `port` (`usize::MAX`: none of its own).
+    pub fn port_limit(&self, port: PortId) -> usize {
+        self.port_limits.get(&port).copied().unwrap_or(self.cfg.max_learned_per_port)
     }
 
     /// The entry of `mac` in `vlan` (authoritative, published or not).
@@ -249,7 +276,9 @@ impl FdbWriter {
     ///   (`refreshed`; an older event changes nothing);
     /// * known key, other port: a MAC move, followed and recorded (`moved`),
     ///   unless the new port's limit is reached (`not_learned_full`);
-    /// * static key: never moved (`static_kept` when the port differs).
+    /// * configured key ([`EntryKind::is_configured`]): never moved
+    ///   (`static_kept` when the port differs); a sticky or external entry
+    ///   seen on its own port is refreshed as a learned one is.
     pub fn apply(&mut self, ev: FdbEvent) {
         self.stats.events_applied += 1;
         if !ev.key.mac.is_learnable_source() {
@@ -257,19 +286,20 @@ impl FdbWriter {
             return;
         }
         let Some(e) = self.entries.get(&ev.key).copied() else {
-            if self.learned_total >= self.cfg.max_learned || self.learned_on(ev.port) >= self.cfg.max_learned_per_port {
+            if self.learned_total >= self.cfg.max_learned || self.learned_on(ev.port) >= self.port_limit(ev.port) {
                 self.stats.not_learned_full += 1;
                 return;
             }
-            let e = Entry { port: ev.port, is_static: false, last_seen_s: ev.at_s };
+            let e = Entry { port: ev.port, kind: EntryKind::Learned, last_seen_s: ev.at_s };
             self.insert_learned(ev.key, e);
             self.stats.learned += 1;
             return;
         };
-        if e.is_static {
-            if e.port != ev.port {
-                self.stats.static_kept += 1;
-            }
+        if !e.kind.moves() && e.port != ev.port {
+            self.stats.static_kept += 1;
+            return;
+        }
+        if e.is_static() {
             return;
         }
         if e.port == ev.port {
@@ -279,13 +309,13 @@ impl FdbWriter {
             }
             return;
         }
-        if self.learned_on(ev.port) >= self.cfg.max_learned_per_port {
+        if self.learned_on(ev.port) >= self.port_limit(ev.port) {
             self.stats.not_learned_full += 1;
             return;
         }
         self.count_port(e.port, false);
         self.count_port(ev.port, true);
-        self.set(ev.key, Entry { port: ev.port, is_static: false, last_seen_s: ev.at_s.max(e.last_seen_s) });
+        self.set(ev.key, Entry { port: ev.port, kind: EntryKind::Learned, last_seen_s: ev.at_s.max(e.last_seen_s) });
         let rec = self.moves.entry(ev.key).or_insert(MoveRecord { count: 0, from: e.port, to: ev.port, at_s: ev.at_s });
         rec.count += 1;
         rec.from = e.port;
@@ -294,8 +324,9 @@ impl FdbWriter {
         self.stats.moved += 1;
     }
 
-    /// Removes every learned entry idle for longer than the ageing time at
-    /// `now_s`, in one pass over the table (O(n)); static entries stay.
+    /// Removes every entry that ages ([`EntryKind::ages`]: all but static
+    /// ones) idle for longer than the ageing time at `now_s`, in one pass
+    /// over the table (O(n)).
     /// Publishes and returns how many were removed.
     pub fn age(&mut self, now_s: u64) -> usize {
         self.age_with(now_s, |_| None)
@@ -311,7 +342,7 @@ impl FdbWriter {
         let idle = |at: u64| now_s.saturating_sub(at) > ageing;
         let mut refreshed = Vec::new();
         let n = self.remove_where(|k, e| {
-            if e.is_static || !idle(e.last_seen_s) {
+            if !e.kind.ages() || !idle(e.last_seen_s) {
                 return false;
             }
             match seen(k) {
@@ -361,10 +392,12 @@ impl FdbWriter {
         }
     }
 
-    /// Removes the learned entries of `port` (link down); static entries
-    /// stay. Publishes and returns how many were removed.
+    /// Removes the dynamic entries of `port` when its link goes down:
+    /// learned and sticky ones; static entries and a controller's
+    /// (`External`) stay, as Linux's bridge keeps them. Publishes and
+    /// returns how many were removed.
     pub fn flush_port(&mut self, port: PortId) -> usize {
-        let n = self.remove_where(|_, e| e.port == port && !e.is_static);
+        let n = self.remove_where(|_, e| e.port == port && matches!(e.kind, EntryKind::Learned | EntryKind::Sticky));
         self.stats.flushed += n as u64;
         self.publish();
         n
@@ -379,9 +412,16 @@ impl FdbWriter {
         n
     }
 
-    /// Removes every learned entry. Publishes and returns how many.
+    /// Removes every dynamic entry (all but static ones). Publishes and
+    /// returns how many.
     pub fn flush_learned(&mut self) -> usize {
-        let n = self.remove_where(|_, e| !e.is_static);
+        self.flush(&Flush::default())
+    }
+
+    /// Removes the entries `f` selects (every condition it names must
+    /// hold). Publishes and returns how many were removed.
+    pub fn flush(&mut self, f: &Flush) -> usize {
+        let n = self.remove_where(|k, e| f.selects(k, e));
         self.stats.flushed += n as u64;
         self.publish();
         n
@@ -394,6 +434,18 @@ impl FdbWriter {
     /// [`FdbError::NotUnicast`] for another group address or all zeros,
     /// [`FdbError::StaticFull`] when `max_static` entries exist.
     pub fn add_static(&mut self, mac: Mac, vlan: VlanId, port: PortId, now_s: u64) -> Result<(), FdbError> {
+        self.add(mac, vlan, port, EntryKind::Static, now_s)
+    }
+
+    /// Adds (or replaces) a configured entry of `kind` (static, sticky or
+    /// external) for `mac` in `vlan` on `port`, at `now_s`; a learned
+    /// entry of the key becomes configured. Publishes. Errors as
+    /// [`add_static`](Self::add_static), and [`FdbError::NotConfigured`]
+    /// for [`EntryKind::Learned`] (learning is the workers').
+    pub fn add(&mut self, mac: Mac, vlan: VlanId, port: PortId, kind: EntryKind, now_s: u64) -> Result<(), FdbError> {
+        if kind == EntryKind::Learned {
+            return Err(FdbError::NotConfigured);
+        }
         if is_reserved(mac) {
             return Err(FdbError::Reserved);
         }
@@ -402,7 +454,7 @@ impl FdbWriter {
         }
         let key = FdbKey::new(mac, vlan);
         match self.entries.get(&key).copied() {
-            Some(e) if e.is_static => {}
+            Some(e) if e.kind.is_configured() => {}
             _ if self.static_total >= self.cfg.max_static => return Err(FdbError::StaticFull),
             Some(e) => {
                 self.forget_learned(key, e.port);
@@ -410,7 +462,7 @@ impl FdbWriter {
             }
             None => self.static_total += 1,
         }
-        self.set(key, Entry { port, is_static: true, last_seen_s: now_s });
+        self.set(key, Entry { port, kind, last_seen_s: now_s });
         self.publish();
         Ok(())
     }
@@ -443,7 +495,7 @@ impl FdbWriter {
         let old = self.entries.insert(key, e);
         self.w.append(Op::Set(key, e));
         self.dirty = true;
-        if old.is_none_or(|o| o.port != e.port || o.is_static != e.is_static) {
+        if old.is_none_or(|o| o.port != e.port || o.kind != e.kind) {
             self.log_change(Op::Set(key, e));
         }
     }
@@ -463,7 +515,7 @@ impl FdbWriter {
     }
 
     fn account_removed(&mut self, key: FdbKey, e: Entry) {
-        if e.is_static {
+        if e.kind.is_configured() {
             self.static_total -= 1;
         } else {
             self.forget_learned(key, e.port);
@@ -502,6 +554,37 @@ impl FdbWriter {
             self.dirty = true;
         }
         removed.len()
+    }
+}
+
+/// Which entries [`FdbWriter::flush`] removes: those on `port` (any port
+/// when `None`), in `vlan` (any when `None`), of the selected kinds.
+/// `Default`: every dynamic entry (learned, sticky, external) of every
+/// port and VLAN, as `fdb flush` with no words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flush {
+    /// Only entries on this port.
+    pub port: Option<PortId>,
+    /// Only entries in this VLAN.
+    pub vlan: Option<VlanId>,
+    /// Entries that age (learned, sticky, external).
+    pub dynamic: bool,
+    /// Static entries.
+    pub statics: bool,
+}
+
+impl Default for Flush {
+    fn default() -> Self {
+        Flush { port: None, vlan: None, dynamic: true, statics: false }
+    }
+}
+
+impl Flush {
+    /// Whether the entry `e` of `k` is one to remove.
+    pub fn selects(&self, k: &FdbKey, e: &Entry) -> bool {
+        self.port.is_none_or(|p| p == e.port)
+            && self.vlan.is_none_or(|v| v == k.vlan)
+            && if e.is_static() { self.statics } else { self.dynamic }
     }
 }
 

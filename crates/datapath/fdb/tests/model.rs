@@ -47,25 +47,28 @@ struct Model {
 
 impl Model {
     fn learned(&self) -> usize {
-        self.map.values().filter(|e| !e.is_static).count()
+        self.map.values().filter(|e| !e.is_static()).count()
     }
     fn learned_on(&self, port: PortId) -> usize {
-        self.map.values().filter(|e| !e.is_static && e.port == port).count()
+        self.map.values().filter(|e| !e.is_static() && e.port == port).count()
     }
     fn seen(&mut self, k: FdbKey, port: PortId, now: u64) {
         match self.map.get(&k).copied() {
             None => {
                 if self.learned() < MAX && self.learned_on(port) < PER_PORT {
-                    self.map.insert(k, Entry { port, is_static: false, last_seen_s: now });
+                    self.map.insert(k, Entry { port, kind: flowsteer_fdb::EntryKind::Learned, last_seen_s: now });
                 }
             }
-            Some(e) if e.is_static => {}
+            Some(e) if e.is_static() => {}
             Some(e) if e.port == port => {
                 self.map.insert(k, Entry { last_seen_s: e.last_seen_s.max(now), ..e });
             }
             Some(e) => {
                 if self.learned_on(port) < PER_PORT {
-                    self.map.insert(k, Entry { port, is_static: false, last_seen_s: now.max(e.last_seen_s) });
+                    self.map.insert(
+                        k,
+                        Entry { port, kind: flowsteer_fdb::EntryKind::Learned, last_seen_s: now.max(e.last_seen_s) },
+                    );
                     *self.moves.entry(k).or_insert(0) += 1;
                 }
             }
@@ -99,12 +102,12 @@ proptest! {
                 Step::Tick(dt) => now += dt,
                 Step::Static { mac, vlan, port } => {
                     let k = key(mac, vlan);
-                    let statics = m.map.values().filter(|e| e.is_static).count();
+                    let statics = m.map.values().filter(|e| e.is_static()).count();
                     let ok = w.add_static(k.mac, k.vlan, PortId(port), now).is_ok();
-                    let is_static = m.map.get(&k).is_some_and(|e| e.is_static);
+                    let is_static = m.map.get(&k).is_some_and(|e| e.is_static());
                     prop_assert_eq!(ok, is_static || statics < MAX_STATIC);
                     if ok {
-                        m.map.insert(k, Entry { port: PortId(port), is_static: true, last_seen_s: now });
+                        m.map.insert(k, Entry { port: PortId(port), kind: flowsteer_fdb::EntryKind::Static, last_seen_s: now });
                         m.moves.remove(&k);
                     }
                 }
@@ -116,11 +119,11 @@ proptest! {
                 }
                 Step::Age => {
                     w.age(now);
-                    m.retain(|e| e.is_static || now - e.last_seen_s <= AGEING);
+                    m.retain(|e| e.is_static() || now - e.last_seen_s <= AGEING);
                 }
                 Step::Flush(port) => {
                     w.flush_port(PortId(port));
-                    m.retain(|e| e.is_static || e.port != PortId(port));
+                    m.retain(|e| e.is_static() || e.port != PortId(port));
                 }
                 Step::RemovePort(port) => {
                     w.remove_port(PortId(port));

@@ -30,7 +30,10 @@ fn frame(w: &mut FdbWriter, k: &mut FdbWorker, now_s: u64, ingress: u16, src: Ma
 fn learns_the_source_and_then_forwards_to_it() {
     let (mut w, mut k) = one_worker(FdbConfig::default());
     assert_eq!(frame(&mut w, &mut k, 1, 0, mac(1), mac(2)), Decision::Flood, "unknown destination floods");
-    assert_eq!(w.entry(mac(1), V0), Some(Entry { port: p(0), is_static: false, last_seen_s: 1 }));
+    assert_eq!(
+        w.entry(mac(1), V0),
+        Some(Entry { port: p(0), kind: flowsteer_fdb::EntryKind::Learned, last_seen_s: 1 })
+    );
     assert_eq!(frame(&mut w, &mut k, 1, 1, mac(2), mac(1)), Decision::Unicast(p(0)));
     assert_eq!(frame(&mut w, &mut k, 1, 0, mac(1), mac(2)), Decision::Unicast(p(1)));
     assert_eq!(w.stats().learned, 2);
@@ -76,7 +79,7 @@ fn static_entries_are_never_aged_nor_moved_by_learning() {
     w.publish();
     assert_eq!(w.stats().static_kept, 1);
     assert_eq!(w.age(10_000), 0);
-    assert_eq!(w.entry(mac(1), V0), Some(Entry { port: p(4), is_static: true, last_seen_s: 0 }));
+    assert_eq!(w.entry(mac(1), V0), Some(Entry { port: p(4), kind: flowsteer_fdb::EntryKind::Static, last_seen_s: 0 }));
     assert_eq!(frame(&mut w, &mut k, 10_000, 0, mac(2), mac(1)), Decision::Unicast(p(4)));
     assert_eq!(w.learned_len(), 1, "only mac(2) is learned");
     assert_eq!(w.flush_port(p(4)), 0, "a flush keeps static entries");
@@ -297,8 +300,10 @@ fn the_change_log_has_every_change_but_refreshes() {
     w.add_static(mac(7), V0, p(2), 3).unwrap();
     w.remove(mac(7), V0);
     let key = FdbKey::new(mac(1), V0);
-    let learned = |port, at| Op::Set(key, Entry { port: p(port), is_static: false, last_seen_s: at });
-    let stat = Op::Set(FdbKey::new(mac(7), V0), Entry { port: p(2), is_static: true, last_seen_s: 3 });
+    let learned =
+        |port, at| Op::Set(key, Entry { port: p(port), kind: flowsteer_fdb::EntryKind::Learned, last_seen_s: at });
+    let stat =
+        Op::Set(FdbKey::new(mac(7), V0), Entry { port: p(2), kind: flowsteer_fdb::EntryKind::Static, last_seen_s: 3 });
     assert_eq!(
         w.take_changes(),
         Changes::List(vec![learned(0, 1), learned(1, 3), stat, Op::Remove(FdbKey::new(mac(7), V0))])
@@ -331,4 +336,77 @@ fn aging_keeps_an_entry_seen_by_the_fast_path() {
     assert_eq!(w.stats().aged, 2);
     // The readers see the refreshed entry.
     assert_eq!(k.burst(20).unwrap().forward(p(1), mac(9), mac(1), V0), Decision::Unicast(p(0)));
+}
+
+#[test]
+fn sticky_and_external_entries_age_but_never_move() {
+    let cfg = FdbConfig { ageing_s: 10, ..FdbConfig::default() };
+    let (mut w, mut k) = one_worker(cfg);
+    w.add(mac(1), V0, p(1), EntryKind::Sticky, 0).unwrap();
+    w.add(mac(2), V0, p(1), EntryKind::External, 0).unwrap();
+    assert_eq!(w.add(mac(3), V0, p(1), EntryKind::Learned, 0), Err(FdbError::NotConfigured));
+    // Seen on another port: neither moves (the worker does not even post
+    // the event: the entry says it would change nothing).
+    frame(&mut w, &mut k, 1, 0, mac(1), mac(9));
+    frame(&mut w, &mut k, 1, 0, mac(2), mac(9));
+    assert_eq!(w.entry(mac(1), V0).map(|e| (e.port, e.kind)), Some((p(1), EntryKind::Sticky)));
+    assert_eq!(w.entry(mac(2), V0).map(|e| (e.port, e.kind)), Some((p(1), EntryKind::External)));
+    assert_eq!(w.stats().events_applied, 0);
+    assert_eq!(w.learned_len(), 0, "configured entries are not learned ones");
+    // Seen on their own port: refreshed, so they outlive an idle one.
+    frame(&mut w, &mut k, 8, 1, mac(1), mac(9));
+    assert_eq!(w.entry(mac(1), V0).map(|e| e.last_seen_s), Some(8));
+    assert_eq!(w.age(15), 1, "the idle external entry ages");
+    assert!(w.entry(mac(2), V0).is_none());
+    assert_eq!(w.age(19), 1, "the sticky one ages once idle");
+    assert!(w.is_empty());
+}
+
+#[test]
+fn link_down_flushes_learned_and_sticky_entries_only() {
+    let (mut w, mut k) = one_worker(FdbConfig::default());
+    frame(&mut w, &mut k, 1, 1, mac(1), mac(9));
+    w.add(mac(2), V0, p(1), EntryKind::Sticky, 1).unwrap();
+    w.add(mac(3), V0, p(1), EntryKind::External, 1).unwrap();
+    w.add_static(mac(4), V0, p(1), 1).unwrap();
+    assert_eq!(w.flush_port(p(1)), 2);
+    assert!(w.entry(mac(3), V0).is_some() && w.entry(mac(4), V0).is_some());
+}
+
+#[test]
+fn flush_filters_combine() {
+    let (mut w, mut k) = one_worker(FdbConfig::default());
+    let v10 = VlanId(10);
+    for (m, port, vlan) in [(1, 0, V0), (2, 1, V0), (3, 1, v10), (4, 0, v10)] {
+        k.burst(1).unwrap().forward(p(port), mac(m), mac(99), vlan);
+    }
+    w.drain();
+    w.add_static(mac(5), v10, p(1), 1).unwrap();
+    w.add_static(mac(6), V0, p(1), 1).unwrap();
+    let f =
+        |port: Option<u16>, vlan: Option<VlanId>, dynamic, statics| Flush { port: port.map(p), vlan, dynamic, statics };
+    assert_eq!(w.flush(&f(Some(1), Some(v10), false, true)), 1, "the static entry of port 1 in VLAN 10");
+    assert!(w.entry(mac(5), v10).is_none() && w.entry(mac(6), V0).is_some());
+    assert_eq!(w.flush(&f(None, Some(v10), true, false)), 2, "dynamic entries of VLAN 10, any port");
+    assert_eq!(w.flush(&f(Some(1), None, true, true)), 2, "everything of port 1");
+    assert_eq!(w.flush(&Flush::default()), 1, "the rest of the dynamic entries");
+    assert!(w.is_empty());
+}
+
+#[test]
+fn a_port_limit_of_zero_is_no_limit_of_its_own() {
+    let cfg = FdbConfig { max_learned: 8, max_learned_per_port: 2, ..FdbConfig::default() };
+    let (mut w, mut k) = one_worker(cfg);
+    w.set_port_limit(p(1), Some(0));
+    w.set_port_limit(p(2), Some(1));
+    for m in 0..5 {
+        k.burst(1).unwrap().forward(p(0), mac(m), mac(99), V0);
+        k.burst(1).unwrap().forward(p(1), mac(100 + m), mac(99), V0);
+        k.burst(1).unwrap().forward(p(2), mac(200 + m), mac(99), V0);
+    }
+    w.drain();
+    assert_eq!((w.learned_on(p(0)), w.learned_on(p(1)), w.learned_on(p(2))), (2, 5, 1));
+    assert_eq!(w.stats().not_learned_full, 3 + 4);
+    w.set_port_limit(p(2), None);
+    assert_eq!(w.port_limit(p(2)), 2);
 }

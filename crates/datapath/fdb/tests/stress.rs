@@ -145,7 +145,7 @@ fn readers_and_the_writer_run_together_and_every_count_adds_up() {
     let ws = w.stats();
     assert_eq!(ws.events_applied, posted, "every event posted was applied: {ws:?}");
     assert!(ws.learned > 0 && ws.aged + ws.flushed > 0, "{ws:?}");
-    assert_eq!(w.learned_len() + w.entries().filter(|(_, e)| e.is_static).count(), w.len());
+    assert_eq!(w.learned_len() + w.entries().filter(|(_, e)| e.is_static()).count(), w.len());
     let reader = w.reader();
     assert_eq!(reader.enter().unwrap().len(), w.len(), "the published copy is the writer's table");
 }

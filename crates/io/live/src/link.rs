@@ -8,6 +8,12 @@
 //! By index, not by name: a new interface of the same name is not ours.
 //! Netlink answers for the namespace the socket was created in, so a
 //! [`LinkReader`] made in one thread may be used from any other.
+//!
+//! [`LinkWatcher`] is the event side, as `ip monitor link`: a socket in
+//! the `RTMGRP_LINK` group that the kernel writes to whenever a link
+//! changes (up, down, carrier, MTU, a new or deleted interface), read
+//! without blocking, so its owner re-reads its links at once instead of
+//! polling them.
 
 use crate::nl::{self, attrs, messages, u32_at, u64_at, Request, NLMSG_ERROR, NLMSG_HDRLEN};
 use rustix::net::{recv, send, RecvFlags, SendFlags};
@@ -23,13 +29,21 @@ const IFLA_STATS64: u16 = 23;
 const IFLA_LINK_NETNSID: u16 = 37;
 const IFLA_TARGET_NETNSID: u16 = 46;
 const IFLA_INFO_KIND: u16 = 1;
+const RTM_DELLINK: u16 = 17;
 const IFF_UP: u32 = 1;
+/// The driver signals the link is operational (carrier).
+const IFF_LOWER_UP: u32 = 1 << 16;
+/// `RTMGRP_LINK`: link change notifications.
+const RTMGRP_LINK: u32 = 1;
 
 /// What the kernel says about one interface.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LinkInfo {
     /// Administratively up (`IFF_UP`).
     pub up: bool,
+    /// Has carrier (`IFF_LOWER_UP`): the driver says the link works; a
+    /// veth has it while its peer is up.
+    pub carrier: bool,
     pub rx_packets: u64,
     pub tx_packets: u64,
     pub rx_dropped: u64,
@@ -74,6 +88,52 @@ impl LinkReader {
     }
 }
 
+/// Link change notifications (`RTMGRP_LINK`) of the calling thread's
+/// network namespace, read without blocking.
+///
+/// The kernel queues one message per change in the socket's receive
+/// buffer; when the owner reads too late and the buffer overflowed, the
+/// read fails with `ENOBUFS`, which [`LinkWatcher::changed`] reports as a
+/// change too (something was missed: read every link again).
+#[derive(Debug)]
+pub struct LinkWatcher {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+}
+
+impl LinkWatcher {
+    /// A route netlink socket subscribed to link changes.
+    pub fn new() -> io::Result<LinkWatcher> {
+        let fd = nl::socket(None)?;
+        rustix::net::bind(&fd, &rustix::net::netlink::SocketAddrNetlink::new(0, RTMGRP_LINK))?;
+        Ok(LinkWatcher { fd, buf: vec![0; nl::RECV_BUF] })
+    }
+
+    /// Whether any link changed since the last call: takes every
+    /// notification waiting, never blocks.
+    pub fn changed(&mut self) -> io::Result<bool> {
+        let mut changed = false;
+        loop {
+            match recv(&self.fd, &mut self.buf[..], RecvFlags::DONTWAIT) {
+                Ok((n, _)) => {
+                    let b = &self.buf[..n.min(self.buf.len())];
+                    changed |= messages(b).map_while(Result::ok).any(|m| m.typ == RTM_NEWLINK || m.typ == RTM_DELLINK);
+                }
+                Err(rustix::io::Errno::AGAIN) => return Ok(changed),
+                Err(rustix::io::Errno::NOBUFS) => changed = true,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl std::os::fd::AsFd for LinkWatcher {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 fn libc_enodev() -> i32 {
     rustix::io::Errno::NODEV.raw_os_error()
 }
@@ -111,7 +171,7 @@ fn parse_answer(b: &[u8], seq: u32) -> Answer {
 
 fn parse_link(msg: &[u8]) -> Answer {
     let Some(flags) = u32_at(msg, NLMSG_HDRLEN + 8) else { return Answer::Other };
-    let mut info = LinkInfo { up: flags & IFF_UP != 0, ..LinkInfo::default() };
+    let mut info = LinkInfo { up: flags & IFF_UP != 0, carrier: flags & IFF_LOWER_UP != 0, ..LinkInfo::default() };
     for (typ, p) in attrs(msg.get(NLMSG_HDRLEN + IFINFOMSG_LEN..).unwrap_or(&[])) {
         match typ {
             IFLA_STATS64 => {
@@ -161,7 +221,7 @@ mod tests {
         let mut r = LinkReader::new().unwrap();
         // Index 1 is the loopback of every namespace.
         let lo = r.read(1, None).unwrap().expect("lo");
-        assert!(lo.up);
+        assert!(lo.up && lo.carrier);
         assert_eq!(r.read(0x7fff_fff0, None).unwrap(), None);
     }
 }

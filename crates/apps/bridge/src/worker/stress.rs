@@ -15,11 +15,11 @@
 
 use super::{RxFrame, VnetHdr, Worker};
 use crate::api::{PortKind, PortSpec};
-use crate::config::{BridgeConfig, PortVlans};
+use crate::config::{BridgeConfig, PortConf};
 use crate::counters::{PortCounters, WorkerCounters};
 use crate::port::{PortShared, WorkerPort};
 use crate::runtime::{add_member, remove_member, stats};
-use crate::shared::{PortList, Shared};
+use crate::shared::{Member, PortList, Shared};
 use arc_swap::ArcSwap;
 use flowsteer_fdb::{FdbConfig, Mac, PortId, VlanId};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -43,7 +43,6 @@ fn fake_port(id: u16) -> Arc<PortShared> {
         spec: PortSpec { kind: PortKind::Afpacket, iface: format!("fake{id}") },
         ifindex: 0,
         mtu: 1500,
-        vlans: PortVlans::default(),
         counters: (0..WORKERS).map(|_| PortCounters::default()).collect(),
         handoff: (0..WORKERS).map(|_| Mutex::new(Some(WorkerPort::default()))).collect(),
         program: Mutex::new(None),
@@ -51,6 +50,9 @@ fn fake_port(id: u16) -> Arc<PortShared> {
         program_fast_forwarded: AtomicU64::new(0),
         member: AtomicBool::new(true),
         up: AtomicBool::new(true),
+        removed_at: Mutex::new(None),
+        fast_note: Mutex::new(String::new()),
+        learned_entries: AtomicU64::new(0),
         fast_path: "off (a fake port)".into(),
     })
 }
@@ -123,7 +125,11 @@ fn members_and_entries_change_while_workers_forward() {
     let shared = Arc::new(Shared {
         start: Instant::now(),
         stop: AtomicBool::new(false),
-        ports: ArcSwap::from_pointee(PortList { version: 1, ports: ports.clone() }),
+        ports: ArcSwap::from_pointee(PortList {
+            version: 1,
+            ports: ports.iter().map(|p| Member { port: p.clone(), conf: Arc::default() }).collect(),
+            vlan_filtering: false,
+        }),
         all_ports: Mutex::new(ports),
         acks: (0..WORKERS).map(|_| AtomicU64::new(0)).collect(),
         workers: (0..WORKERS).map(|_| WorkerCounters::default()).collect(),
@@ -159,7 +165,7 @@ fn members_and_entries_change_while_workers_forward() {
             // A member out (never fewer than two), and its entries with it.
             0 if members.ports.len() > 2 => {
                 let gone = members.ports[(r >> 8) as usize % members.ports.len()].clone();
-                remove_member(&shared, &mut fw, &gone);
+                remove_member(&shared, &mut fw, &gone.port);
                 assert!(!gone.member.load(Ordering::Relaxed));
                 assert!(fw.entries().all(|(_, e)| e.port != gone.id), "round {round}: entries of a removed port");
                 assert!(gone.handoff.iter().all(|h| h.lock().unwrap().is_none()), "sockets left unclosed");
@@ -168,7 +174,7 @@ fn members_and_entries_change_while_workers_forward() {
             // A new port in.
             0 | 1 => {
                 let id = ids.load(Ordering::Relaxed) as u16;
-                add_member(&shared, fake_port(id));
+                add_member(&shared, fake_port(id), PortConf::default());
                 ids.store(u64::from(id) + 1, Ordering::Relaxed);
             }
             // Some entries removed one by one, or a port's flushed.
