@@ -32,7 +32,7 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
     let ctl_path = args.ctl.clone().unwrap_or_else(|| PathBuf::from(flowsteer_bridge::ctl::DEFAULT_CTL_PATH));
     // The path is taken before any port is opened: a second bridge on it
     // is refused without touching the ports of the first.
-    let ctl_socket = flowsteer_bridge::ctl::bind(&ctl_path).context("control socket")?;
+    let ctl_socket = flowsteer_bridge::ctl::bind(&ctl_path)?;
     let bridge = Bridge::start(cfg).context("starting the bridge")?;
     crate::cmd::warn_all(bridge.warnings());
     let _ctl = ctl_socket.serve(bridge.control()).context("control socket")?;

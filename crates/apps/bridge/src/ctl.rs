@@ -169,7 +169,8 @@ fn remove_if_same(path: &Path, file: (u64, u64)) {
 /// Refuses ([`BridgeError::AlreadyServing`]) when a bridge already holds
 /// `path` (serving, or bound and starting); removes a stale socket file
 /// (nothing listening); refuses ([`BridgeError::NotASocket`]) to remove
-/// anything at `path` that is not a socket.
+/// anything at `path` that is not a socket; refuses
+/// ([`BridgeError::NoDirectory`]) a path whose directory does not exist.
 pub fn bind(path: &Path) -> Result<CtlSocket, BridgeError> {
     remove_stale(path)?;
     let (listener, file) = bind_private(path)?;
@@ -223,11 +224,10 @@ fn bind_private(path: &Path) -> Result<(UnixListener, (u64, u64)), BridgeError> 
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
-    fs::DirBuilder::new().mode(0o700).create(&dir).map_err(io_err(format!(
-        "control socket {}: create {}",
-        path.display(),
-        dir.display()
-    )))?;
+    fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => BridgeError::NoDirectory(parent.clone()),
+        _ => io_err(format!("control socket {}: create {}", path.display(), dir.display()))(e),
+    })?;
     let tmp = dir.join("sock");
     let result = (|| {
         let listener = UnixListener::bind(&tmp).map_err(io_err(format!("bind control socket {}", path.display())))?;

@@ -24,6 +24,11 @@ pub enum BridgeError {
     /// `ctl::serve`: the control socket's path holds something that is not a socket.
     #[error("{0} exists and is not a socket (not removed; give another --ctl PATH)")]
     NotASocket(std::path::PathBuf),
+    /// `ctl::bind`: the directory the control socket's path names does not exist.
+    #[error(
+        "the control socket's directory {0} does not exist: create it, or give --ctl a path in an existing directory"
+    )]
+    NoDirectory(std::path::PathBuf),
     /// `ctl::request`: no socket at this path.
     #[error("no control socket at {0}: is the bridge running? (--ctl PATH)")]
     NoSocket(std::path::PathBuf),

@@ -10,15 +10,42 @@
 //! into one series (its counters stay monotonic); its gauges are those of
 //! the first row (the current port: removed ones come last).
 //!
-//! [`serve`] is a tiny HTTP/1.1 server on one thread: `GET /metrics` is
-//! answered 200 with the text; another path 404, another method 405, a
-//! request head over [`MAX_REQUEST`] bytes 431, a head not received within
-//! [`READ_TIMEOUT`] is closed unanswered. One request per connection
-//! (`Connection: close`); clients are served one at a time. Off unless the
-//! bridge is given an address.
+//! [`serve`] is a tiny HTTP/1.1 server: one thread running one poll(2)
+//! loop over non-blocking sockets, so no client ever waits for another
+//! one's bytes. `GET /metrics` is answered 200 with the text; another path
+//! 404, another method 405, a request head over [`MAX_REQUEST`] bytes 431.
+//! One request per connection (`Connection: close`). Off unless the bridge
+//! is given an address.
+//!
+//! Every capacity is bounded, and a slow or idle client cannot delay
+//! another client's scrape (a scrape waits at most for the scrapes being
+//! answered before it: each asks the bridge for its counters on the
+//! server's thread):
+//!
+//! * **Connections:** at most [`MAX_CONNECTIONS`] (64) held at once. One
+//!   more is accepted all the same, and the held connection idle longest
+//!   (no byte in or out for the longest time, which is the oldest when all
+//!   are idle) is closed unanswered to make room. A request already sent
+//!   when its connection is accepted is answered at once, so a scraper gets
+//!   in even while 64 idle clients are connected. At most
+//!   [`MAX_CONNECTIONS`] connections are accepted per round of the loop,
+//!   so a flood of new ones does not starve those held.
+//! * **Request size:** a request head (request line and headers) of at
+//!   most [`MAX_REQUEST`] (8 KiB) bytes; more is answered 431 and closed.
+//!   A connection buffers at most [`MAX_REQUEST`] + 1 KiB.
+//! * **Deadlines:** the whole head must arrive within [`READ_TIMEOUT`]
+//!   (2 s) of the connection being accepted, however it trickles in (a
+//!   deadline for the request, not a timeout per read), else the
+//!   connection is closed unanswered; the whole answer must be taken within
+//!   [`WRITE_TIMEOUT`] (5 s) of it being ready, else the connection is
+//!   closed.
+//! * **Stop:** dropping the [`MetricsServer`] stops its thread within
+//!   [`POLL`] (20 ms; after the scrape being answered, if any) and closes
+//!   every connection it holds.
 
 use crate::api::{BridgeStats, Control, PortStats, Request, Response, WorkerStats};
 use crate::error::BridgeError;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{ErrorKind, Read, Write};
@@ -28,16 +55,22 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Longest request head (request line and headers) read, in bytes.
+/// Longest request head (request line and headers) read, in bytes; longer: answered 431.
 pub const MAX_REQUEST: usize = 8 * 1024;
-/// How long a client has to send its request head.
+/// Connections held at once; one more closes the one idle longest.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How long a client has, from its connection being accepted, to send its whole request head.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a client has to take the answer.
+/// How long a client has, from the answer being ready, to take all of it.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the server's thread looks at its stop flag.
+/// How long the server's thread waits for the sockets at most (and so, at most, how long a drop waits for it).
 pub const POLL: Duration = Duration::from_millis(20);
 /// The `Content-Type` of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Bytes read from a socket at once (so a connection buffers at most
+/// [`MAX_REQUEST`] + this).
+const READ_CHUNK: usize = 1024;
 
 /// The address of a metrics flag: `ADDR:PORT` as given, or a bare `PORT`
 /// on loopback (`127.0.0.1:PORT`), so the counters are not exposed to the
@@ -50,7 +83,7 @@ pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
     s.parse().map_err(|_| format!("{s:?}: expected PORT (on loopback) or ADDR:PORT, e.g. 9101 or 0.0.0.0:9101"))
 }
 
-/// A serving metrics endpoint; dropping it stops its thread.
+/// A serving metrics endpoint; dropping it stops its thread and closes its connections.
 pub struct MetricsServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -87,55 +120,172 @@ pub fn serve(addr: SocketAddr, control: Arc<dyn Control>) -> Result<MetricsServe
     let thread_stop = stop.clone();
     let thread = std::thread::Builder::new()
         .name("bridge-metrics".into())
-        .spawn(move || {
-            while !thread_stop.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, _)) => answer(stream, control.as_ref(), &thread_stop),
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => std::thread::sleep(POLL),
-                }
-            }
-        })
+        .spawn(move || event_loop(&listener, control.as_ref(), &thread_stop))
         .map_err(io("spawn its thread"))?;
     Ok(MetricsServer { addr, stop, thread: Some(thread) })
 }
 
-/// Reads the request head (up to the blank line), bounded in size and time.
-fn read_head(stream: &mut TcpStream, stop: &AtomicBool) -> Result<Vec<u8>, u16> {
-    let deadline = Instant::now() + READ_TIMEOUT;
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    loop {
-        if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
-            return Ok(head);
+/// Where a connection is.
+enum State {
+    /// Reading the request head (what came so far).
+    Reading(Vec<u8>),
+    /// Sending the answer (all of it, and how much is sent).
+    Writing { answer: Vec<u8>, sent: usize },
+}
+
+/// One client's connection (non-blocking).
+struct Conn {
+    stream: TcpStream,
+    state: State,
+    /// When it is closed whatever it is doing: [`READ_TIMEOUT`] after it was
+    /// accepted, then [`WRITE_TIMEOUT`] after its answer was ready.
+    deadline: Instant,
+    /// The last time a byte came in or went out (or it was accepted): when
+    /// [`MAX_CONNECTIONS`] are held, the earliest goes first.
+    active: Instant,
+}
+
+/// What a step of a connection left.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// It waits for its socket (to read or to write).
+    Wait,
+    /// It is done (answered, closed by the client, or failed): drop it.
+    Done,
+}
+
+impl Conn {
+    fn new(stream: TcpStream) -> Option<Conn> {
+        stream.set_nonblocking(true).ok()?;
+        let now = Instant::now();
+        Some(Conn { stream, state: State::Reading(Vec::new()), deadline: now + READ_TIMEOUT, active: now })
+    }
+
+    /// What it waits for.
+    fn interest(&self) -> PollFlags {
+        match self.state {
+            State::Reading(_) => PollFlags::IN,
+            State::Writing { .. } => PollFlags::OUT,
         }
-        if head.len() > MAX_REQUEST {
-            return Err(431);
+    }
+
+    /// Reads what there is, answers a complete head, sends what the socket
+    /// takes; never blocks.
+    fn step(&mut self, control: &dyn Control) -> Step {
+        if let State::Reading(head) = &mut self.state {
+            let mut buf = [0u8; READ_CHUNK];
+            let too_large = || (431, "request head too large\n".to_string());
+            let (status, body) = loop {
+                match self.stream.read(&mut buf) {
+                    Ok(0) => return Step::Done,
+                    Ok(n) => {
+                        let from = head.len();
+                        head.extend_from_slice(&buf[..n]);
+                        self.active = Instant::now();
+                        match head_end(head, from) {
+                            Some(end) if end <= MAX_REQUEST => break route(&head[..end], control),
+                            Some(_) => break too_large(),
+                            None if head.len() > MAX_REQUEST => break too_large(),
+                            None => {}
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
+                    Err(_) => return Step::Done,
+                }
+            };
+            let now = Instant::now();
+            self.state = State::Writing { answer: http_answer(status, &body), sent: 0 };
+            self.deadline = now + WRITE_TIMEOUT;
+            self.active = now;
         }
-        if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
-            return Err(0);
+        let State::Writing { answer, sent } = &mut self.state else { return Step::Wait };
+        while let Some(rest) = answer.get(*sent..).filter(|r| !r.is_empty()) {
+            match self.stream.write(rest) {
+                Ok(0) => return Step::Done,
+                Ok(n) => {
+                    *sent += n;
+                    self.active = Instant::now();
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
+                Err(_) => return Step::Done,
+            }
         }
-        match stream.read(&mut buf) {
-            Ok(0) => return Err(0),
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
-            Err(_) => return Err(0),
+        Step::Done
+    }
+}
+
+/// The server's thread: waits on the listener and every connection at
+/// once, until `stop`.
+fn event_loop(listener: &TcpListener, control: &dyn Control, stop: &AtomicBool) {
+    let mut conns: Vec<Conn> = Vec::with_capacity(MAX_CONNECTIONS);
+    // After an accept failed (out of file descriptors, ...): when to try again, without spinning.
+    let mut accept_at = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        conns.retain(|c| c.deadline > now);
+        let wait = conns.iter().map(|c| c.deadline - now).fold(POLL, Duration::min);
+        let listening = now >= accept_at;
+        let (accept, ready) = {
+            let mut fds = Vec::with_capacity(conns.len() + 1);
+            if listening {
+                fds.push(PollFd::new(listener, PollFlags::IN));
+            }
+            fds.extend(conns.iter().map(|c| PollFd::new(&c.stream, c.interest())));
+            let timeout =
+                Timespec { tv_sec: wait.as_secs().try_into().unwrap_or(0), tv_nsec: wait.subsec_nanos().into() };
+            if poll(&mut fds, Some(&timeout)).is_err() {
+                // EINTR; or ENOMEM, then wait a little rather than spin.
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+            let (accept, ready) = ready.split_at(usize::from(listening));
+            (accept.first().copied().unwrap_or(false), ready.to_vec())
+        };
+        let mut ready = ready.into_iter();
+        conns.retain_mut(|c| !ready.next().unwrap_or(false) || c.step(control) == Step::Wait);
+        if !accept {
+            continue;
+        }
+        for _ in 0..MAX_CONNECTIONS {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let Some(mut c) = Conn::new(stream) else { continue };
+                    // A request already there is answered before anyone is closed for room.
+                    if c.step(control) == Step::Done {
+                        continue;
+                    }
+                    if conns.len() >= MAX_CONNECTIONS {
+                        if let Some(i) = conns.iter().enumerate().min_by_key(|(_, c)| c.active).map(|(i, _)| i) {
+                            conns.remove(i);
+                        }
+                    }
+                    conns.push(c);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    accept_at = Instant::now() + POLL;
+                    break;
+                }
+            }
         }
     }
 }
 
-fn answer(mut stream: TcpStream, control: &dyn Control, stop: &AtomicBool) {
-    if stream.set_nonblocking(false).is_err()
-        || stream.set_read_timeout(Some(POLL)).is_err()
-        || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
-    {
-        return;
-    }
-    let (status, body) = match read_head(&mut stream, stop) {
-        Err(0) => return,
-        Err(code) => (code, "request head too large\n".to_string()),
-        Ok(head) => route(&head, control),
-    };
+/// The length of the request head through its blank line (`\r\n\r\n` or
+/// `\n\n`), if it is all there; looks only at the bytes from `from` on
+/// (the ones just read), so a head that trickles in is read in linear time.
+fn head_end(head: &[u8], from: usize) -> Option<usize> {
+    (from..head.len())
+        .find(|&i| head.get(i) == Some(&b'\n') && (head[..i].ends_with(b"\n") || head[..i].ends_with(b"\n\r")))
+        .map(|i| i + 1)
+}
+
+/// The whole HTTP answer: status line, headers, body.
+fn http_answer(status: u16, body: &str) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -147,12 +297,11 @@ fn answer(mut stream: TcpStream, control: &dyn Control, stop: &AtomicBool) {
     };
     let content_type = if status == 200 { CONTENT_TYPE } else { "text/plain; charset=utf-8" };
     let allow = if status == 405 { "Allow: GET\r\n" } else { "" };
-    let text = format!(
+    format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n{body}",
         body.len()
-    );
-    let _ = stream.write_all(text.as_bytes());
-    let _ = stream.flush();
+    )
+    .into_bytes()
 }
 
 /// The status and body for one request head.
@@ -444,6 +593,24 @@ mod tests {
         let merged = ports_by_name(&[row(true, 10, 1), row(false, 5, 2)]);
         assert_eq!(merged.len(), 1);
         assert_eq!((merged[0].member, merged[0].received, merged[0].dropped["vlan"]), (true, 15, 3));
+    }
+
+    #[test]
+    fn the_head_ends_at_its_blank_line_however_it_trickles_in() {
+        for head in
+            [&b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"[..], b"GET /metrics HTTP/1.0\n\n", b"GET / HTTP/1.1\r\n\n"]
+        {
+            let mut sent = head.to_vec();
+            sent.extend_from_slice(b"more");
+            assert_eq!(head_end(&sent, 0), Some(head.len()), "{head:?}");
+            // One byte at a time: found when its last byte comes, looking only at that byte.
+            for n in 1..=head.len() {
+                let want = if n == head.len() { Some(n) } else { None };
+                assert_eq!(head_end(&sent[..n], n - 1), want, "{head:?} after {n} bytes");
+            }
+        }
+        assert_eq!(head_end(b"GET /metrics HTTP/1.1\r\nHost: x\r\n", 0), None);
+        assert_eq!(head_end(b"", 0), None);
     }
 
     #[test]

@@ -122,6 +122,23 @@ fn a_stale_socket_is_replaced_and_a_live_one_refused() {
 }
 
 #[test]
+fn a_path_in_a_missing_directory_is_refused_in_one_sentence_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no").join("such");
+    let e = ctl::bind(&missing.join("ctl.sock")).err().expect("refused");
+    assert!(matches!(&e, BridgeError::NoDirectory(d) if *d == missing), "{e:?}");
+    assert!(std::error::Error::source(&e).is_none(), "the sentence is the whole message: {e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "the control socket's directory {} does not exist: create it, or give --ctl a path in an existing directory",
+            missing.display()
+        )
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing created");
+}
+
+#[test]
 fn a_bound_socket_holds_its_path_before_it_serves() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ctl.sock");
