@@ -9,7 +9,7 @@
 //! * [`cpus`]: the CPUs this process may run on, and CPU list text.
 //! * [`signals`]: a stop flag set by SIGINT/SIGTERM.
 //! * [`link`]: an interface's state and counters (and a veth peer's) over
-//!   rtnetlink, by index.
+//!   rtnetlink, by index (or by name: its index, link type and flags).
 //! * [`netdev`]: an interface's XDP features (whether it takes frames
 //!   XDP redirects to it) over generic netlink's "netdev" family, by index.
 //!
