@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub fn run(args: &BridgeArgs) -> Result<i32> {
+    crate::cmd::check_cpus("--cpus", &args.cpus)?;
     let cfg = BridgeConfig {
         ports: args.ports.clone(),
         workers: args.workers,
