@@ -498,3 +498,24 @@ fn contradicting_flags_are_usage_errors_with_nothing_on_stdout() {
         assert!(errs[0].starts_with("error: ") && errs[0].contains(" --"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_cpu_this_process_may_not_run_on_is_a_usage_error_naming_the_flag_and_the_available_ones() {
+    let available = flowsteer_live::available_cpus();
+    let absent = (99..).find(|c| !available.contains(c)).unwrap().to_string();
+    let bridge = ["bridge", "--port", "afpacket:fs-none-a", "--port", "afpacket:fs-none-b"];
+    for (base, flag) in [
+        (&["run"][..], "--cores"),
+        (&["queues", "lo"][..], "--queue-cpus"),
+        (&["udp-echo", "127.0.0.1:9"][..], "--cpus"),
+        (&["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo"][..], "--cpus"),
+        (&["rfc2544", "--dut", "none"][..], "--gen-cpus"),
+        (&["rfc2544", "--dut", "none"][..], "--dut-cpus"),
+        (&bridge[..], "--cpus"),
+    ] {
+        let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        args.extend([flag.to_string(), absent.clone()]);
+        let names = format!("{flag}: CPU {absent} is not available to this process (available: {available:?})");
+        assert_usage_error(&args, &names);
+    }
+}

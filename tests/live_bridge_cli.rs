@@ -7,14 +7,19 @@
 //!   before it opens any port: it exits nonzero naming the path, and the
 //!   first keeps its ports, its socket and its traffic;
 //! * SIGTERM: exit 0, the final table printed with `conservation: ok`, no
-//!   XDP program left on the ports, the socket file removed.
+//!   XDP program left on the ports, the socket file removed;
+//! * SIGHUP, SIGUSR1 and SIGUSR2 leave it running and forwarding (over
+//!   AF_PACKET ports); each SIGUSR1 prints the counters tables; SIGTERM
+//!   then stops it as above.
 //!
-//! Root only (skipped with a printed reason otherwise).
+//! Root only (skipped with a printed reason otherwise), but for `--cpus`
+//! naming a CPU this process may not run on: a usage error (exit 2) that
+//! names the CPUs it may run on, before anything is opened.
 
-#[allow(dead_code)] // only `TempDir` is used here
+#[allow(dead_code)] // only `TempDir` and `flowsteer` are used here
 mod common;
 
-use common::TempDir;
+use common::{flowsteer, TempDir};
 use flowsteer_netns::{skip_reason, Star};
 use std::io::Read;
 use std::path::Path;
@@ -53,11 +58,21 @@ impl Running {
         Running { child, out, err }
     }
 
+    /// Sends signal `sig` (`TERM`, `HUP`, ...).
+    fn signal(&self, sig: &str) {
+        // `ip netns exec` execs the binary: the child's pid is the bridge's.
+        let kill = Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().unwrap();
+        assert!(kill.success());
+    }
+
+    /// Whether it has not exited.
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
     /// Sends SIGTERM and waits (at most 20 s) for the exit.
     fn terminate(mut self) -> (ExitStatus, String, String) {
-        // `ip netns exec` execs the binary: the child's pid is the bridge's.
-        let kill = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
-        assert!(kill.success());
+        self.signal("TERM");
         let deadline = Instant::now() + Duration::from_secs(20);
         let status = loop {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -87,6 +102,21 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Waits (at most 20 s) until the bridge answers on `sock`.
+fn wait_up(sock: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ctl(sock, &["stats", "--json"]).status.code() != Some(0) {
+        assert!(Instant::now() < deadline, "no answer on {} within 20 s", sock.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One ICMP echo from host `from` to host `to` answered (5 s at most).
+fn ping(star: &Star, from: usize, to: usize) -> bool {
+    let to = star.v4(to).into();
+    star.run_in(from, move || flowsteer_netns::ping(to, Duration::from_secs(5))).unwrap().unwrap()
+}
+
 fn xdp_attached(star: &Star, i: usize) -> bool {
     let out = Command::new("ip").args(["-n", star.hub_ns(), "link", "show", "dev", star.hub_dev(i)]).output().unwrap();
     text(&out.stdout).contains("xdp")
@@ -106,11 +136,7 @@ fn bridge_serves_refuses_a_second_on_its_socket_and_stops_clean_on_sigterm() {
     let first = Running::spawn(&star, &["bridge", "--port", &p1, "--port", &p2, "--ctl", sock_arg, "--interval", "1"]);
 
     // Up once the socket answers.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while ctl(&sock, &["stats", "--json"]).status.code() != Some(0) {
-        assert!(Instant::now() < deadline, "no answer on {sock_arg} within 20 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_up(&sock);
     let (to1, to2) = (star.v4(1).into(), star.v4(2).into());
     let ping = |from: usize, to| {
         star.run_in(from, move || flowsteer_netns::ping(to, Duration::from_secs(5))).unwrap().unwrap()
@@ -160,4 +186,50 @@ fn bridge_serves_refuses_a_second_on_its_socket_and_stops_clean_on_sigterm() {
         assert!(!xdp_attached(&star, i), "XDP program left on port {i}");
     }
     assert!(!sock.exists(), "socket file left behind");
+}
+
+#[test]
+fn hup_usr1_and_usr2_leave_the_bridge_running_and_forwarding() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let star = Star::new("bsig", 2).unwrap();
+    let dir = TempDir::new("live-bridge-cli", "signals");
+    let sock = dir.path("bridge.sock");
+    let (p1, p2) = (format!("afpacket:{}", star.hub_dev(1)), format!("afpacket:{}", star.hub_dev(2)));
+    let mut bridge = Running::spawn(&star, &["bridge", "--port", &p1, "--port", &p2, "--ctl", sock.to_str().unwrap()]);
+    wait_up(&sock);
+    assert!(ping(&star, 1, 2), "the hosts reach each other through the bridge");
+    for sig in ["HUP", "USR1", "USR2", "USR1"] {
+        bridge.signal(sig);
+        // The bridge looks at its signals every 20 ms.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(bridge.running(), "SIG{sig} ended the bridge");
+        assert!(ping(&star, 1, 2) && ping(&star, 2, 1), "no traffic through the bridge after SIG{sig}");
+        assert_eq!(ctl(&sock, &["stats"]).status.code(), Some(0), "no answer on the socket after SIG{sig}");
+    }
+    let (status, stdout, stderr) = bridge.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    // One table per SIGUSR1, before the final one.
+    let fin = stdout.rfind("final at").unwrap_or_else(|| panic!("no final table:\n{stdout}"));
+    assert_eq!(stdout[..fin].matches("SIGUSR1 at ").count(), 2, "{stdout}");
+    let usr1 = stdout.find("SIGUSR1 at ").unwrap();
+    let table = &stdout[usr1..fin];
+    assert!(table.contains(star.hub_dev(1)) && table.contains("conservation: ok"), "{table}");
+    assert!(stdout[fin..].contains("conservation: ok"), "{}", &stdout[fin..]);
+    assert!(!sock.exists(), "socket file left behind");
+}
+
+#[test]
+fn cpus_this_process_may_not_run_on_are_a_usage_error_naming_the_available_ones() {
+    let available = flowsteer_live::available_cpus();
+    let absent = (99..).find(|c| !available.contains(c)).unwrap();
+    let cpus = format!("{},{absent}", available[0]);
+    let o = flowsteer(&["bridge", "--port", "afpacket:fs-none-a", "--port", "afpacket:fs-none-b", "--cpus", &cpus]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+    let want = format!("error: --cpus: CPU {absent} is not available to this process (available: {available:?})");
+    assert_eq!(err.trim_end(), want);
 }

@@ -1,15 +1,18 @@
 //! `flowsteer bridge`: an L2 learning bridge between live ports, with a
-//! per-port and a per-worker table every `--interval` and at the end.
+//! per-port and a per-worker table every `--interval`, on SIGUSR1 and at
+//! the end. SIGHUP and SIGUSR2 are ignored; SIGINT/SIGTERM stop it.
 
 use crate::cli::BridgeArgs;
 use anyhow::{Context, Result};
 use flowsteer_bridge::{Bridge, BridgeConfig, BridgeStats};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub fn run(args: &BridgeArgs) -> Result<i32> {
+    crate::cmd::check_cpus("--cpus", &args.cpus)?;
     let cfg = BridgeConfig {
         ports: args.ports.clone(),
         workers: args.workers,
@@ -29,6 +32,7 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
     };
     cfg.validate().map_err(|e| crate::cmd::usage(e.to_string()))?;
     let stop = flowsteer_live::stop_on_signals()?;
+    let report = flowsteer_live::report_on_sigusr1()?;
     let ctl_path = args.ctl.clone().unwrap_or_else(|| PathBuf::from(flowsteer_bridge::ctl::DEFAULT_CTL_PATH));
     // The path is taken before any port is opened: a second bridge on it
     // is refused without touching the ports of the first.
@@ -63,22 +67,33 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
             if Instant::now() >= n {
                 next = Some(n + e);
                 if !args.json {
-                    print_tables(&bridge.stats(), false);
+                    print_tables(&bridge.stats(), "interval");
                 }
+            }
+        }
+        if report.swap(false, Ordering::Relaxed) {
+            match args.json {
+                true => out(&format!("{}\n", serde_json::to_string_pretty(&bridge.stats())?)),
+                false => print_tables(&bridge.stats(), "SIGUSR1"),
             }
         }
     }
     let fin = bridge.stop();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&fin)?);
+        out(&format!("{}\n", serde_json::to_string_pretty(&fin)?));
     } else {
-        print_tables(&fin, true);
+        print_tables(&fin, "final");
     }
     Ok(0)
 }
 
-fn print_tables(s: &BridgeStats, last: bool) {
-    println!("{} at {:.1} s", if last { "final" } else { "interval" }, s.uptime_s);
-    print!("{}", flowsteer_bridge::ctl::stats_table(s));
-    println!("{}", crate::legend::footer(crate::legend::BRIDGE_STATS));
+fn print_tables(s: &BridgeStats, what: &str) {
+    let table = flowsteer_bridge::ctl::stats_table(s);
+    out(&format!("{what} at {:.1} s\n{table}{}\n", s.uptime_s, crate::legend::footer(crate::legend::BRIDGE_STATS)));
+}
+
+/// To stdout; a stdout gone (its terminal closed: SIGHUP) loses the text
+/// but does not end the bridge.
+fn out(text: &str) {
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }

@@ -37,6 +37,18 @@ pub fn is_usage(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.is::<Usage>())
 }
 
+/// A usage error (exit 2) for the first CPU of `cpus` (given with `flag`)
+/// this process may not run on (not in its affinity mask: absent, offline
+/// or outside its cpuset), naming the ones it may run on. A CPU that is
+/// not there would otherwise be skipped silently (a thread left unpinned).
+pub fn check_cpus(flag: &str, cpus: &[u32]) -> anyhow::Result<()> {
+    let available = flowsteer_live::available_cpus();
+    match cpus.iter().find(|c| !available.contains(c)) {
+        Some(c) => Err(usage(format!("{flag}: CPU {c} is not available to this process (available: {available:?})"))),
+        None => Ok(()),
+    }
+}
+
 /// Print warnings once, to stderr.
 pub fn warn_all(warnings: &[String]) {
     for w in warnings {

@@ -8,7 +8,6 @@
 //! files print `-` (veth has no interrupts and no NUMA node).
 
 use crate::cli::QueuesArgs;
-use crate::cmd::usage;
 use anyhow::{bail, Result};
 use flowsteer_live::cpus::{available_cpus, list_text};
 use flowsteer_live::queues::{read_interface, InterfaceQueues};
@@ -31,13 +30,7 @@ pub fn run(args: &QueuesArgs) -> Result<i32> {
     }
     let available = available_cpus();
     let pollers: &[u32] = if args.queue_cpus.is_empty() { &available } else { &args.queue_cpus };
-    for c in pollers {
-        if !available.contains(c) {
-            return Err(usage(format!(
-                "--queue-cpus: CPU {c} is not available to this process (available: {available:?})"
-            )));
-        }
-    }
+    crate::cmd::check_cpus("--queue-cpus", pollers)?;
     let report = Report { schema: "flowsteer.queues.v1", interface: read_interface(&args.iface, pollers)? };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

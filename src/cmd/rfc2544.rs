@@ -45,6 +45,8 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
     if args.gen_cpus.len() > 2 {
         return Err(usage("--gen-cpus: one CPU (generator and receiver) or two (generator, receiver)"));
     }
+    crate::cmd::check_cpus("--gen-cpus", &args.gen_cpus)?;
+    crate::cmd::check_cpus("--dut-cpus", &args.dut_cpus)?;
     let gen: Vec<usize> = if args.gen_cpus.is_empty() {
         flowsteer_live::available_cpus().into_iter().take(1).map(|c| c as usize).collect()
     } else {

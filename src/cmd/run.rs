@@ -115,11 +115,7 @@ pub fn build(args: &RunArgs) -> Result<Built> {
     if cpus.is_empty() {
         bail!("no CPUs to run workers on");
     }
-    for c in &cpus {
-        if !available.contains(c) {
-            return Err(usage(format!("--cores: CPU {c} is not available to this process (available: {available:?})")));
-        }
-    }
+    crate::cmd::check_cpus("--cores", &cpus)?;
     let mut sorted = cpus.clone();
     sorted.sort_unstable();
     sorted.dedup();

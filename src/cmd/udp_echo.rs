@@ -22,6 +22,7 @@ pub fn parse_socket_addr(s: &str) -> Result<SocketAddr> {
 }
 
 pub fn run(args: &UdpEchoArgs) -> Result<i32> {
+    crate::cmd::check_cpus("--cpus", &args.cpus)?;
     match args.mode.as_str() {
         "kernel" => {
             let xdp_only = [

@@ -9,6 +9,10 @@
 //! requests. Counters ([`counters`]) add up per port and per worker:
 //! received = forwarded + flooded + dropped (by reason).
 //!
+//! Before a port is opened, [`admit`] checks that it is Ethernet and not a
+//! loopback, and takes its lock (one bridge per interface, for as long as
+//! it is a member).
+//!
 //! [`api`] holds what the bridge's runtime, its control socket
 //! ([`ctl`]) and its metrics endpoint ([`metrics`]) share: the run-time
 //! requests and their answers, and the counters (schema
@@ -30,6 +34,7 @@
 //! stress` (passes; 9 minutes of test on a loaded machine).
 #![warn(missing_docs)]
 
+pub mod admit;
 pub mod api;
 pub mod config;
 pub mod counters;

@@ -13,13 +13,14 @@
 //!   the port (by flow hash, so a flow stays on one worker), and one
 //!   transmit socket per worker.
 
+use crate::admit::{self, Admitted, PortLock};
 use crate::api::{PortKind, PortSpec};
 use crate::counters::PortCounters;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing, TxConfig, TxSocket};
 use flowsteer_fdb::PortId;
 use flowsteer_xsk::{AttachConfig, Claim, FastPathAttach, XdpProgram, XskConfig, XskSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Most receive queues opened per AF_XDP port.
@@ -45,6 +46,10 @@ pub(crate) struct WorkerPort {
     /// Transmit socket: of an AF_PACKET port, or of an AF_XDP port on
     /// which the worker owns no queue.
     pub tx: Option<TxSocket>,
+    /// The interface's lock ([`crate::admit`]), shared by the workers:
+    /// held, never read; released with the last worker's sockets, after
+    /// them (declared last).
+    pub _lock: Option<Arc<PortLock>>,
 }
 
 /// What every thread knows of one member port.
@@ -112,9 +117,10 @@ pub(crate) fn open(
     group: u16,
     fast: Result<FastPathAttach, &str>,
 ) -> Result<(PortShared, Vec<String>), String> {
+    let Admitted { lock, mut warnings } = admit::admit(&spec.iface)?;
     let mtu = flowsteer_xsk::interface_mtu(&spec.iface).map_err(|e| e.to_string())?;
-    let mut warnings = Vec::new();
-    let mut handles: Vec<WorkerPort> = (0..workers).map(|_| WorkerPort::default()).collect();
+    let mut handles: Vec<WorkerPort> =
+        (0..workers).map(|_| WorkerPort { _lock: lock.clone(), ..WorkerPort::default() }).collect();
     let mut program = None;
     let ifindex;
     match spec.kind {

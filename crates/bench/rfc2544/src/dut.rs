@@ -39,8 +39,8 @@ use serde::Serialize;
 use crate::bridge::BridgeDut;
 use crate::ovs::OvsDut;
 
-/// Prefix of every namespace the harness creates.
-pub const NS_PREFIX: &str = "fs2544-";
+use crate::names::owner_gone;
+pub use crate::names::NS_PREFIX;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -468,13 +468,6 @@ pub fn leftovers() -> Vec<String> {
         .collect();
     v.sort();
     v
-}
-
-/// The process that made a harness namespace is gone; `false` for a live
-/// one and for a name that carries no process id (not the harness's).
-pub(crate) fn owner_gone(ns: &str) -> bool {
-    let pid = ns.strip_prefix(NS_PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok());
-    pid.is_some_and(|p| p != std::process::id() && !std::path::Path::new(&format!("/proc/{p}")).exists())
 }
 
 /// Removes the harness namespaces whose process is gone (a run killed

@@ -27,6 +27,7 @@ pub mod dut;
 pub use flowsteer_gen::frames;
 pub mod io;
 pub mod live;
+mod names;
 pub mod ovs;
 pub mod search;
 pub mod spread;

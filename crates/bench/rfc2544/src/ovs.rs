@@ -29,7 +29,7 @@
 //! exit --cleanup` to `ovs-vswitchd` (its ports and XDP programs removed),
 //! `ovs-appctl exit` to `ovsdb-server`, each followed by SIGTERM after
 //! [`EXIT_LIMIT`] and SIGKILL after [`TERM_LIMIT`]; then the directory is
-//! removed. The [`crate::dut::Topology`] does this before it removes the
+//! removed. The topology (`dut::Topology`) does this before it removes the
 //! namespaces. Every command the harness runs is killed at [`COMMAND_LIMIT`].
 //!
 //! A killed harness: the daemons are started under `setpriv --pdeathsig
@@ -511,7 +511,7 @@ pub fn leftovers() -> Vec<PathBuf> {
         .filter(|e| {
             let n = e.file_name();
             let n = n.to_string_lossy();
-            n.starts_with(crate::dut::NS_PREFIX) && n.ends_with(DIR_SUFFIX)
+            n.starts_with(crate::names::NS_PREFIX) && n.ends_with(DIR_SUFFIX)
         })
         .map(|e| e.path())
         .collect();
@@ -556,7 +556,7 @@ pub fn cleanup() -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for dir in leftovers() {
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if crate::dut::owner_gone(&name) {
+        if crate::names::owner_gone(&name) {
             stop_leftover(&dir);
             removed.push(dir);
         }

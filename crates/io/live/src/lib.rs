@@ -7,9 +7,10 @@
 //! * [`queues`]: an interface's receive and transmit queues, their RPS/XPS
 //!   masks and interrupts, from sysfs and procfs.
 //! * [`cpus`]: the CPUs this process may run on, and CPU list text.
-//! * [`signals`]: a stop flag set by SIGINT/SIGTERM.
+//! * [`signals`]: a stop flag set by SIGINT/SIGTERM; a report flag set by
+//!   SIGUSR1, SIGHUP and SIGUSR2 caught (not fatal).
 //! * [`link`]: an interface's state and counters (and a veth peer's) over
-//!   rtnetlink, by index.
+//!   rtnetlink, by index (or by name: its index, link type and flags).
 //! * [`netdev`]: an interface's XDP features (whether it takes frames
 //!   XDP redirects to it) over generic netlink's "netdev" family, by index.
 //!
@@ -29,5 +30,5 @@ pub mod source;
 
 pub use cpus::available_cpus;
 pub use error::LiveError;
-pub use signals::stop_on_signals;
+pub use signals::{report_on_sigusr1, stop_on_signals};
 pub use source::{open, FanoutChoice, Guard, LiveOptions, LiveSpec};

@@ -14,8 +14,14 @@
 //! changes (up, down, carrier, MTU, a new or deleted interface), read
 //! without blocking, so its owner re-reads its links at once instead of
 //! polling them.
+//!
+//! (sysfs, `/sys/class/net`, shows the namespace it was mounted in, not
+//! the thread's: a thread that entered another namespace reads it here.)
+//!
+//! By name only where a name is all there is ([`LinkReader::read_name`]:
+//! what the user typed, to learn the index and the link type).
 
-use crate::nl::{self, attrs, messages, u32_at, u64_at, Request, NLMSG_ERROR, NLMSG_HDRLEN};
+use crate::nl::{self, attrs, messages, u16_at, u32_at, u64_at, Request, NLMSG_ERROR, NLMSG_HDRLEN};
 use rustix::net::{recv, send, RecvFlags, SendFlags};
 use std::io;
 use std::os::fd::OwnedFd;
@@ -23,6 +29,7 @@ use std::os::fd::OwnedFd;
 const RTM_NEWLINK: u16 = 16;
 const RTM_GETLINK: u16 = 18;
 const IFINFOMSG_LEN: usize = 16;
+const IFLA_IFNAME: u16 = 3;
 const IFLA_LINK: u16 = 5;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_STATS64: u16 = 23;
@@ -35,6 +42,13 @@ const IFF_UP: u32 = 1;
 const IFF_LOWER_UP: u32 = 1 << 16;
 /// `RTMGRP_LINK`: link change notifications.
 const RTMGRP_LINK: u32 = 1;
+/// `IFF_LOOPBACK`, in [`LinkInfo::flags`].
+pub const IFF_LOOPBACK: u32 = 0x8;
+/// `ARPHRD_ETHER`, the [`LinkInfo::link_type`] of Ethernet (veth, tap,
+/// dummy, bond, VLAN and physical NICs alike).
+pub const ARPHRD_ETHER: u16 = 1;
+/// Longest interface name (`IFNAMSIZ` less its NUL).
+const IFNAME_MAX: usize = 15;
 
 /// What the kernel says about one interface.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,6 +58,13 @@ pub struct LinkInfo {
     /// Has carrier (`IFF_LOWER_UP`): the driver says the link works; a
     /// veth has it while its peer is up.
     pub carrier: bool,
+    /// The interface's index (`ifi_index`).
+    pub ifindex: u32,
+    /// `ifi_type`: the link type, an `ARPHRD_*` number ([`ARPHRD_ETHER`];
+    /// 772 loopback, 65534 none (tun, wireguard), 768 ipip, 778 gre, ...).
+    pub link_type: u16,
+    /// `ifi_flags`: `IFF_*` ([`IFF_LOOPBACK`], ...).
+    pub flags: u32,
     pub rx_packets: u64,
     pub tx_packets: u64,
     pub rx_dropped: u64,
@@ -75,7 +96,23 @@ impl LinkReader {
     pub fn read(&mut self, ifindex: u32, netnsid: Option<i32>) -> io::Result<Option<LinkInfo>> {
         self.seq = self.seq.wrapping_add(1);
         let req = request(ifindex, netnsid, self.seq);
-        send(&self.fd, &req, SendFlags::empty())?;
+        self.ask(&req)
+    }
+
+    /// The interface named `name` in this reader's namespace; `None` when
+    /// there is none (a name longer than an interface name can be included).
+    pub fn read_name(&mut self, name: &str) -> io::Result<Option<LinkInfo>> {
+        if name.is_empty() || name.len() > IFNAME_MAX || name.contains('\0') {
+            return Ok(None);
+        }
+        self.seq = self.seq.wrapping_add(1);
+        let req = request_name(name, self.seq);
+        self.ask(&req)
+    }
+
+    /// Sends `req` (sequence number `self.seq`) and reads its answer.
+    fn ask(&mut self, req: &[u8]) -> io::Result<Option<LinkInfo>> {
+        send(&self.fd, req, SendFlags::empty())?;
         loop {
             let (n, _) = recv(&self.fd, &mut self.buf[..], RecvFlags::empty())?;
             match parse_answer(&self.buf[..n.min(self.buf.len())], self.seq) {
@@ -150,6 +187,13 @@ fn request(ifindex: u32, netnsid: Option<i32>, seq: u32) -> Vec<u8> {
     }
 }
 
+/// `RTM_GETLINK` for one name (index 0: the kernel looks the name up).
+fn request_name(name: &str, seq: u32) -> Vec<u8> {
+    let mut ifname = name.as_bytes().to_vec();
+    ifname.push(0);
+    Request::new(RTM_GETLINK, seq).fixed(&[0u8; IFINFOMSG_LEN]).attr(IFLA_IFNAME, &ifname).bytes()
+}
+
 enum Answer {
     Link(LinkInfo),
     /// A positive errno.
@@ -171,7 +215,14 @@ fn parse_answer(b: &[u8], seq: u32) -> Answer {
 
 fn parse_link(msg: &[u8]) -> Answer {
     let Some(flags) = u32_at(msg, NLMSG_HDRLEN + 8) else { return Answer::Other };
-    let mut info = LinkInfo { up: flags & IFF_UP != 0, carrier: flags & IFF_LOWER_UP != 0, ..LinkInfo::default() };
+    let mut info = LinkInfo {
+        up: flags & IFF_UP != 0,
+        carrier: flags & IFF_LOWER_UP != 0,
+        ifindex: u32_at(msg, NLMSG_HDRLEN + 4).unwrap_or(0),
+        link_type: u16_at(msg, NLMSG_HDRLEN + 2).unwrap_or(0),
+        flags,
+        ..LinkInfo::default()
+    };
     for (typ, p) in attrs(msg.get(NLMSG_HDRLEN + IFINFOMSG_LEN..).unwrap_or(&[])) {
         match typ {
             IFLA_STATS64 => {
@@ -196,7 +247,6 @@ fn parse_link(msg: &[u8]) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nl::u16_at;
 
     #[test]
     fn request_layout() {
@@ -208,6 +258,12 @@ mod tests {
         assert_eq!(u32_at(&r, 20), Some(7));
         assert_eq!((u16_at(&r, 32), u16_at(&r, 34), u32_at(&r, 36)), (Some(8), Some(IFLA_TARGET_NETNSID), Some(3)));
         assert_eq!(request(7, None, 9).len(), 32);
+        let r = request_name("veth0", 4);
+        // 16 header + 16 ifinfomsg + 4 + "veth0\0" padded to 8.
+        assert_eq!(r.len(), 44);
+        assert_eq!((u32_at(&r, 8), u32_at(&r, 20)), (Some(4), Some(0)));
+        assert_eq!((u16_at(&r, 32), u16_at(&r, 34)), (Some(10), Some(IFLA_IFNAME)));
+        assert_eq!(&r[36..44], b"veth0\0\0\0");
     }
 
     #[test]
@@ -222,6 +278,13 @@ mod tests {
         // Index 1 is the loopback of every namespace.
         let lo = r.read(1, None).unwrap().expect("lo");
         assert!(lo.up && lo.carrier);
+        assert_eq!((lo.ifindex, lo.link_type), (1, 772));
+        assert!(lo.flags & IFF_LOOPBACK != 0);
         assert_eq!(r.read(0x7fff_fff0, None).unwrap(), None);
+        let by_name = r.read_name("lo").unwrap().expect("lo by name");
+        assert_eq!((by_name.ifindex, by_name.link_type, by_name.flags), (1, 772, lo.flags));
+        for missing in ["fs-no-such-if", "", "a-name-too-long-to-be-one"] {
+            assert_eq!(r.read_name(missing).unwrap(), None, "{missing}");
+        }
     }
 }
