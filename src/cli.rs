@@ -55,7 +55,8 @@ pub enum Command {
     #[command(after_help = crate::legend::help("Table columns (`stats`, per port and per worker)", crate::legend::BRIDGE_STATS))]
     BridgeCtl(BridgeCtlArgs),
     /// L2 learning bridge between live ports (afxdp:IFACE, afpacket:IFACE): per-core forwarding, MAC learning and aging,
-    /// VLAN filtering, a control socket and Prometheus metrics.
+    /// VLAN filtering, per-port flags and states, a control socket and Prometheus metrics. Signals: SIGINT/SIGTERM stop it
+    /// (final counters, exit 0); SIGUSR1 prints the counters and it keeps running; SIGHUP and SIGUSR2 are ignored.
     #[command(after_help = crate::legend::help("Table columns (per port and per worker)", crate::legend::BRIDGE_STATS))]
     Bridge(BridgeArgs),
 }
@@ -114,10 +115,10 @@ pub struct BridgeArgs {
     /// Stop after SECS seconds [default: run until SIGINT/SIGTERM].
     #[arg(long, value_parser = crate::ranges::seconds)]
     pub duration: Option<f64>,
-    /// Control socket path [default: /run/flowsteer-bridge.sock].
+    /// Control socket path (mode 0600; at most 8 clients at once, requests of at most 64 KiB, idle clients closed after 60 s) [default: /run/flowsteer-bridge.sock].
     #[arg(long)]
     pub ctl: Option<std::path::PathBuf>,
-    /// Serve Prometheus metrics on ADDR:PORT, or PORT on loopback (e.g. 9108) [default: off].
+    /// Serve Prometheus metrics on ADDR:PORT, or PORT on loopback (e.g. 9108) [default: off]; at most 64 connections (one more closes the one idle longest), each request within 2 s, its head at most 8 KiB.
     #[arg(long, value_parser = flowsteer_bridge::metrics::listen_addr)]
     pub metrics: Option<std::net::SocketAddr>,
 }

@@ -39,9 +39,9 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
     let ctl_socket = flowsteer_bridge::ctl::bind(&ctl_path)?;
     let bridge = Bridge::start(cfg).context("starting the bridge")?;
     crate::cmd::warn_all(bridge.warnings());
-    let _ctl = ctl_socket.serve(bridge.control()).context("control socket")?;
+    let _ctl = ctl_socket.serve(bridge.control())?;
     let _metrics = match args.metrics {
-        Some(addr) => Some(flowsteer_bridge::metrics::serve(addr, bridge.control()).context("metrics endpoint")?),
+        Some(addr) => Some(flowsteer_bridge::metrics::serve(addr, bridge.control())?),
         None => None,
     };
     if !args.json {

@@ -27,7 +27,7 @@ pub fn run(args: &BridgeCtlArgs) -> Result<i32> {
     let answer = match ctl::request(&args.ctl, &req) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {:#}", anyhow::Error::from(e));
             return Ok(UNREACHABLE);
         }
     };

@@ -6,8 +6,9 @@ pub enum BridgeError {
     /// A port spec is not `afxdp:IFACE` or `afpacket:IFACE`.
     #[error("bad port {0:?}: expected afxdp:IFACE or afpacket:IFACE")]
     BadPortSpec(String),
-    /// A control socket or metrics endpoint could not be served or reached.
-    #[error("{what}: {source}")]
+    /// A control socket or metrics endpoint could not be served or reached
+    /// (the system's error is the source: print the chain, `{:#}`).
+    #[error("{what}")]
     Io {
         /// What was being done, with the path or address.
         what: String,

@@ -424,9 +424,13 @@ pub fn render(stats: &BridgeStats) -> String {
     );
     t.sample(&format!("{P}conservation_ok"), &[], u8::from(stats.conservation_ok));
 
-    let port_gauges: [PerRow<PortStats>; 2] = [
+    let port_gauges: [PerRow<PortStats>; 4] = [
         ("port_member", "1 while the port is a member, 0 once removed.", |p| u64::from(p.member)),
-        ("port_up", "1 when the port's link was last seen up.", |p| u64::from(p.up)),
+        ("port_up", "1 when the port's link was last seen up (administratively up, with carrier).", |p| {
+            u64::from(p.up)
+        }),
+        ("port_forwarding", "1 while the port's 802.1D state is forwarding.", |p| u64::from(p.state == "forwarding")),
+        ("port_learned_entries", "Learned MAC entries on the port now.", |p| p.learned_entries),
     ];
     t.family(&format!("{P}port_info"), "gauge", "A member port and how it reaches its interface (always 1).");
     for p in &ports {

@@ -457,6 +457,8 @@ pub fn expected(s: &BridgeStats) -> BTreeMap<Key, f64> {
         m.insert(key("port_fast_forwarded_total", &l), p.fast_forwarded as f64);
         m.insert(key("port_member", &l), f64::from(u8::from(p.member)));
         m.insert(key("port_up", &l), f64::from(u8::from(p.up)));
+        m.insert(key("port_forwarding", &l), f64::from(u8::from(p.state == "forwarding")));
+        m.insert(key("port_learned_entries", &l), p.learned_entries as f64);
         m.insert(key("port_received_total", &l), p.received as f64);
         m.insert(key("port_forwarded_total", &l), p.forwarded as f64);
         m.insert(key("port_flooded_total", &l), p.flooded as f64);
