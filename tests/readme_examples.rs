@@ -9,6 +9,7 @@
 //! in namespaces they build), a NIC named in the example that this machine
 //! lacks, or more than a minute (listed with their time in the README).
 
+#[allow(dead_code)] // only `TempDir` is used here
 mod common;
 
 use std::path::Path;
