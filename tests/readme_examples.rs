@@ -28,11 +28,8 @@ const SKIP: &[(&str, &str)] = &[
     ("--source afxdp:", "needs root and an interface"),
     ("--source afpacket:", "needs root and an interface"),
     ("--dpdk ", "needs DPDK's harness built (tests/cli_bench_reasm.rs builds it when libdpdk-dev is installed)"),
-    ("flowsteer bench analyze  ", "times a 10 M packet capture (about a minute)"),
     ("flowsteer bench steer", "a sweep of several minutes (BENCHMARKS.md)"),
-    ("flowsteer bench hash", "a sweep of about a minute (BENCHMARKS.md)"),
     ("flowsteer bench reasm", "a sweep of several minutes (BENCHMARKS.md)"),
-    ("flowsteer bench offload", "a sweep of about a minute (BENCHMARKS.md)"),
     ("flowsteer bench tcp", "needs root and iperf3"),
 ];
 
