@@ -7,7 +7,7 @@
 
 use crate::cli::UdpGenArgs;
 use crate::cmd::usage;
-use crate::rssopts::{resolve, Resolved};
+use crate::rssopts::{resolve, warn_public_key, Resolved};
 use anyhow::Result;
 use flowsteer_live::stop_on_signals;
 use flowsteer_udp::afxdp::{self, AfxdpConfig};
@@ -59,6 +59,13 @@ fn spread_warnings(args: &UdpGenArgs, config: &flowsteer_rss::RssConfig, remote:
     w
 }
 
+/// What `--spread` says when it plans against the public key: the advice of
+/// the generic warning (`--key random`) would not fit a generator.
+const SPREAD_PUBLIC_KEY_WARNING: &str =
+    "the Microsoft default key is public: if the receiver's NIC uses it, as --spread \
+     assumes here, anyone can aim traffic at one of its queues (in production put a random key on that NIC and plan \
+     with it: --key HEX or --ethtool-x FILE)";
+
 pub fn run(args: &UdpGenArgs) -> Result<i32> {
     let remote_ip: IpAddr =
         args.remote.parse().map_err(|_| usage(format!("--remote '{}' is not an IP address", args.remote)))?;
@@ -98,7 +105,9 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
     let mut all_warnings = Vec::new();
     let flows = match args.spread {
         Some(n) => {
-            let Resolved { config, warnings } = resolve(&args.rss, Some(usize::from(n)))?;
+            let Resolved { config, mut warnings } = resolve(&args.rss, Some(usize::from(n)))?;
+            // The plan models the receiver NIC's RSS.
+            warn_public_key(&mut warnings, config.key(), SPREAD_PUBLIC_KEY_WARNING);
             crate::cmd::warn_all(&warnings);
             all_warnings.extend(warnings);
             if let Some(line) = crate::rssopts::drawn_key_line(config.key()) {
