@@ -45,7 +45,9 @@ pub enum Command {
         crate::legend::help("Table columns with --mode xdp (per queue)", crate::legend::UDP_ECHO_XDP)
     ))]
     UdpEcho(UdpEchoArgs),
-    /// UDP load generator: flows (optionally spread over RSS queues), rate, echo checks, RTT percentiles.
+    /// UDP load generator: flows (optionally spread over RSS queues), rate, echo checks, RTT percentiles. Sends 10,000
+    /// datagrams/s unless --rate says otherwise (--rate max floods), and only to this host or a directly connected
+    /// network unless --allow-routed.
     #[command(after_help = crate::legend::help("Table columns (per flow)", crate::legend::UDP_GEN))]
     UdpGen(UdpGenArgs),
     /// RFC 2544 throughput: NDR and PDR by binary search per device under test and frame size (AF_XDP generator, namespaces it builds).
@@ -697,9 +699,14 @@ pub struct UdpGenArgs {
     /// Datagram size in bytes (32..=65507; the first 32 are the header). With --afxdp (16..=65507): the UDP payload, 18.. (16.. for IPv6), the frame is size + 42 bytes for IPv4 (+ 62 for IPv6) without the FCS: --size 18 gives 64-byte IPv4 frames.
     #[arg(value_parser = crate::ranges::int::<usize, 16, 65507>, short = 's', long, default_value_t = 64)]
     pub size: usize,
-    /// Datagrams per second over all flows (0 = as fast as possible).
-    #[arg(value_parser = crate::ranges::int::<u64, 0, {u64::MAX}>, long, default_value_t = 0)]
-    pub rate: u64,
+    /// Datagrams per second over all flows, or max: as fast as the kernel takes them, which floods the link (and,
+    /// with --allow-routed, the path beyond it). 0 is refused: it once meant max.
+    #[arg(value_parser = crate::ranges::rate, long, value_name = "PPS", default_value_t = crate::ranges::Rate::Pps(crate::ranges::DEFAULT_RATE))]
+    pub rate: crate::ranges::Rate,
+    /// Send to a remote the kernel routes through a gateway or a default route. Without it such a remote is refused
+    /// (exit 2): only this host (loopback, its own addresses) and directly connected networks are sent to.
+    #[arg(long)]
+    pub allow_routed: bool,
     /// Seconds to send.
     #[arg(value_parser = crate::ranges::seconds, long)]
     pub duration: Option<f64>,

@@ -87,6 +87,55 @@ pub fn frame_size(s: &str) -> Result<String, String> {
         .map_err(|_| format!("expected imix or a frame length in {MIN_FRAME_LEN}..={MAX_FRAME_LEN} bytes"))
 }
 
+/// `udp-gen --rate` when it is not given: datagrams per second.
+pub const DEFAULT_RATE: u64 = 10_000;
+
+/// `udp-gen --rate`: datagrams per second, or as fast as the kernel takes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rate {
+    /// This many datagrams per second over all flows, at least 1.
+    Pps(u64),
+    /// `max`: no pacing, on purpose.
+    Max,
+}
+
+impl Rate {
+    /// As the generators take it: datagrams per second, 0 for no pacing.
+    pub fn pps_or_zero(self) -> u64 {
+        match self {
+            Rate::Pps(n) => n,
+            Rate::Max => 0,
+        }
+    }
+}
+
+/// As `--rate` takes it back.
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rate::Pps(n) => write!(f, "{n}"),
+            Rate::Max => f.write_str("max"),
+        }
+    }
+}
+
+/// `udp-gen --rate`: `max`, or datagrams per second in 1..=u64::MAX. 0,
+/// which once meant `max`, is refused with a pointer to it: flooding is
+/// asked for by name.
+pub fn rate(s: &str) -> Result<Rate, String> {
+    let s = s.trim();
+    if s == "max" {
+        return Ok(Rate::Max);
+    }
+    if s == "0" {
+        return Err(format!(
+            "0 no longer means as fast as possible: give --rate max for that, or a rate in 1..={}",
+            u64::MAX
+        ));
+    }
+    int::<u64, 1, { u64::MAX }>(s).map(Rate::Pps).map_err(|_| format!("expected max or an integer in 1..={}", u64::MAX))
+}
+
 /// A MAC address, six hex octets separated by `:` (or `-`), printed back
 /// as lowercase `aa:bb:cc:dd:ee:ff`.
 pub fn mac(s: &str) -> Result<String, String> {
@@ -162,6 +211,17 @@ mod tests {
             assert_eq!(int::<u16, 1, 10>(bad), Err("expected an integer in 1..=10".into()), "{bad}");
         }
         assert!(int::<u8, 0, 1000>("300").is_err(), "a value that fits the range but not the type");
+    }
+
+    #[test]
+    fn rates_are_max_or_positive() {
+        assert_eq!(rate("max"), Ok(Rate::Max));
+        assert_eq!(rate("10000"), Ok(Rate::Pps(10_000)));
+        assert_eq!((Rate::Max.pps_or_zero(), Rate::Pps(5).pps_or_zero()), (0, 5));
+        assert!(rate("0").unwrap_err().contains("--rate max"));
+        for bad in ["-1", "18446744073709551616", "MAX", "", "1.5"] {
+            assert!(rate(bad).unwrap_err().contains("1..="), "{bad}");
+        }
     }
 
     #[test]

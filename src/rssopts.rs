@@ -1,5 +1,13 @@
 //! Turn the shared RSS flags into an [`RssConfig`], plus the warnings the
 //! user must see.
+//!
+//! The public-key warning is not always one of them: a key that only models
+//! a NIC (`hash`, `plan`, `analyze`, `run` on the built-in generator or a
+//! capture) harms no one. It is said, once, where the key meets a NIC or
+//! real traffic: by `resolve` when `--ethtool-x` shows the NIC itself uses
+//! the public key; by the commands whose key reaches a NIC
+//! ([`warn_public_key`]: `export`, `udp-gen --spread`); and by
+//! `flowsteer_live` for `run`'s live sources.
 
 use crate::cli::RssArgs;
 use crate::cmd::usage;
@@ -68,7 +76,19 @@ pub fn resolve_with(args: &RssArgs, queues_override: Option<usize>, seed_use: Se
                         path.display()
                     )));
                 }
-                Some(k) => RssKey::from_bytes(&k).map_err(anyhow::Error::msg)?,
+                Some(k) => {
+                    let key = RssKey::from_bytes(&k).map_err(anyhow::Error::msg)?;
+                    // `run` leaves it to its live sources (see the module's comment).
+                    if key.is_public() && seed_use == SeedUse::KeyOnly {
+                        // Not a model: the NIC itself uses it.
+                        warnings.push(format!(
+                            "the Microsoft default key is public: anyone can aim traffic at one queue with it, and {} shows \
+                             the NIC uses it (put a random key on the NIC: `flowsteer export IFACE --key random`)",
+                            path.display()
+                        ));
+                    }
+                    key
+                }
                 None => {
                     warnings.push(format!(
                         "{}: no RSS key in the file (Operation not supported); using --key",
@@ -111,9 +131,6 @@ pub fn resolve_with(args: &RssArgs, queues_override: Option<usize>, seed_use: Se
             "the key drawn from --seed {seed} is only as secret as the seed: use it to reproduce results, not in production"
         ));
     }
-    if key.is_public() {
-        warnings.push("the Microsoft default key is public: anyone can aim traffic at one queue with it (use --key random in production)".into());
-    }
     if key.is_symmetric() {
         warnings
             .push("symmetric key: both directions land together, but only 16 bits of the hash carry entropy".into());
@@ -138,6 +155,20 @@ pub fn resolve_with(args: &RssArgs, queues_override: Option<usize>, seed_use: Se
     let cpus = args.cpus.iter().copied().map(CoreId).collect();
     let config = RssConfig::new(key, types, reta).with_mapping(mapping).with_impl(imp).with_queue_cpus(cpus);
     Ok(Resolved { config, warnings })
+}
+
+/// How every public-key warning starts (`resolve`'s for `--ethtool-x`,
+/// [`flowsteer_rss::PUBLIC_KEY_WARNING`], `udp-gen --spread`'s).
+pub const PUBLIC_KEY_PREFIX: &str = "the Microsoft default key is public";
+
+/// For the commands whose key reaches a NIC (see the module's comment):
+/// adds `text`, a warning starting with [`PUBLIC_KEY_PREFIX`] (the generic
+/// one is [`flowsteer_rss::PUBLIC_KEY_WARNING`]), when `key` is public and `warnings` has
+/// no public-key warning yet (`resolve` gave one for `--ethtool-x`).
+pub fn warn_public_key(warnings: &mut Vec<String>, key: &RssKey, text: &str) {
+    if key.is_public() && !warnings.iter().any(|w| w.starts_with(PUBLIC_KEY_PREFIX)) {
+        warnings.push(text.to_string());
+    }
 }
 
 fn key_from_flag(args: &RssArgs) -> Result<RssKey> {
@@ -173,5 +204,21 @@ pub fn add_drawn_key(doc: &mut serde_json::Value, key: &RssKey) {
     if let Some(obj) = doc.as_object_mut() {
         obj.insert("key".into(), key.to_hex().into());
         obj.insert("key_seed".into(), seed.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_public_key_warning_is_said_once() {
+        assert!(flowsteer_rss::PUBLIC_KEY_WARNING.starts_with(PUBLIC_KEY_PREFIX));
+        let mut w = vec!["something else".to_string()];
+        warn_public_key(&mut w, &RssKey::symmetric(40).unwrap(), flowsteer_rss::PUBLIC_KEY_WARNING);
+        assert_eq!(w.len(), 1);
+        warn_public_key(&mut w, &RssKey::microsoft(), flowsteer_rss::PUBLIC_KEY_WARNING);
+        warn_public_key(&mut w, &RssKey::microsoft(), flowsteer_rss::PUBLIC_KEY_WARNING);
+        assert_eq!(w, ["something else", flowsteer_rss::PUBLIC_KEY_WARNING]);
     }
 }

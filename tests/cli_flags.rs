@@ -190,7 +190,8 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
         &[
             ("--count", Kind::Int(1, u64::MAX)),
             ("--size", Kind::Int(32, 65507)),
-            ("--rate", Kind::Int(0, u64::MAX)),
+            // Or `max`; 0 (once `max`) is refused with a pointer to it.
+            ("--rate", Kind::Int(1, u64::MAX)),
             ("--duration", Kind::Secs),
             ("--flows", Kind::Int(1, 4096)),
             ("--spread", Kind::Int(1, 4096)),

@@ -152,7 +152,7 @@ fn run_json_describes_the_capture_that_ran_and_carries_every_warning() {
     }
     w.finish().unwrap();
     let src = format!("pcap:{}", pcap.display());
-    let v = one_doc(&flowsteer(&["run", "--source", &src, "--loops", "2", "--json", "--no-pin"]));
+    let v = one_doc(&flowsteer(&["run", "--source", &src, "--loops", "2", "--steer", "rps", "--json", "--no-pin"]));
     assert_eq!(v["schema"], "flowsteer.run.v2");
     assert!(v.get("config").is_none(), "v1's flag echo is gone");
     let run = &v["run"];
@@ -162,9 +162,11 @@ fn run_json_describes_the_capture_that_ran_and_carries_every_warning() {
     assert_eq!(run["workload"]["loops"], 2);
     assert!(run["workload"].get("flows").is_none(), "no generator fields for a capture: {run}");
     let warnings: Vec<&str> = v["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
-    assert!(warnings.iter().any(|w| w.contains(PUBLIC_KEY_WARNING)), "{warnings:?}");
+    assert!(warnings.iter().any(|w| w.contains("--steer rps without --rps-cpus")), "{warnings:?}");
+    // A capture replayed through a modelled key: no NIC, no public-key warning.
+    assert!(!warnings.iter().any(|w| w.contains(PUBLIC_KEY_WARNING)), "{warnings:?}");
     // Every warning on stderr is in the document.
-    for line in stderr(&flowsteer(&["run", "--source", &src, "--json", "--no-pin"])).lines() {
+    for line in stderr(&flowsteer(&["run", "--source", &src, "--steer", "rps", "--json", "--no-pin"])).lines() {
         if let Some(w) = line.strip_prefix("warning: ") {
             assert!(warnings.contains(&w), "{w} missing from {warnings:?}");
         }
@@ -179,14 +181,18 @@ fn run_json_describes_the_capture_that_ran_and_carries_every_warning() {
 
 #[test]
 fn plan_export_and_udp_gen_json_carry_the_warnings_printed() {
-    for args in
-        [&["plan", "--src-net", "10.0.0.0/24", "--dst", "10.0.0.1", "--json"][..], &["export", "eth0", "--json"][..]]
-    {
+    for (args, warning) in [
+        (
+            &["plan", "--src-net", "10.0.0.0/24", "--dst", "10.0.0.1", "--key", "symmetric", "--json"][..],
+            "symmetric key",
+        ),
+        (&["export", "eth0", "--json"][..], PUBLIC_KEY_WARNING),
+    ] {
         let o = flowsteer(args);
         let v = one_doc(&o);
-        assert!(stderr(&o).contains(PUBLIC_KEY_WARNING));
+        assert!(stderr(&o).contains(warning), "{args:?}: {}", stderr(&o));
         let w = v["warnings"].as_array().unwrap_or_else(|| panic!("{args:?}: no warnings in {v}"));
-        assert!(w.iter().any(|w| w.as_str().unwrap().contains(PUBLIC_KEY_WARNING)), "{args:?}: {w:?}");
+        assert!(w.iter().any(|w| w.as_str().unwrap().contains(warning)), "{args:?}: {w:?}");
     }
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port().to_string();
@@ -209,6 +215,92 @@ fn plan_export_and_udp_gen_json_carry_the_warnings_printed() {
     let v = one_doc(&o);
     let w = v["warnings"].as_array().unwrap();
     assert!(w.iter().any(|w| w.as_str().unwrap().contains(PUBLIC_KEY_WARNING)), "{w:?}");
+}
+
+/// The public-key warning only where the key reaches a NIC or real
+/// traffic, and then once: `run` on the built-in generator (no NIC) and the
+/// modelling commands say nothing, `run` on a live source says it; `export`, whose script programs a NIC,
+/// says it and nothing else; `udp-gen --spread`, which models the
+/// receiver's NIC, once; a NIC's own key read with `--ethtool-x` once, not
+/// twice with `export`'s.
+#[test]
+fn the_public_key_warning_is_said_once_and_only_where_the_key_reaches_a_nic() {
+    let o = flowsteer(&["run", "--packets", "1000", "--duration", "30", "--no-pin"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains(PUBLIC_KEY_WARNING), "{}", stderr(&o));
+    let v = one_doc(&flowsteer(&["run", "--packets", "1000", "--duration", "30", "--no-pin", "--json"]));
+    assert!(!v["warnings"].to_string().contains(PUBLIC_KEY_WARNING), "{}", v["warnings"]);
+    // A live source hashes real traffic with it: once (AF_PACKET on lo, read only; needs root).
+    if flowsteer_netns::is_root() {
+        let o = flowsteer(&["run", "--source", "afpacket:lo", "--duration", "0.3", "--no-pin"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stderr(&o).matches(PUBLIC_KEY_WARNING).count(), 1, "{}", stderr(&o));
+    }
+    for args in [
+        &["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"][..],
+        &["plan", "--src-net", "10.0.0.0/24", "--dst", "10.0.0.1"][..],
+    ] {
+        let o = flowsteer(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{args:?}");
+    }
+
+    let o = flowsteer(&["export", "eth0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "warning: the Microsoft default key is public: anyone can aim traffic at one queue with it (use --key random in production)\n"
+    );
+    let v = one_doc(&flowsteer(&["export", "eth0", "--json"]));
+    assert_eq!(
+        v["warnings"],
+        serde_json::json!([
+            "the Microsoft default key is public: anyone can aim traffic at one queue with it (use --key random in production)"
+        ])
+    );
+    // A key of the user's own: nothing to say.
+    let o = flowsteer(&["export", "eth0", "--key", "random"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+
+    let dir = common::TempDir::new("output", "key-warning");
+    let x = dir.path("x.txt");
+    let text = "RX flow hash indirection table for eth9 with 2 RX ring(s):\n    0:      0     1     0     1\nRSS hash key:\n6d:5a:56:da:25:5b:0e:c2:41:67:25:3d:43:a3:8f:b0:d0:ca:2b:cb:ae:7b:30:b4:77:cb:2d:a3:80:30:f2:0c:6a:42:b7:3b:be:ac:01:fa\n";
+    std::fs::write(&x, text).unwrap();
+    let o = flowsteer(&["export", "eth9", "--ethtool-x", x.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<String> = stderr(&o).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("warning: the Microsoft default key is public") && lines[0].contains("x.txt"),
+        "{lines:?}"
+    );
+
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    let o = flowsteer(&[
+        "udp-gen",
+        "-r",
+        "127.0.0.1",
+        "-l",
+        "127.0.0.2",
+        "-p",
+        &port,
+        "--spread",
+        "1",
+        "--hash-types",
+        "all",
+        "-n",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let public: Vec<&str> = err.lines().filter(|l| l.contains(PUBLIC_KEY_WARNING)).collect();
+    assert_eq!(public.len(), 1, "{err}");
+    assert!(public[0].contains("if the receiver's NIC uses it"), "{public:?}");
+    // Without --spread no key is used: nothing said.
+    let o = flowsteer(&["udp-gen", "-r", "127.0.0.1", "-p", &port, "-n", "2"]);
+    assert!(o.status.success() && !stderr(&o).contains("key"), "{}", stderr(&o));
 }
 
 #[test]

@@ -473,3 +473,53 @@ fn bench_udp_runs_end_to_end_and_reports_the_documented_fields() {
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ns.stdout).contains(&format!("fs-bu-a-{pid}-")), "lab left behind");
 }
+
+/// `udp-gen` decides with the namespace's own routes: with none to a
+/// remote, it is refused as unreachable (even with --allow-routed); through
+/// a gateway or a device-only default route, refused unless --allow-routed
+/// (then one datagram goes to the gateway, side B, which drops it); the
+/// peer on the veth's network is sent to without a flag.
+#[test]
+fn udp_gen_refuses_routed_and_unreachable_remotes_by_the_kernels_routes() {
+    let Some(lab) = echo_lab("ur", false) else { return };
+    let gen = |remote: &str, extra: &[&str]| {
+        let mut args = strings(&["udp-gen", "-r", remote, "-p", "9", "-n", "1"]);
+        args.extend(strings(extra));
+        Proc::spawn(in_ns(&lab, Side::A, None, &args)).finish(Duration::from_secs(20))
+    };
+    for remote in ["198.51.100.1", "2001:db8::1"] {
+        for extra in [&[][..], &["--allow-routed"]] {
+            let (st, _, err) = gen(remote, extra);
+            one_line_usage_error(st, &err, &format!("--remote {remote}: the kernel has no route to it ("));
+        }
+    }
+    let gw = lab.v4(Side::B).to_string();
+    lab.ip_in(Side::A, &["route", "add", "default", "via", &gw]).unwrap();
+    let (st, _, err) = gen("198.51.100.1", &[]);
+    let route = format!(
+        "its route is `198.51.100.1 via {gw} dev {} src {}` (the default route)",
+        lab.dev(Side::A),
+        lab.v4(Side::A)
+    );
+    one_line_usage_error(st, &err, &route);
+    assert!(err[0].contains("give --allow-routed to send there anyway (at --rate 10000)"), "{err:?}");
+    let (st, out, err) = gen("198.51.100.1", &["--allow-routed", "--json"]);
+    assert!(st.success(), "{err:?}");
+    let r: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!((u(&r, "sent"), u(&r, "rate_target")), (1, 10_000), "{r}");
+    // A more specific route through the gateway: no default route, still routed.
+    lab.ip_in(Side::A, &["route", "add", "203.0.113.0/24", "via", &gw]).unwrap();
+    let (st, _, err) = gen("203.0.113.7", &[]);
+    one_line_usage_error(st, &err, &format!("203.0.113.7 via {gw} dev"));
+    assert!(!err[0].contains("(the default route)"), "{err:?}");
+    // A default route without a gateway (as a VPN's): still not a connected network.
+    lab.ip_in(Side::A, &["route", "replace", "default", "dev", lab.dev(Side::A)]).unwrap();
+    let (st, _, err) = gen("198.51.100.1", &["--rate", "max"]);
+    one_line_usage_error(st, &err, "(the default route); give --allow-routed to send there anyway (at --rate max)");
+    // The peer on the veth's /24 and this side's own address: sent to.
+    for remote in [gw.clone(), lab.v4(Side::A).to_string(), lab.v6(Side::B).to_string()] {
+        let (st, out, err) = gen(&remote, &[]);
+        assert!(st.success(), "{remote}: {err:?}");
+        assert!(out.lines().next().is_some_and(|h| h.ends_with("rate 10000 pps")), "{remote}: {out}");
+    }
+}

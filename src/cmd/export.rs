@@ -9,14 +9,16 @@
 
 use crate::cli::ExportArgs;
 use crate::cmd::usage;
-use crate::rssopts::{add_drawn_key, resolve, Resolved};
+use crate::rssopts::{add_drawn_key, resolve, warn_public_key, Resolved};
 use anyhow::{Context, Result};
 use flowsteer_plan::export::{nic_script, Line, RfsTables, SoftSteering};
 use flowsteer_steer::cpuset::CpuSet;
 use flowsteer_steer::steer::{table_size, Policy};
 
 pub fn run(args: &ExportArgs) -> Result<i32> {
-    let Resolved { config, warnings } = resolve(&args.rss, None)?;
+    let Resolved { config, mut warnings } = resolve(&args.rss, None)?;
+    // The script puts the key on a NIC.
+    warn_public_key(&mut warnings, config.key(), flowsteer_rss::PUBLIC_KEY_WARNING);
     crate::cmd::warn_all(&warnings);
     let policy = Policy::parse(&args.steer).map_err(|e| usage(format!("--steer: {e}")))?;
     let rps_cpus = args

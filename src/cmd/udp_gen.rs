@@ -4,12 +4,17 @@
 //! flags). With `--echo` every reply is checked byte for byte and the
 //! round-trip time, loss and reordering are reported. SIGINT/SIGTERM stop
 //! sending early and still print the report.
+//!
+//! Safe by default: `--rate` is 10,000 datagrams/s unless given (`--rate
+//! max` floods on purpose), and a remote the kernel routes through a
+//! gateway or a default route is refused (exit 2) unless `--allow-routed`:
+//! only this host and directly connected networks are sent to.
 
 use crate::cli::UdpGenArgs;
 use crate::cmd::usage;
-use crate::rssopts::{resolve, Resolved};
+use crate::rssopts::{resolve, warn_public_key, Resolved};
 use anyhow::Result;
-use flowsteer_live::stop_on_signals;
+use flowsteer_live::{stop_on_signals, LiveError};
 use flowsteer_udp::afxdp::{self, AfxdpConfig};
 use flowsteer_udp::client::{self, format_report};
 use flowsteer_udp::{plain_flows, route_source, spread_flows, ClientConfig, PortRange};
@@ -59,6 +64,61 @@ fn spread_warnings(args: &UdpGenArgs, config: &flowsteer_rss::RssConfig, remote:
     w
 }
 
+/// What `--spread` says when it plans against the public key: the advice of
+/// the generic warning (`--key random`) would not fit a generator.
+const SPREAD_PUBLIC_KEY_WARNING: &str =
+    "the Microsoft default key is public: if the receiver's NIC uses it, as --spread \
+     assumes here, anyone can aim traffic at one of its queues (in production put a random key on that NIC and plan \
+     with it: --key HEX or --ethtool-x FILE)";
+
+/// Refuses (usage error, exit 2) a remote the kernel routes through a
+/// gateway or a default route, unless `--allow-routed`: udp-gen would load
+/// links and routers beyond this host's networks. This host (loopback, its
+/// own addresses) and directly connected networks are fine. The kernel's
+/// answer decides (`RTM_GETROUTE`, from each `-l` address that is one of
+/// this host's, as the flows' sockets will be routed), and a remote it has
+/// no route to is refused too, with its reason.
+fn check_route(args: &UdpGenArgs, remote: IpAddr, locals: &[IpAddr]) -> Result<()> {
+    let mut froms: Vec<Option<IpAddr>> = locals
+        .iter()
+        .filter(|ip| flowsteer_live::queues::iface_with_addr(**ip).is_some())
+        .map(|ip| Some(*ip))
+        .collect();
+    froms.sort_unstable();
+    froms.dedup();
+    if froms.is_empty() {
+        froms.push(None);
+    }
+    for from in froms {
+        match flowsteer_live::route::get(remote, from) {
+            Ok(route) if route.is_routed() && !args.allow_routed => {
+                return Err(usage(format!(
+                    "--remote {remote} is not on a directly connected network: its route is `{route}`{}; give --allow-routed \
+                     to send there anyway (at --rate {})",
+                    if route.is_default() { " (the default route)" } else { "" },
+                    args.rate
+                )));
+            }
+            Ok(_) => {}
+            Err(LiveError::NoRoute { error, .. }) => {
+                let why = error.to_string();
+                let why = why.split(" (os error").next().unwrap_or(&why);
+                return Err(usage(format!(
+                    "--remote {remote}: the kernel has no route to it ({why}; see `ip route get {remote}`): nothing could be sent"
+                )));
+            }
+            // Could not ask; --allow-routed takes any route.
+            Err(_) if args.allow_routed => {}
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "cannot ask the kernel for the route to {remote} (--allow-routed sends anyway)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: &UdpGenArgs) -> Result<i32> {
     let remote_ip: IpAddr =
         args.remote.parse().map_err(|_| usage(format!("--remote '{}' is not an IP address", args.remote)))?;
@@ -93,12 +153,15 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
             )));
         }
     }
+    check_route(args, remote_ip, &locals)?;
     let mut key = None;
     // Every warning printed, also carried by the --json document.
     let mut all_warnings = Vec::new();
     let flows = match args.spread {
         Some(n) => {
-            let Resolved { config, warnings } = resolve(&args.rss, Some(usize::from(n)))?;
+            let Resolved { config, mut warnings } = resolve(&args.rss, Some(usize::from(n)))?;
+            // The plan models the receiver NIC's RSS.
+            warn_public_key(&mut warnings, config.key(), SPREAD_PUBLIC_KEY_WARNING);
             crate::cmd::warn_all(&warnings);
             all_warnings.extend(warnings);
             if let Some(line) = crate::rssopts::drawn_key_line(config.key()) {
@@ -136,7 +199,7 @@ pub fn run(args: &UdpGenArgs) -> Result<i32> {
     }
     let mut cfg = ClientConfig::new(flows);
     cfg.size = args.size;
-    cfg.rate = args.rate;
+    cfg.rate = args.rate.pps_or_zero();
     cfg.count = args.count;
     cfg.duration = duration;
     cfg.echo = args.echo;
@@ -199,7 +262,7 @@ fn run_afxdp(
     };
     let cfg = AfxdpConfig { iface: iface.to_string(), queue: args.afxdp_queue, dst_mac };
     let stop = stop_on_signals()?;
-    let (report, counts) = afxdp::run(&cfg, flows, args.size, args.rate, args.count, duration, &stop)?;
+    let (report, counts) = afxdp::run(&cfg, flows, args.size, args.rate.pps_or_zero(), args.count, duration, &stop)?;
     if args.json {
         let mut doc = serde_json::to_value(&report)?;
         if let Some(key) = key {

@@ -123,6 +123,7 @@ pub struct ClientReport {
     pub remote: String,
     pub flows: usize,
     pub size: usize,
+    /// Datagrams per second asked for; 0: as fast as possible (`--rate max`).
     pub rate_target: u64,
     pub echo: bool,
     /// Seconds spent sending.
@@ -535,7 +536,7 @@ pub fn format_report(r: &ClientReport) -> String {
         r.remote,
         r.flows,
         r.size,
-        if r.rate_target == 0 { "unlimited".to_string() } else { format!("{} pps", r.rate_target) }
+        if r.rate_target == 0 { "max (unpaced)".to_string() } else { format!("{} pps", r.rate_target) }
     );
     let _ = writeln!(
         out,

@@ -21,6 +21,12 @@ pub const MICROSOFT_KEY: [u8; 40] = [
     0x01, 0xfa,
 ];
 
+/// What to tell the user when a public key ([`RssKey::is_public`]) meets
+/// real traffic: said once, by whoever puts the key on a NIC or hashes
+/// live traffic with it (models and replays of captures stay silent).
+pub const PUBLIC_KEY_WARNING: &str =
+    "the Microsoft default key is public: anyone can aim traffic at one queue with it (use --key random in production)";
+
 /// Where a key came from; drives the warnings the CLI prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {

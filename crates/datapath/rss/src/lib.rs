@@ -17,6 +17,6 @@ pub mod toeplitz;
 
 pub use config::{Placement, RssConfig};
 pub use hashtype::{Fields, HashInput, HashTypeError, HashTypes};
-pub use key::{KeyKind, RssKey};
+pub use key::{KeyKind, RssKey, PUBLIC_KEY_WARNING};
 pub use reta::{CoreId, Mapping, QueueId, Reta};
 pub use toeplitz::{reference, Impl, Toeplitz};

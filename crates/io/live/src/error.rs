@@ -22,4 +22,15 @@ pub enum LiveError {
     Mtu(String),
     #[error("install signal handler")]
     Signal(#[source] std::io::Error),
+    /// The kernel has no usable route to `dst`: none, or an unreachable,
+    /// prohibit or blackhole one (`error` is its answer).
+    #[error("no route to {dst}: {error} (see `ip route get {dst}`)")]
+    NoRoute { dst: std::net::IpAddr, error: std::io::Error },
+    /// A netlink request about `what` failed (socket, send, receive).
+    #[error("netlink, {what}")]
+    Netlink {
+        what: String,
+        #[source]
+        error: std::io::Error,
+    },
 }

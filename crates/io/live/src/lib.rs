@@ -11,6 +11,8 @@
 //!   SIGUSR1, SIGHUP and SIGUSR2 caught (not fatal).
 //! * [`link`]: an interface's state and counters (and a veth peer's) over
 //!   rtnetlink, by index (or by name: its index, link type and flags).
+//! * [`route`]: the kernel's route to an address over rtnetlink, as
+//!   `ip route get` (local, through a gateway, a default route, or none).
 //! * [`netdev`]: an interface's XDP features (whether it takes frames
 //!   XDP redirects to it) over generic netlink's "netdev" family, by index.
 //!
@@ -25,6 +27,7 @@ pub mod netdev;
 mod nl;
 pub mod queues;
 pub mod replay;
+pub mod route;
 pub mod signals;
 pub mod source;
 

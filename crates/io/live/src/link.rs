@@ -69,6 +69,8 @@ pub struct LinkInfo {
     pub tx_packets: u64,
     pub rx_dropped: u64,
     pub tx_dropped: u64,
+    /// `IFLA_IFNAME`: the interface's name.
+    pub name: String,
     /// `IFLA_INFO_KIND` ("veth", "vlan", ...); empty for a physical device.
     pub kind: String,
     /// `IFLA_LINK`: for a veth, its peer's index.
@@ -231,6 +233,7 @@ fn parse_link(msg: &[u8]) -> Answer {
                 info.rx_dropped = u64_at(p, 6 * 8).unwrap_or(0);
                 info.tx_dropped = u64_at(p, 7 * 8).unwrap_or(0);
             }
+            IFLA_IFNAME => info.name = String::from_utf8_lossy(p).trim_end_matches('\0').to_string(),
             IFLA_LINK => info.link = u32_at(p, 0),
             IFLA_LINK_NETNSID => info.link_netnsid = u32_at(p, 0).map(|v| v as i32),
             IFLA_LINKINFO => {
@@ -278,7 +281,7 @@ mod tests {
         // Index 1 is the loopback of every namespace.
         let lo = r.read(1, None).unwrap().expect("lo");
         assert!(lo.up && lo.carrier);
-        assert_eq!((lo.ifindex, lo.link_type), (1, 772));
+        assert_eq!((lo.ifindex, lo.link_type, lo.name.as_str()), (1, 772, "lo"));
         assert!(lo.flags & IFF_LOOPBACK != 0);
         assert_eq!(r.read(0x7fff_fff0, None).unwrap(), None);
         let by_name = r.read_name("lo").unwrap().expect("lo by name");

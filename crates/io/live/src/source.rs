@@ -32,7 +32,7 @@ use crate::link::{LinkInfo, LinkReader};
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing};
 use flowsteer_engine::source::RxSource;
 use flowsteer_engine::{Ingress, InterfaceCounts};
-use flowsteer_rss::{QueueId, RssConfig};
+use flowsteer_rss::{QueueId, RssConfig, PUBLIC_KEY_WARNING};
 use flowsteer_xsk::{AttachConfig, Claim, ErrorKind, PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::AsFd;
@@ -48,9 +48,14 @@ pub const LINK_CHECK_EVERY: Duration = Duration::from_millis(100);
 /// socket's ring after the socket left the XSKMAP.
 const XDP_SETTLE: Duration = Duration::from_millis(20);
 
-/// What must stay alive for the run (the XDP program attachment).
+/// What must stay alive for the run (the XDP program attachment), and
+/// what the caller should tell its user about the source it opened.
 pub enum Guard {
     None,
+    /// An AF_PACKET source: nothing to detach, only warnings.
+    Packet {
+        warnings: Vec<String>,
+    },
     /// Dropping it (after the sources) detaches the program.
     Xdp {
         _program: Arc<XdpProgram>,
@@ -61,10 +66,11 @@ pub enum Guard {
 
 impl Guard {
     /// Warnings from opening the backend (an MTU that allows frames longer
-    /// than an AF_XDP frame, when the drops were allowed).
+    /// than an AF_XDP frame, when the drops were allowed), and
+    /// [`PUBLIC_KEY_WARNING`] when live traffic is hashed with a public key.
     pub fn warnings(&self) -> &[String] {
         match self {
-            Guard::Xdp { warnings, .. } => warnings,
+            Guard::Xdp { warnings, .. } | Guard::Packet { warnings } => warnings,
             Guard::None => &[],
         }
     }
@@ -410,7 +416,9 @@ pub struct LiveOptions<'a> {
 }
 
 /// Opens the backend and returns one source per worker (engine queue `i`
-/// goes to worker `worker_of[i]`) plus what must stay alive.
+/// goes to worker `worker_of[i]`) plus what must stay alive. The engine
+/// hashes every frame of a live source with `opts.rss`'s key (and AF_PACKET's
+/// `rss` fanout steers with it), so a public key is warned about here, once.
 pub fn open(
     spec: &LiveSpec,
     queues: &[u32],
@@ -429,7 +437,8 @@ pub fn open(
                 ErrorKind::MtuTooLarge => LiveError::Mtu(format!("afxdp:{iface}: {e}")),
                 _ => LiveError::Open(format!("afxdp:{iface}: {e}")),
             })?;
-            let warnings = port.warnings().to_vec();
+            let mut warnings = port.warnings().to_vec();
+            warnings.extend(key_warning(opts.rss));
             let (program, sockets) = port.into_parts();
             let program = Arc::new(program);
             let ifindex = program.ifindex();
@@ -478,9 +487,15 @@ pub fn open(
                 }
                 per[w].queues.push((QueueId(i as u16), ring));
             }
-            Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::None))
+            let warnings = key_warning(opts.rss).into_iter().collect();
+            Ok((per.into_iter().map(|s| Box::new(s) as Box<dyn RxSource>).collect(), Guard::Packet { warnings }))
         }
     }
+}
+
+/// [`PUBLIC_KEY_WARNING`] when `rss`'s key is public.
+fn key_warning(rss: &RssConfig) -> Option<String> {
+    rss.key().is_public().then(|| PUBLIC_KEY_WARNING.to_string())
 }
 
 #[cfg(test)]
@@ -502,5 +517,20 @@ mod tests {
         assert!(LiveSpec::parse("afxdp:").is_err());
         assert!(LiveSpec::parse("afxdp:x:a").is_err());
         assert!(LiveSpec::parse("afpacket:").is_err());
+    }
+
+    #[test]
+    fn only_a_public_key_is_warned_about() {
+        let public = RssConfig::default_for_queues(2).unwrap();
+        assert_eq!(key_warning(&public).as_deref(), Some(PUBLIC_KEY_WARNING));
+        let own = RssConfig::new(
+            flowsteer_rss::RssKey::from_seed(52, 1).unwrap(),
+            flowsteer_rss::HashTypes::default(),
+            flowsteer_rss::Reta::round_robin(128, 2).unwrap(),
+        );
+        assert_eq!(key_warning(&own), None);
+        let g = Guard::Packet { warnings: key_warning(&public).into_iter().collect() };
+        assert_eq!(g.warnings(), [PUBLIC_KEY_WARNING]);
+        assert!(Guard::None.warnings().is_empty());
     }
 }
