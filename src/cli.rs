@@ -21,9 +21,10 @@ pub enum Command {
     Plan(PlanArgs),
     /// Predict per-queue load and ordering hazards of a capture under an RSS configuration.
     #[command(after_help = format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         crate::legend::help("Table columns (per queue)", crate::legend::ANALYZE_QUEUES),
-        crate::legend::help("Table columns (top flows)", crate::legend::ANALYZE_FLOWS)
+        crate::legend::help("Table columns (top flows)", crate::legend::ANALYZE_FLOWS),
+        crate::legend::help("Table columns (encapsulation)", crate::legend::ANALYZE_ENCAP)
     ))]
     Analyze(AnalyzeArgs),
     /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
