@@ -796,7 +796,7 @@ fn gen_workload(g: &GenConfig, size: &str, rx_queues: u16, rate: Option<u64>) ->
             ", spread over {queues} by RSS, offered as fast as the workers take it (a receiving core generates only when its hand-off queues have room: no queue_full drops; --rate PPS offers a fixed rate instead)"
         )),
         Some(r) => text.push_str(&format!(
-            ", spread over {queues} by RSS, offered at {r} packets/s in total (--rate; {:.0} per receive queue) whether or not the workers keep up: what they cannot take is dropped as queue_full",
+            ", spread over {queues} by RSS, offered at {r} packets/s in total (--rate; {:.0} per receive queue) whether or not the workers keep up: what they cannot take is dropped as queue_full (without --rate the generator offers what the workers take, nothing dropped for a full queue)",
             r as f64 / f64::from(rx_queues)
         )),
     }
