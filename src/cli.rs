@@ -21,9 +21,10 @@ pub enum Command {
     Plan(PlanArgs),
     /// Predict per-queue load and ordering hazards of a capture under an RSS configuration.
     #[command(after_help = format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         crate::legend::help("Table columns (per queue)", crate::legend::ANALYZE_QUEUES),
-        crate::legend::help("Table columns (top flows)", crate::legend::ANALYZE_FLOWS)
+        crate::legend::help("Table columns (top flows)", crate::legend::ANALYZE_FLOWS),
+        crate::legend::help("Table columns (encapsulation)", crate::legend::ANALYZE_ENCAP)
     ))]
     Analyze(AnalyzeArgs),
     /// Print the commands that put an RSS configuration (and RPS/RFS) on an interface: ethtool -X, ethtool -N, sysfs.
@@ -374,6 +375,12 @@ pub struct RunArgs {
     /// Generator: Zipf exponent of flow popularity (heavy hitters), e.g. 1.1.
     #[arg(value_parser = crate::ranges::zipf, long)]
     pub zipf: Option<f64>,
+    /// Generator: offer this many packets per second in total, split evenly over the receive queues, whether or not
+    /// the workers keep up: what they cannot take is dropped as queue_full, as a NIC's would be [default: as fast as
+    /// the workers take it: a receiving core generates only when its hand-off queues have room, nothing is dropped
+    /// for a full queue].
+    #[arg(value_parser = crate::ranges::int::<u64, 1, 1_000_000_000>, long, value_name = "PPS")]
+    pub rate: Option<u64>,
     /// Generator: share of UDP flows sent as IP fragments.
     #[arg(value_parser = crate::ranges::share, long, default_value_t = 0.0)]
     pub frag_share: f64,

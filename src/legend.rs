@@ -115,6 +115,15 @@ pub const ANALYZE_FLOWS: Legend = &[
     ("Split", "yes when its packets land on more than one queue (fragments on the 2-tuple)"),
 ];
 
+/// `analyze`: the encapsulation table (kinds seen in the capture).
+pub const ANALYZE_ENCAP: Legend = &[
+    ("Kind", "the encapsulation: vlan, qinq, vxlan, geneve, vxlan_gpe, gtpu, gre, ipip or pppoe"),
+    ("Packets, Bytes", "packets carrying it and their bytes (original lengths)"),
+    ("Queues", "receive queues those packets land on under the NIC's hash (outer headers)"),
+    ("Inner", "receive queues they would land on hashed on their innermost IP header (--inner; - without it)"),
+    ("NIC", "what a NIC's RSS does with such packets"),
+];
+
 /// `plan`: one row per bucket served.
 pub const PLAN: Legend = &[
     ("bucket", "the receive queue (or bucket) the tuple reaches"),
@@ -131,7 +140,7 @@ pub const QUEUES: Legend = &[
     ("RPS/XPS CPUs", "rps_cpus of a receive queue, xps_cpus of a transmit queue (- when empty)"),
     ("FlowCnt", "rps_flow_cnt of a receive queue (RFS flow slots)"),
     ("IRQ (CPUs)", "interrupts named after the queue, with their smp_affinity CPUs"),
-    ("Poller", "the CPU flowsteer's poller thread of that receive queue would be pinned to (--cpus)"),
+    ("Poller", "the CPU flowsteer's poller thread of that receive queue would be pinned to (--queue-cpus)"),
 ];
 
 /// `bench hash`: one row per implementation, input and mode.
@@ -172,7 +181,7 @@ pub const BENCH_REASM: Legend = &[
     ("completed", "share of the legitimate datagrams completed"),
 ];
 
-/// `bench tcp`: one row per device under test and streams value.
+/// `bench offload`: one row per case and frame length.
 pub const BENCH_OFFLOAD: Legend = &[
     ("what", "copy (baseline): the frame copied into the worker's burst buffer, as every received frame is; repair: the AF_XDP rule on a frame with a complete or a partial checksum; complete with offsets: a partial checksum completed from a vnet header's offsets; segment: a 64 KB TCP GSO frame cut into 1,448-byte segments"),
     ("bytes", "frame length"),
@@ -182,6 +191,7 @@ pub const BENCH_OFFLOAD: Legend = &[
     ("x copy", "ns/frame over the copy row's at the same length, same run"),
 ];
 
+/// `bench tcp`: one row per device under test and streams value.
 pub const BENCH_TCP: Legend = &[
     ("dut", "the device under test between the two hosts"),
     ("streams", "parallel TCP streams (iperf3 -P)"),
@@ -236,7 +246,7 @@ mod tests {
     use super::*;
 
     /// Every table's legend, with the title the README gives it.
-    const ALL: [(&str, Legend); 16] = [
+    const ALL: [(&str, Legend); 17] = [
         ("`run` (per worker)", RUN),
         ("`udp-echo` (per socket)", UDP_ECHO),
         ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
@@ -244,6 +254,7 @@ mod tests {
         ("`hash` (per tuple)", HASH),
         ("`analyze` (per queue)", ANALYZE_QUEUES),
         ("`analyze` (top flows)", ANALYZE_FLOWS),
+        ("`analyze` (encapsulation)", ANALYZE_ENCAP),
         ("`plan` (per bucket)", PLAN),
         ("`queues` (per queue)", QUEUES),
         ("`bench hash`", BENCH_HASH),

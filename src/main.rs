@@ -11,7 +11,9 @@
 //! permission denied, no answer); 4 `run` stopped because its live source
 //! lost its interface (deleted or set down: the
 //! final counters are printed, then the error). SIGINT and SIGTERM stop a
-//! running command cleanly, with its final counters, and exit 0.
+//! running command cleanly, with its final counters, and exit 0; a second
+//! signal ends `run` at once, without draining its queues, and it still
+//! prints the counters gathered so far (exit 1).
 
 mod cli;
 mod cmd;

@@ -26,10 +26,20 @@ pub fn loss_lines<'a>(
         let more = reasons.len().saturating_sub(TOP_REASONS);
         let top: Vec<String> =
             reasons.iter().take(TOP_REASONS).map(|(r, n)| format!("{r} {n} ({})", percent(*n, of))).collect();
-        let tail = if more > 0 { format!(", and {more} other reason(s)") } else { String::new() };
+        let tail = if more > 0 {
+            format!(", and {} other {}", more, if more == 1 { "reason" } else { "reasons" })
+        } else {
+            String::new()
+        };
         lines.push(format!("  top reasons: {}{tail}", top.join(", ")));
     }
     lines
+}
+
+/// A count with its noun, singular for one: `count(1, "packet", "packets")`
+/// is `1 packet`, `count(3, "entry", "entries")` is `3 entries`.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// `n` as a share of `of`, e.g. `29.0 %` (`<0.1 %` for a small non-zero share).
@@ -71,10 +81,19 @@ mod tests {
         assert_eq!(l[0], "loss: 300 of 1000 received packets dropped (30.0 %)");
         assert_eq!(
             l[1],
-            "  top reasons: queue_full 200 (20.0 %), no_listener 50 (5.0 %), b 40 (4.0 %), and 1 other reason(s)"
+            "  top reasons: queue_full 200 (20.0 %), no_listener 50 (5.0 %), b 40 (4.0 %), and 1 other reason"
         );
         assert_eq!(loss_lines(1, 100_000, "x", []).len(), 1);
         assert_eq!(percent(1, 100_000), "<0.1 %");
+    }
+
+    #[test]
+    fn counts_are_singular_for_one_only() {
+        assert_eq!(count(1, "packet", "packets"), "1 packet");
+        assert_eq!(count(0, "packet", "packets"), "0 packets");
+        assert_eq!(count(2, "entry", "entries"), "2 entries");
+        let l = loss_lines(5, 10, "x", [("a", 1), ("b", 1), ("c", 1), ("d", 1), ("e", 1)]);
+        assert!(l[1].ends_with(", and 2 other reasons"), "{}", l[1]);
     }
 
     #[test]

@@ -154,7 +154,33 @@ fn inner_spread_of_a_vxlan_tunnel() {
     assert_eq!(queue_sum(&doc, "inner"), 64);
     assert_eq!(doc["encap"]["vxlan"]["queues_hit"], 1);
     let out = analyze(&cap, &["--inner"]);
-    assert!(text(&out.stdout).contains("Inner-header spread"), "{}", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("Inner-header spread"), "{stdout}");
+    // The encapsulation table has its legend; the outer spread (everything
+    // on one of 4 queues) is read as severe, with what the figures mean.
+    assert!(stdout.contains("  legend: Kind = the encapsulation: "), "{stdout}");
+    let verdict = stdout.lines().find(|l| l.starts_with("  severe: ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        verdict.contains("the busiest queue gets 4.0x its fair share of the packets (max/mean; 1.0 = even)"),
+        "{verdict}"
+    );
+    assert!(verdict.contains("standard deviation of packets per queue over their mean"), "{verdict}");
+    assert!(verdict.ends_with("(balanced below 1.25x, uneven below 2x, severe from 2x)"), "{verdict}");
+}
+
+/// Counts read as words: one entry, one queue, one flow.
+#[test]
+fn counts_of_one_are_singular() {
+    let dir = TempDir::new("cli-analyze", "plural");
+    let cap = dir.path("one.pcap");
+    write_capture(&cap, &[build::udp_frame(ip("10.0.0.1"), ip("10.0.0.2"), 1000, 53, b"x")]);
+    let out = analyze(&cap, &["--reta-size", "1", "--queues", "1"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains(", RETA 1 entry over 1 queue, "), "{stdout}");
+    assert!(stdout.contains("Top 1 flow by packets:"), "{stdout}");
+    assert!(stdout.contains("Drops: 0 packets"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("  balanced: the busiest queue gets 1.0x")), "{stdout}");
 }
 
 #[test]
@@ -509,8 +535,5 @@ fn a_pcapng_section_of_an_unknown_version_is_skipped_with_a_warning() {
     let doc = json(&out);
     assert_eq!(doc["packets_read"], 1);
     let stderr = text(&out.stderr);
-    assert!(
-        stderr.contains("1 pcapng sections of an unknown major version were skipped (1 packets in them)"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("1 pcapng section of an unknown major version was skipped (1 packet in it)"), "{stderr}");
 }

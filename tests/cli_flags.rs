@@ -127,6 +127,7 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
             ("--zipf", Kind::Zipf),
             ("--frag-share", Kind::Share),
             ("--frag-every", Kind::Int(1, 1_000_000)),
+            ("--rate", Kind::Int(1, 1_000_000_000)),
             ("--reasm-mem", Kind::Int(1, 1 << 36)),
             ("--duration", Kind::Secs),
             ("--packets", Kind::Int(1, u64::MAX)),

@@ -195,8 +195,11 @@ fn sigint_and_sigterm_stop_a_generator_or_capture_run_with_its_final_counters() 
         let args: Vec<&str> = common.iter().chain(&source_args).copied().collect();
         let (code, out, err) = interrupt(&args, signal);
         assert_eq!(code, Some(0), "{source} {signal}: {err}\n{out}");
-        assert!(out.contains("conservation: received + reassembled"), "{source} {signal}: {out}");
-        assert!(out.contains("OK"), "{out}");
+        let conservation =
+            out.lines().find(|l| l.starts_with("conservation: received ")).unwrap_or_else(|| panic!("{out}"));
+        assert!(conservation.contains(" = delivered ") && conservation.ends_with(": OK"), "{conservation}");
+        let name = if signal == "-INT" { "SIGINT" } else { "SIGTERM" };
+        assert!(out.lines().any(|l| l.starts_with(&format!("interrupted by {name} at "))), "{source} {signal}: {out}");
         // The JSON document.
         let args: Vec<&str> = common.iter().chain(&source_args).chain(&["--json"]).copied().collect();
         let (code, out, err) = interrupt(&args, signal);
@@ -205,6 +208,9 @@ fn sigint_and_sigterm_stop_a_generator_or_capture_run_with_its_final_counters() 
         check_totals(&v);
         assert!(v["totals"]["received"].as_u64().unwrap() > 0, "{v}");
         assert!(v["elapsed_s"].as_f64().unwrap() < 600.0);
+        assert_eq!(v["stopped_by"], "interrupted", "{source} {signal}");
+        assert_eq!(v["interrupted"]["signal"], name, "{source} {signal}");
+        assert_eq!(v["interrupted"]["drained"], true);
     }
     std::fs::remove_dir_all(&dir).ok();
 }

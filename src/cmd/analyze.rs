@@ -25,6 +25,7 @@
 
 use crate::cli::AnalyzeArgs;
 use crate::plot::{self, ChartFormat, Series};
+use crate::report::count;
 use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{bail, Context, Result};
 use flowsteer_analyze::{report, AnalyzeOptions, Analyzer, Report};
@@ -175,7 +176,7 @@ fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress:
             Ok(None) => break,
             Err(CaptureError::Truncated { packets_read }) => {
                 capture.truncated = true;
-                warnings.push(format!("capture truncated after {packets_read} packets"));
+                warnings.push(format!("capture truncated after {}", count(packets_read, "packet", "packets")));
             }
             Err(CaptureError::UnknownInterface(_)) => capture.skipped_unknown_interface += 1,
             Err(e) => {
@@ -190,10 +191,14 @@ fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress:
         bar.finish_and_clear();
     }
     if capture.skipped_unknown_interface > 0 {
-        warnings.push(format!(
-            "{} pcapng packets name an undescribed interface and were skipped",
-            capture.skipped_unknown_interface
-        ));
+        warnings.push(if capture.skipped_unknown_interface == 1 {
+            "1 pcapng packet names an undescribed interface and was skipped".to_string()
+        } else {
+            format!(
+                "{} pcapng packets name an undescribed interface and were skipped",
+                capture.skipped_unknown_interface
+            )
+        });
     }
     warnings.extend(reader.stats().warnings());
     Ok(Analysis { report: analyzer.finish(), capture, warnings })
@@ -226,13 +231,13 @@ fn write_text(
     )?;
     writeln!(
         out,
-        "rss: key {} ({} bytes), hash types {} (fragments on the {}), RETA {} entries over {} queues, mapping {}",
+        "rss: key {} ({}), hash types {} (fragments on the {}), RETA {} over {}, mapping {}",
         rss.key,
-        rss.key_len,
+        count(rss.key_len as u64, "byte", "bytes"),
         rss.hash_types,
         if rss.fragments_on_2tuple { "2-tuple" } else { "4-tuple when ports are present" },
-        rss.reta_size,
-        rss.queues,
+        count(rss.reta_size as u64, "entry", "entries"),
+        count(rss.queues as u64, "queue", "queues"),
         rss.mapping
     )?;
     if let Some(line) = key_line {
@@ -252,33 +257,47 @@ fn write_text(
     let u = &r.unhashed;
     writeln!(
         out,
-        "\nNot hashed (hash 0 -> RETA[0] -> queue {}): {} packets (non-IP {}, PPPoE {}, no matching hash type {})",
-        u.queue, u.packets, u.non_ip, u.pppoe, u.no_hash_type
+        "\nNot hashed (hash 0 -> RETA[0] -> queue {}): {} (non-IP {}, PPPoE {}, no matching hash type {})",
+        u.queue,
+        count(u.packets, "packet", "packets"),
+        u.non_ip,
+        u.pppoe,
+        u.no_hash_type
     )?;
     let f = &r.flows;
     writeln!(
         out,
-        "Flows: {} tracked (cap {}); beyond the cap: ~{} flows, {} packets (counted per queue, not per flow)",
-        f.tracked, f.max_flows, f.untracked_flows, f.untracked_packets
+        "Flows: {} tracked (cap {}); beyond the cap: ~{}, {} (counted per queue, not per flow)",
+        f.tracked,
+        f.max_flows,
+        count(f.untracked_flows, "flow", "flows"),
+        count(f.untracked_packets, "packet", "packets")
     )?;
     let fr = &r.fragments;
     writeln!(
         out,
-        "Fragments: {} packets, {} first fragments, {} without a preceding first fragment",
-        fr.packets, fr.first, fr.unmatched
+        "Fragments: {}, {}, {} without a preceding first fragment",
+        count(fr.packets, "packet", "packets"),
+        count(fr.first, "first fragment", "first fragments"),
+        fr.unmatched
     )?;
 
     let s = &r.split_flows;
     writeln!(out, "\nSplit flows (reordering hazards):")?;
     writeln!(
         out,
-        "  fragments:  {} flows ({} packets) land on more than one queue (fragments hashed on the 2-tuple, whole packets on the 4-tuple)",
-        s.fragments.flows, s.fragments.packets
+        "  fragments:  {} ({}) {} on more than one queue (fragments hashed on the 2-tuple, whole packets on the 4-tuple)",
+        count(s.fragments.flows, "flow", "flows"),
+        count(s.fragments.packets, "packet", "packets"),
+        if s.fragments.flows == 1 { "lands" } else { "land" }
     )?;
     writeln!(
         out,
-        "  directions: {} of {} connections seen both ways have their directions on different queues ({} packets)",
-        s.directions.split, s.directions.connections, s.directions.packets
+        "  directions: {} of {} seen both ways {} its directions on different queues ({})",
+        s.directions.split,
+        count(s.directions.connections, "connection", "connections"),
+        if s.directions.split == 1 { "has" } else { "have" },
+        count(s.directions.packets, "packet", "packets")
     )?;
 
     let seen: Vec<_> = r.encap.iter().filter(|(_, e)| e.packets > 0).collect();
@@ -296,6 +315,7 @@ fn write_text(
         if r.inner.is_none() {
             writeln!(out, "  (--inner shows the spread these packets would get if hashed on their inner headers)")?;
         }
+        writeln!(out, "  {}", crate::legend::footer(crate::legend::ANALYZE_ENCAP))?;
     }
 
     if let Some(inner) = &r.inner {
@@ -328,7 +348,7 @@ fn write_text(
             r.top_flows.iter().map(|t| (endpoint(t.src, t.sport), endpoint(t.dst, t.dport))).collect();
         let src_w = flows.iter().map(|f| f.0.len()).max().unwrap_or(0).max("Source".len());
         let dst_w = flows.iter().map(|f| f.1.len()).max().unwrap_or(0).max("Destination".len());
-        writeln!(out, "\nTop {} flows by packets:", r.top_flows.len())?;
+        writeln!(out, "\nTop {} by packets:", count(r.top_flows.len() as u64, "flow", "flows"))?;
         writeln!(
             out,
             "  {:<6} {:<src_w$} {:<dst_w$} {:>5} {:>5} {:>12} {:>15}  Split",
@@ -351,7 +371,7 @@ fn write_text(
         writeln!(out, "  {}", crate::legend::footer(crate::legend::ANALYZE_FLOWS))?;
     }
 
-    writeln!(out, "\nDrops: {} packets", r.drops.total)?;
+    writeln!(out, "\nDrops: {}", count(r.drops.total, "packet", "packets"))?;
     for (reason, n) in &r.drops.parse_errors {
         writeln!(out, "  parse error {reason}: {n}")?;
     }
@@ -391,12 +411,43 @@ fn write_queue_table(out: &mut impl Write, rows: &[QueueRow], total_flows: Optio
     writeln!(out, "{:>5} {:>5} {:>12} {:>6.1}% {:>15}{flows}", "Total", "", packets, pct(packets), bytes)
 }
 
+/// Imbalance verdicts by packets max/mean: below [`BALANCED_BELOW`]
+/// balanced, below [`SEVERE_FROM`] uneven, from it severe (the busiest
+/// queue gets at least twice its fair share: with two queues, everything
+/// on one).
+const BALANCED_BELOW: f64 = 1.25;
+const SEVERE_FROM: f64 = 2.0;
+
+/// The verdict on a packets max/mean figure (`None` with no packets).
+fn imbalance_verdict(max_mean: f64) -> Option<&'static str> {
+    if max_mean <= 0.0 {
+        None
+    } else if max_mean < BALANCED_BELOW {
+        Some("balanced")
+    } else if max_mean < SEVERE_FROM {
+        Some("uneven")
+    } else {
+        Some("severe")
+    }
+}
+
+/// The imbalance figures, then what they mean and a verdict.
 fn write_imbalance(out: &mut impl Write, i: &report::Imbalance) -> std::io::Result<()> {
     writeln!(
         out,
         "Imbalance: packets max/mean {:.3}, cv {:.3}; bytes max/mean {:.3}, cv {:.3}",
         i.max_mean, i.cv, i.bytes_max_mean, i.bytes_cv
-    )
+    )?;
+    match imbalance_verdict(i.max_mean) {
+        None => writeln!(out, "  no packets: nothing to balance"),
+        Some(verdict) => writeln!(
+            out,
+            "  {verdict}: the busiest queue gets {:.1}x its fair share of the packets (max/mean; 1.0 = even); cv {:.2} is \
+             the standard deviation of packets per queue over their mean (0 = even) (balanced below {BALANCED_BELOW}x, \
+             uneven below {SEVERE_FROM}x, severe from {SEVERE_FROM}x)",
+            i.max_mean, i.cv
+        ),
+    }
 }
 
 fn proto_name(p: u8) -> String {

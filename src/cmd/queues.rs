@@ -37,14 +37,14 @@ pub fn run(args: &QueuesArgs) -> Result<i32> {
         return Ok(0);
     }
     println!(
-        "{}: driver {}, mtu {}, {}, numa node {}, {} rx / {} tx queues",
+        "{}: driver {}, mtu {}, {}, numa node {}, {}, {}",
         report.interface.iface,
         report.interface.driver.as_deref().unwrap_or("-"),
         report.interface.mtu.map_or("-".into(), |m| m.to_string()),
         report.interface.operstate.as_deref().unwrap_or("-"),
         report.interface.numa_node.map_or("-".into(), |n| n.to_string()),
-        report.interface.rx_queues,
-        report.interface.tx_queues
+        crate::report::count(report.interface.rx_queues as u64, "rx queue", "rx queues"),
+        crate::report::count(report.interface.tx_queues as u64, "tx queue", "tx queues")
     );
     println!("{:<8} {:>12} {:>8} {:<28} {:>6}", "Queue", "RPS/XPS CPUs", "FlowCnt", "IRQ (CPUs)", "Poller");
     for q in &report.interface.queues {

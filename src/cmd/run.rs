@@ -7,7 +7,7 @@ use crate::rssopts::{add_drawn_key, drawn_key_line, resolve_with, Resolved, Seed
 use anyhow::{bail, Context, Result};
 use flowsteer_engine::counters::Snapshot;
 use flowsteer_engine::engine::{Engine, EngineConfig};
-use flowsteer_engine::runtime::{run as run_engine, RunOptions, RunReport};
+use flowsteer_engine::runtime::{run as run_engine, RunOptions, RunReport, StopReason};
 use flowsteer_engine::source::{GenSource, ReplaySource, RxSource};
 use flowsteer_flow::FlowTableConfig;
 use flowsteer_gen::{GenConfig, SizeDist, Spread};
@@ -29,6 +29,26 @@ pub const EXIT_SOURCE_LOST: i32 = 4;
 
 /// The generator's seed when `--seed` is not given.
 const DEFAULT_GEN_SEED: u64 = 1;
+
+/// After a second SIGINT/SIGTERM the run ends at once and prints what it
+/// counted; if it has not ended this long after that signal (a thread stuck
+/// in the kernel), the process exits without its counters, saying so.
+const ABORT_GRACE: Duration = Duration::from_secs(2);
+
+/// The per-core reference the `rate:` line compares a run with: `bench
+/// steer`'s one-worker figure for each dispatch policy (per-core design, RSS,
+/// burst 32, 1,000 flows, 64-byte frames from the built-in generator inside
+/// the measured loop; median of 3), from BENCHMARKS.md "Steering engine",
+/// measured on the project's 2-vCPU development host with the vCPUs apart.
+const REFERENCE_MPPS_PER_CORE: [(&str, f64); 3] = [("direct", 11.93), ("deferred", 9.78), ("hybrid", 11.14)];
+
+/// Where [`REFERENCE_MPPS_PER_CORE`] comes from, as the `rate:` line says it.
+const REFERENCE_SOURCE: &str = "bench steer: one worker, RSS, 1,000 flows, 64-byte frames; BENCHMARKS.md";
+
+/// Verdict thresholds of the `rate:` line, as shares of the reference: at
+/// least `GOOD` is good, at least `FAIR` fair, below it poor.
+const GOOD: f64 = 0.75;
+const FAIR: f64 = 0.40;
 
 /// What `build` made of the flags: the engine, its options, the warnings
 /// to print (and to put in `--json`), the live source's guard and what the
@@ -53,8 +73,18 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     let Built { engine, mut opts, mut warnings, guard, workload } = build(args)?;
     // Every source stops cleanly on SIGINT/SIGTERM with its final counters
     // (the XDP program is detached when `guard` drops); a second signal
-    // exits at once.
-    opts.stop = Some(flowsteer_live::stop_on_signals()?);
+    // ends the run at once, without the drain, and its counters so far are
+    // printed; if even that does not come within ABORT_GRACE, exit 1.
+    let signals = flowsteer_live::stop_then_abort_on_signals(|| {
+        std::thread::sleep(ABORT_GRACE);
+        eprintln!(
+            "error: a second signal, and the run did not end within {} s of it: exiting without its counters",
+            ABORT_GRACE.as_secs()
+        );
+        std::process::exit(1);
+    })?;
+    opts.stop = Some(signals.stop.clone());
+    opts.abort = Some(signals.abort.clone());
     crate::cmd::warn_all(&warnings);
     let header = describe(&engine.cfg, args);
     let run_json = run_json(&engine.cfg, args, &workload);
@@ -68,7 +98,8 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     }
     let json = args.json;
     // Each interval report shows that interval's own rates (the engine
-    // hands over cumulative snapshots); the final table, the whole run's.
+    // hands over cumulative snapshots, the final one last, so the intervals
+    // cover the whole run); the final table, the whole run's.
     let mut prev: Option<Snapshot> = None;
     let report = run_engine(engine, &opts, |snap| {
         let iv = snap.interval_since(prev.as_ref());
@@ -85,16 +116,21 @@ pub fn run(args: &RunArgs) -> Result<i32> {
         prev = Some(snap.clone());
     });
     crate::cmd::warn_all(&report.warnings);
+    let interrupted = interruption(&report, &signals);
     if args.json {
         warnings.extend(report.warnings.iter().cloned());
-        print_json(&report, run_json, &warnings, &key, opts.interval.is_some())?;
+        let extra = Extra { interrupted: interrupted.as_ref(), rate: rate_json(&report, args) };
+        print_json(&report, run_json, &warnings, &key, opts.interval.is_some(), &extra)?;
     } else {
         if opts.interval.is_some() {
             println!("{} whole run", crate::report::interval_label(0.0, report.snapshot.elapsed_s));
         }
         print_table(&report.snapshot);
         println!("{}", crate::legend::footer(crate::legend::RUN));
-        print_summary(&report, args.verbose);
+        if let Some(i) = &interrupted {
+            println!("{}", i.line(args.duration));
+        }
+        print_summary(&report, args);
     }
     drop(guard);
     if !report.snapshot.conservation_ok {
@@ -105,7 +141,60 @@ pub fn run(args: &RunArgs) -> Result<i32> {
         eprintln!("error: {e}");
         return Ok(EXIT_SOURCE_LOST);
     }
-    Ok(0)
+    // Ended at once by a second signal: the counters printed are complete
+    // as counts, but the queued packets were never processed.
+    Ok(if report.aborted { 1 } else { 0 })
+}
+
+/// How a run stopped by SIGINT/SIGTERM ended (`None`: not by a signal).
+struct Interruption {
+    /// The first signal's name.
+    signal: &'static str,
+    /// When the run stopped, seconds from its start.
+    at_s: f64,
+    /// A second signal ended it before the queues were drained.
+    aborted: bool,
+    /// Packets left in the queues (in flight) when it ended.
+    in_flight: u64,
+}
+
+impl Interruption {
+    /// The text line, e.g. `interrupted by SIGTERM at 0.31 s (of --duration
+    /// 600 s): ...`.
+    fn line(&self, duration: f64) -> String {
+        let head = format!("interrupted by {} at {:.2} s (of --duration {duration} s)", self.signal, self.at_s);
+        if self.aborted {
+            format!(
+                "{head}, then ended at once by a second signal: the counters are those gathered so far; {} still queued, counted in flight, never processed",
+                crate::report::count(self.in_flight, "packet", "packets")
+            )
+        } else {
+            format!("{head}: the counters cover the run up to then, every packet queued by then processed")
+        }
+    }
+
+    /// The `interrupted` object of `--json`.
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "signal": self.signal,
+            "at_s": self.at_s,
+            "second_signal": self.aborted,
+            "drained": !self.aborted,
+        })
+    }
+}
+
+/// The interruption of a run that a signal stopped.
+fn interruption(r: &RunReport, signals: &flowsteer_live::StopSignals) -> Option<Interruption> {
+    if r.stopped_by != StopReason::Interrupted {
+        return None;
+    }
+    Some(Interruption {
+        signal: signals.first().unwrap_or("a signal"),
+        at_s: r.snapshot.elapsed_s,
+        aborted: r.aborted,
+        in_flight: r.snapshot.totals.in_flight,
+    })
 }
 
 /// Build the engine and options from the flags (shared with `bench steer`).
@@ -123,6 +212,12 @@ pub fn build(args: &RunArgs) -> Result<Built> {
         return Err(usage("--cores lists a CPU twice"));
     }
     let single = args.single_queue;
+    if args.rate.is_some() && args.source != "gen" {
+        return Err(usage(format!(
+            "--rate paces the built-in generator (--source gen); --source {} offers its own rate",
+            args.source
+        )));
+    }
     let live = LiveSpec::parse(&args.source).map_err(|e| usage(format!("--source '{}': {e}", args.source)))?;
     let live_queues = match &live {
         Some(spec) => {
@@ -226,7 +321,8 @@ pub fn build(args: &RunArgs) -> Result<Built> {
             seed: args.rss.seed.unwrap_or(DEFAULT_GEN_SEED),
         };
         gen_cfg.validate().map_err(|e| usage(format!("generator: {e}")))?;
-        workload = gen_workload(&gen_cfg, &args.size, rx_queues);
+        workload = gen_workload(&gen_cfg, &args.size, rx_queues, args.rate);
+        let per_queue = args.rate.map(|r| r as f64 / f64::from(rx_queues));
         let spread = |rss: &RssConfig| {
             if rx_queues == 1 {
                 Spread::Single
@@ -235,7 +331,13 @@ pub fn build(args: &RunArgs) -> Result<Built> {
             }
         };
         let sources = (0..n)
-            .map(|_| GenSource::new(&gen_cfg, spread(&rss), args.burst).map(|s| Box::new(s) as Box<dyn RxSource>))
+            .map(|_| {
+                match per_queue {
+                    Some(pps) => GenSource::paced(&gen_cfg, spread(&rss), args.burst, pps),
+                    None => GenSource::new(&gen_cfg, spread(&rss), args.burst),
+                }
+                .map(|s| Box::new(s) as Box<dyn RxSource>)
+            })
             .collect::<Result<Vec<_>, _>>()
             .context("generator")?;
         (sources, args.flows as usize)
@@ -250,9 +352,10 @@ pub fn build(args: &RunArgs) -> Result<Built> {
         let bytes: usize = replay.queues.iter().flatten().map(Vec::len).sum();
         workload = Workload {
             text: format!(
-                "capture {path} replayed from memory: {frames} frames ({:.1} MiB), {} time(s), each frame on the receive queue the RSS configuration picks",
+                "capture {path} replayed from memory: {} ({:.1} MiB), {}, each frame on the receive queue the RSS configuration picks, as fast as the workers take it (a receiving core takes frames only when its hand-off queues have room: no queue_full drops)",
+                crate::report::count(frames as u64, "frame", "frames"),
                 bytes as f64 / (1 << 20) as f64,
-                args.loops
+                crate::report::count(args.loops, "time", "times")
             ),
             json: serde_json::json!({"kind": "capture", "path": path, "frames": frames, "bytes": bytes, "loops": args.loops}),
         };
@@ -333,17 +436,19 @@ pub fn build(args: &RunArgs) -> Result<Built> {
         migrate_every: args.migrate.filter(|m| *m > 0.0).map(Duration::from_secs_f64),
         pin: !args.no_pin,
         stop: None,
+        abort: None,
         busy_poll: args.busy_poll,
     };
     Ok(Built { engine, opts, warnings, guard, workload })
 }
 
 fn describe(cfg: &EngineConfig, args: &RunArgs) -> String {
+    use crate::report::count;
     format!(
-        "flowsteer run: {} worker(s) on CPUs {:?}, {} receive queue(s), steer {}, dispatch {}, source {}, {} s",
-        cfg.workers(),
+        "flowsteer run: {} on CPUs {:?}, {}, steer {}, dispatch {}, source {}, {} s",
+        count(cfg.workers() as u64, "worker", "workers"),
         cfg.cpus,
-        cfg.rx_queues,
+        count(u64::from(cfg.rx_queues), "receive queue", "receive queues"),
         cfg.policy.name(),
         cfg.dispatch.name(),
         args.source,
@@ -431,19 +536,10 @@ fn loss_lines(t: &flowsteer_engine::counters::Totals) -> Vec<String> {
     )
 }
 
-fn print_summary(r: &RunReport, verbose: bool) {
+fn print_summary(r: &RunReport, args: &RunArgs) {
+    use crate::report::count;
     let t = &r.snapshot.totals;
-    let drops: Vec<String> = t.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!(
-        "total: received {}, delivered {}, dropped {}{}, in flight {}; {:.3} Mpps over {:.2} s",
-        t.received,
-        t.delivered,
-        t.dropped,
-        if drops.is_empty() { String::new() } else { format!(" ({})", drops.join(", ")) },
-        t.in_flight,
-        t.pps / 1e6,
-        r.snapshot.elapsed_s
-    );
+    println!("{}", total_line(t, r.snapshot.elapsed_s));
     let order = if r.order_checked {
         t.order_violations.to_string()
     } else {
@@ -455,40 +551,196 @@ fn print_summary(r: &RunReport, verbose: bool) {
     );
     if t.listener_bucket + t.listener_wildcard > 0 {
         println!(
-            "listeners: {} packets to per-bucket listeners, {} to wildcard listeners",
-            t.listener_bucket, t.listener_wildcard
+            "listeners: {} to per-bucket listeners, {} to wildcard listeners",
+            count(t.listener_bucket, "packet", "packets"),
+            t.listener_wildcard
         );
     }
     if t.reassembled + t.reasm_absorbed > 0 {
         println!(
-            "reassembly: {} datagrams rebuilt from {} fragments ({} still pending), {} steered to another owner than their fragments (reinjected)",
-            t.reassembled, t.reasm_absorbed, t.reasm_pending, t.reinjected
+            "reassembly: {} rebuilt from {} ({} still pending), {} steered to another owner than their fragments (reinjected)",
+            count(t.reassembled, "datagram", "datagrams"),
+            count(t.reasm_absorbed, "fragment", "fragments"),
+            t.reasm_pending,
+            t.reinjected
         );
     }
-    if verbose {
+    if args.verbose {
         println!("per-core timers fired {}; idle flows expired {}", t.timers_fired, t.flows_expired);
     }
     for m in &r.rebalance_log {
         println!(
-            "  rebalance at {:.3}s: bucket {} worker {} -> {} ({} packets in the interval)",
-            m.at_s, m.bucket, m.from, m.to, m.load
+            "  rebalance at {:.3}s: bucket {} worker {} -> {} ({} in the interval)",
+            m.at_s,
+            m.bucket,
+            m.from,
+            m.to,
+            count(m.load, "packet", "packets")
         );
     }
     if let Some(i) = &r.snapshot.ingress {
-        print_ingress(i);
+        print_ingress(i, args.source.starts_with("afxdp:"));
+    }
+    if let Some(line) = rate_line(r, args) {
+        println!("{line}");
     }
     for line in loss_lines(t) {
         println!("{line}");
     }
-    println!(
-        "conservation: received + reassembled = delivered + dropped + in flight + absorbed fragments: {}",
-        if r.snapshot.conservation_ok { "OK" } else { "FAILED" }
+    println!("conservation: {}: {}", r.snapshot.conservation, if r.snapshot.conservation_ok { "OK" } else { "FAILED" });
+}
+
+/// The `total:` line, a sum that adds up on screen: received = delivered +
+/// dropped (by reason) + in flight, plus the packets reassembly merged
+/// (fragments absorbed less the datagrams rebuilt from them) when there are
+/// any; then the delivered rate.
+fn total_line(t: &flowsteer_engine::counters::Totals, elapsed_s: f64) -> String {
+    let drops: Vec<String> = t.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let mut sum = format!(
+        "total: received {} = delivered {} + dropped {}{} + in flight {}",
+        t.received,
+        t.delivered,
+        t.dropped,
+        if drops.is_empty() { String::new() } else { format!(" ({})", drops.join(", ")) },
+        t.in_flight
     );
+    if t.reasm_absorbed > 0 || t.reassembled > 0 {
+        let merged = t.reasm_absorbed.saturating_sub(t.reassembled);
+        sum.push_str(&format!(
+            " + merged by reassembly {merged} ({} absorbed into {}, {} of them still pending)",
+            crate::report::count(t.reasm_absorbed, "fragment", "fragments"),
+            crate::report::count(t.reassembled, "datagram", "datagrams"),
+            t.reasm_pending
+        ));
+    }
+    format!("{sum}; {:.3} Mpps delivered over {:.2} s", t.pps / 1e6, elapsed_s)
+}
+
+/// How this run's rate reads: for the generator at `--rate`, what it
+/// offered and what was delivered; for the generator or a capture
+/// otherwise, delivered per worker against [`REFERENCE_MPPS_PER_CORE`] with
+/// a verdict when the workload is the reference's. `None` for a live
+/// source (its rate is the traffic's).
+fn rate_line(r: &RunReport, args: &RunArgs) -> Option<String> {
+    let t = &r.snapshot.totals;
+    let secs = r.snapshot.elapsed_s;
+    if let Some(rate) = args.rate {
+        let generated = if secs > 0.0 { t.received as f64 / secs } else { 0.0 };
+        return Some(format!(
+            "offered: {:.3} Mpps asked (--rate {rate}), {:.3} Mpps generated ({} of the rate asked), {:.3} Mpps delivered ({} of those generated)",
+            rate as f64 / 1e6,
+            generated / 1e6,
+            crate::report::percent(generated.round() as u64, rate),
+            t.pps / 1e6,
+            crate::report::percent(t.delivered, t.received),
+        ));
+    }
+    if args.source != "gen" && !args.source.starts_with("pcap:") {
+        return None;
+    }
+    let workers = r.snapshot.workers.len().max(1);
+    let dispatch = args.dispatch.as_str();
+    let reference = REFERENCE_MPPS_PER_CORE.iter().find(|(d, _)| *d == dispatch).map_or(0.0, |(_, m)| *m);
+    let per_worker = t.pps / 1e6 / workers as f64;
+    let share = if reference > 0.0 { per_worker / reference } else { 0.0 };
+    let head = format!(
+        "rate: {per_worker:.2} Mpps per worker ({:.2} over {}), {:.0} % of the reference {reference:.2} Mpps per core ({REFERENCE_SOURCE}; --dispatch {dispatch})",
+        t.pps / 1e6,
+        crate::report::count(workers as u64, "worker", "workers"),
+        share * 100.0
+    );
+    let differs = differences(args, workers);
+    Some(if differs.is_empty() {
+        let verdict = if share >= GOOD {
+            "good"
+        } else if share >= FAIR {
+            "fair: other load on these CPUs, vCPUs sharing a physical core, or a slower host"
+        } else {
+            "poor: other load on these CPUs, or a much slower host"
+        };
+        format!("{head}: {verdict} (good >= {:.0} %, fair >= {:.0} %)", GOOD * 100.0, FAIR * 100.0)
+    } else {
+        format!("{head}; no verdict: the reference's workload differs ({})", differs.join(", "))
+    })
+}
+
+/// How this run's workload differs from the reference's (empty: it is the
+/// reference's, so the `rate:` line gives a verdict).
+fn differences(args: &RunArgs, workers: usize) -> Vec<String> {
+    let mut d = Vec::new();
+    if let Some(path) = args.source.strip_prefix("pcap:") {
+        d.push(format!("a capture, {path}"));
+    }
+    if args.steer != "rss" {
+        d.push(format!("--steer {}", args.steer));
+    }
+    if args.single_queue {
+        d.push("--single-queue: one core receives for every worker".into());
+    } else if args.rx_queues.is_some_and(|q| usize::from(q) != workers) {
+        d.push("--rx-queues other than one per worker".into());
+    }
+    if args.source == "gen" {
+        if args.size != "64" {
+            d.push(format!("--size {}", args.size));
+        }
+        if !(256..=16384).contains(&args.flows) {
+            d.push(format!("--flows {}", args.flows));
+        }
+        if let Some(z) = args.zipf {
+            d.push(format!("--zipf {z}"));
+        }
+        if args.frag_share > 0.0 {
+            d.push(format!("--frag-share {}", args.frag_share));
+        }
+    }
+    if !args.listen.is_empty() {
+        d.push("--listen".into());
+    }
+    if args.migrate.is_some() {
+        d.push("--migrate".into());
+    }
+    d
+}
+
+/// The `rate` object of `--json`: what the `rate:` or `offered:` line says.
+fn rate_json(r: &RunReport, args: &RunArgs) -> serde_json::Value {
+    let t = &r.snapshot.totals;
+    let secs = r.snapshot.elapsed_s;
+    if let Some(rate) = args.rate {
+        let generated = if secs > 0.0 { t.received as f64 / secs } else { 0.0 };
+        return serde_json::json!({"offered_pps": rate, "generated_pps": generated, "delivered_pps": t.pps});
+    }
+    if args.source != "gen" && !args.source.starts_with("pcap:") {
+        return serde_json::Value::Null;
+    }
+    let workers = r.snapshot.workers.len().max(1);
+    let reference = REFERENCE_MPPS_PER_CORE.iter().find(|(d, _)| *d == args.dispatch).map_or(0.0, |(_, m)| *m);
+    let per_worker = t.pps / 1e6 / workers as f64;
+    let share = if reference > 0.0 { per_worker / reference } else { 0.0 };
+    let differs = differences(args, workers);
+    let verdict = if !differs.is_empty() {
+        serde_json::Value::Null
+    } else if share >= GOOD {
+        "good".into()
+    } else if share >= FAIR {
+        "fair".into()
+    } else {
+        "poor".into()
+    };
+    serde_json::json!({
+        "mpps_per_worker": per_worker,
+        "reference_mpps_per_core": reference,
+        "reference": REFERENCE_SOURCE,
+        "share_of_reference": share,
+        "verdict": verdict,
+        "not_the_reference_workload": differs,
+    })
 }
 
 /// A live source's sum from the interface in, and the interface's own
-/// counters beside it.
-fn print_ingress(i: &flowsteer_engine::Ingress) {
+/// counters beside it (the fill ring only for AF_XDP, the only source that
+/// has one).
+fn print_ingress(i: &flowsteer_engine::Ingress, afxdp: bool) {
     let d = &i.socket_drops;
     println!(
         "source: seen {} = passed to the kernel {} + dropped by the hook {} + redirected {}",
@@ -506,15 +758,21 @@ fn print_ingress(i: &flowsteer_engine::Ingress) {
     );
     if let Some(f) = &i.interface {
         let peer = f.peer_tx_dropped.map(|p| format!(", veth peer tx_dropped {p}")).unwrap_or_default();
+        let fill = if afxdp {
+            format!("; fill ring found empty {}", crate::report::count(i.fill_ring_empty, "time", "times"))
+        } else {
+            String::new()
+        };
         println!(
-            "interface (beside the sum, over the run): rx_packets {}, rx_dropped {}{peer}; fill ring found empty {} time(s)",
-            f.rx_packets, f.rx_dropped, i.fill_ring_empty
+            "interface (beside the sum, over the run): rx_packets {}, rx_dropped {}{peer}{fill}",
+            f.rx_packets, f.rx_dropped
         );
     }
 }
 
-/// The built-in generator's workload.
-fn gen_workload(g: &GenConfig, size: &str, rx_queues: u16) -> Workload {
+/// The built-in generator's workload, with how it is offered: as fast as
+/// the workers take it, or at `rate` packets per second in total.
+fn gen_workload(g: &GenConfig, size: &str, rx_queues: u16, rate: Option<u64>) -> Workload {
     let size_text = if size == "imix" {
         "IMIX frames (64/570/1518 bytes, 7:4:1)".to_string()
     } else {
@@ -532,7 +790,16 @@ fn gen_workload(g: &GenConfig, size: &str, rx_queues: u16) -> Workload {
     if g.frag_share > 0.0 {
         text.push_str(&format!(", {:.0} % of UDP flows fragmented", g.frag_share * 100.0));
     }
-    text.push_str(&format!(", spread over {rx_queues} receive queue(s) by RSS, as fast as the workers take it"));
+    let queues = crate::report::count(u64::from(rx_queues), "receive queue", "receive queues");
+    match rate {
+        None => text.push_str(&format!(
+            ", spread over {queues} by RSS, offered as fast as the workers take it (a receiving core generates only when its hand-off queues have room: no queue_full drops; --rate PPS offers a fixed rate instead)"
+        )),
+        Some(r) => text.push_str(&format!(
+            ", spread over {queues} by RSS, offered at {r} packets/s in total (--rate; {:.0} per receive queue) whether or not the workers keep up: what they cannot take is dropped as queue_full (without --rate the generator offers what the workers take, nothing dropped for a full queue)",
+            r as f64 / f64::from(rx_queues)
+        )),
+    }
     Workload {
         text,
         json: serde_json::json!({
@@ -545,6 +812,7 @@ fn gen_workload(g: &GenConfig, size: &str, rx_queues: u16) -> Workload {
             "frag_share": g.frag_share,
             "frag_every": g.frag_every,
             "seed": g.seed,
+            "rate_pps": rate,
         }),
     }
 }
@@ -568,8 +836,20 @@ fn run_json(cfg: &EngineConfig, args: &RunArgs, workload: &Workload) -> serde_js
 /// Version of the `run --json` document (`schema`). v2: the `run` object
 /// (what ran: source, workload, limits) replaced v1's `config` (the flags,
 /// generator ones even for a capture), and `warnings` carries every warning
-/// printed, not only the engine's.
+/// printed, not only the engine's. Fields added since, within v2:
+/// `stopped_by` (duration, packets, sources_done, interrupted,
+/// source_failed), `aborted`, `interrupted` (null, or the signal, when, and
+/// whether a second signal cut the drain short), `rate` (the `rate:` or
+/// `offered:` line's figures; null for a live source) and the generator
+/// workload's `rate_pps`.
 const RUN_SCHEMA: &str = "flowsteer.run.v2";
+
+/// What `--json` adds to the engine's report: how a signal ended the run,
+/// and how its rate reads.
+struct Extra<'a> {
+    interrupted: Option<&'a Interruption>,
+    rate: serde_json::Value,
+}
 
 fn print_json(
     r: &RunReport,
@@ -577,10 +857,13 @@ fn print_json(
     warnings: &[String],
     key: &flowsteer_rss::RssKey,
     one_line: bool,
+    extra: &Extra<'_>,
 ) -> Result<()> {
     let mut v = serde_json::to_value(r)?;
     v["schema"] = RUN_SCHEMA.into();
     v["run"] = run;
+    v["interrupted"] = extra.interrupted.map_or(serde_json::Value::Null, Interruption::json);
+    v["rate"] = extra.rate.clone();
     v["warnings"] = serde_json::to_value(warnings)?;
     add_drawn_key(&mut v, key);
     if one_line {

@@ -273,13 +273,37 @@ impl Lcore {
     }
 
     /// Poll each receive queue once for up to `max` frames (at most one
-    /// burst); returns frames received.
+    /// burst); returns frames received. A source that
+    /// [holds back](RxSource::holds_back) is asked for no more frames than
+    /// every hand-off queue of this core has room for (less a reserve for
+    /// what the worker side adds: reassembled datagrams, fragments let out
+    /// of the holding area), so its frames are never dropped as
+    /// `queue_full`. It waits for room for a whole `max` (or as much as the
+    /// queues can ever have) rather than taking a few frames at a time.
     pub fn poll_rx(&mut self, max: usize, now: u64) -> usize {
         let max = max.min(self.burst);
-        let Lcore { source, rx, work, counters, rxqs, .. } = self;
+        let Lcore { source, rx, work, counters, rxqs, burst, .. } = self;
+        let hold = source.holds_back();
         let mut total = 0;
         for &q in rxqs.iter() {
-            total += source.poll(q, max, &mut |bytes| rx.on_frame(work, counters, bytes, q, now));
+            let want = if hold {
+                let (room, most) = rx.room(*burst);
+                if room >= max.min(most) {
+                    max.min(room)
+                } else {
+                    0
+                }
+            } else {
+                max
+            };
+            if want == 0 {
+                continue;
+            }
+            total += source.poll(q, want, &mut |bytes| rx.on_frame(work, counters, bytes, q, now));
+            if hold {
+                // Staged bursts out now: the next queue's room counts them.
+                rx.flush_all(counters);
+            }
         }
         rx.flush_all(counters);
         total
@@ -730,6 +754,18 @@ impl RxSide {
                 }
             }
         }
+    }
+
+    /// Frames this core may take from a source that holds back, now and at
+    /// most: the fewest free slots of its hand-off queues (nothing is
+    /// staged between polls) and their smallest capacity, each less a
+    /// reserve of a burst per queue (at most half a queue) for what the
+    /// worker side pushes besides received frames.
+    fn room(&self, burst: usize) -> (usize, usize) {
+        let reserve = |p: &Producer<PacketDesc>| (burst * self.producers.len()).min(p.capacity() / 2);
+        let now = self.producers.iter().map(|p| p.free_slots().saturating_sub(reserve(p))).min();
+        let most = self.producers.iter().map(|p| p.capacity() - reserve(p)).min();
+        (now.unwrap_or(usize::MAX), most.unwrap_or(usize::MAX).max(1))
     }
 
     fn flush(&mut self, c: &mut LcoreCounters, w: usize) {

@@ -15,6 +15,14 @@
 //! the cores stopped, live sources are closed (no frame taken in any more)
 //! and their counts from before the engine are added to the final snapshot.
 //!
+//! Abort: a run whose `abort` flag is raised (a second SIGINT) ends at
+//! once: the cores stop without draining their input queues, and what is
+//! left in them is counted in flight (conservation still holds).
+//!
+//! Interval reports: `on_interval` sees a snapshot every interval and, at
+//! the end, the final snapshot (the last interval, however short), so the
+//! intervals cover the whole run.
+//!
 //! Idle: a core that found nothing to do 64 times in a row yields, then
 //! (unless `busy_poll`) sleeps in its source's `wait` for at most
 //! [`IDLE_WAIT`], so an idle live source does not spin a CPU.
@@ -44,6 +52,9 @@ pub struct RunOptions {
     pub pin: bool,
     /// Stop when this flag is set (SIGINT/SIGTERM handlers set it).
     pub stop: Option<Arc<AtomicBool>>,
+    /// End at once when this flag is set (a second signal): no drain, the
+    /// packets left in the queues counted in flight.
+    pub abort: Option<Arc<AtomicBool>>,
     /// Spin on an idle source instead of sleeping in its `wait`.
     pub busy_poll: bool,
 }
@@ -66,6 +77,22 @@ pub struct MoveLog {
     pub load: u64,
 }
 
+/// Why a run ended.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// `RunOptions::duration` passed.
+    Duration,
+    /// `RunOptions::packets` were received.
+    Packets,
+    /// Every source was exhausted (a capture replayed to its end).
+    SourcesDone,
+    /// The `stop` (or `abort`) flag was raised: SIGINT or SIGTERM.
+    Interrupted,
+    /// A source failed (`RunReport::source_error` says why).
+    SourceFailed,
+}
+
 /// What a run returns.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
@@ -79,10 +106,16 @@ pub struct RunReport {
     /// Why a source stopped the run (its interface lost), one line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_error: Option<String>,
+    /// Why the run ended.
+    pub stopped_by: StopReason,
+    /// The `abort` flag ended the run before the cores drained their
+    /// queues (what was left there is in `totals.in_flight`).
+    pub aborted: bool,
 }
 
 /// Run until the duration passes, the packet budget is spent, or every
-/// source is exhausted. `on_interval` sees a snapshot every interval.
+/// source is exhausted. With an interval, `on_interval` sees a snapshot
+/// every interval and the final one at the end.
 pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snapshot)) -> RunReport {
     let Engine { cfg, lcores, shared, consumers, ring_stats, published } = engine;
     let n = lcores.len();
@@ -91,12 +124,13 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
     let budget = Arc::new(AtomicU64::new(opts.packets.unwrap_or(u64::MAX)));
     let pin_failed = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicBool::new(false));
+    let abort = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let burst = cfg.burst.max(1);
     let mut handles = Vec::with_capacity(n);
     for (i, mut lc) in lcores.into_iter().enumerate() {
         let (t_stop, t_done, t_budget, t_pin) = (stop_rx.clone(), rx_done.clone(), budget.clone(), pin_failed.clone());
-        let t_failed = failed.clone();
+        let (t_failed, t_abort) = (failed.clone(), abort.clone());
         let cpu = cfg.cpus[i];
         let pin = opts.pin;
         let busy_poll = opts.busy_poll;
@@ -113,6 +147,7 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
                 rx_done: &t_done,
                 budget: &t_budget,
                 failed: &t_failed,
+                abort: &t_abort,
             };
             worker_loop(&mut lc, &shared);
             lc
@@ -134,13 +169,21 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
     let mut last_buckets: Vec<u64> = vec![0; shared.buckets.len()];
     let mut log = Vec::new();
     let mut migrations = 0;
-    loop {
+    let raised = |f: &Option<Arc<AtomicBool>>| f.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
+    let stopped_by = loop {
         std::thread::sleep(Duration::from_millis(2));
         let now = Instant::now();
-        let finished = rx_done.load(Ordering::Acquire) >= n || handles.iter().all(|h| h.is_finished());
-        let stopped = opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) || failed.load(Ordering::Relaxed);
-        if opts.duration.is_some_and(|d| now >= start + d) || finished || stopped {
-            break;
+        if failed.load(Ordering::Relaxed) {
+            break StopReason::SourceFailed;
+        }
+        if raised(&opts.stop) || raised(&opts.abort) {
+            break StopReason::Interrupted;
+        }
+        if rx_done.load(Ordering::Acquire) >= n || handles.iter().all(|h| h.is_finished()) {
+            break if budget.load(Ordering::Relaxed) == 0 { StopReason::Packets } else { StopReason::SourcesDone };
+        }
+        if opts.duration.is_some_and(|d| now >= start + d) {
+            break StopReason::Duration;
         }
         if let Some(t) = next_report.filter(|t| now >= *t) {
             let snap =
@@ -164,8 +207,18 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
             migrations += 1;
             next_migrate = opts.migrate_every.map(|m| t + m);
         }
-    }
+    };
     stop_rx.store(true, Ordering::Relaxed);
+    // A second signal while the cores drain ends them at once.
+    if let Some(flag) = opts.abort.clone() {
+        while !handles.iter().all(|h| h.is_finished()) {
+            if flag.load(Ordering::Relaxed) {
+                abort.store(true, Ordering::Relaxed);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
     let mut warnings = Vec::new();
     let mut lcores = Vec::with_capacity(n);
     for h in handles {
@@ -179,7 +232,8 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
     // Close every live source, let frames already on their way land, then
     // read what each counted before the engine.
     let settle = lcores.iter_mut().map(|lc| lc.close_source()).max().unwrap_or_default();
-    if !settle.is_zero() {
+    let aborted = abort.load(Ordering::Relaxed);
+    if !settle.is_zero() && !aborted {
         std::thread::sleep(settle);
     }
     let mut ingress: Option<Ingress> = None;
@@ -189,14 +243,34 @@ pub fn run(engine: Engine, opts: &RunOptions, mut on_interval: impl FnMut(&Snaps
         }
     }
     if pin_failed.load(Ordering::Relaxed) > 0 {
-        warnings
-            .push(format!("{} worker thread(s) could not be pinned to their CPU", pin_failed.load(Ordering::Relaxed)));
+        warnings.push(pinned_warning(pin_failed.load(Ordering::Relaxed)));
     }
     let mut snapshot = Engine::snapshot(&ring_stats, &published, &cfg.cpus, elapsed, log.len() as u64);
     if let Some(i) = ingress {
         snapshot = snapshot.with_ingress(i);
     }
-    RunReport { snapshot, rebalance_log: log, migrations, order_checked: cfg.order_stamps, warnings, source_error }
+    if opts.interval.is_some() {
+        on_interval(&snapshot);
+    }
+    RunReport {
+        snapshot,
+        rebalance_log: log,
+        migrations,
+        order_checked: cfg.order_stamps,
+        warnings,
+        source_error,
+        stopped_by,
+        aborted,
+    }
+}
+
+/// The warning for `n` worker threads left unpinned.
+fn pinned_warning(n: usize) -> String {
+    if n == 1 {
+        "1 worker thread could not be pinned to its CPU".to_string()
+    } else {
+        format!("{n} worker threads could not be pinned to their CPUs")
+    }
 }
 
 /// What every worker thread shares with the others and the control thread.
@@ -210,6 +284,8 @@ struct WorkerShared<'a> {
     budget: &'a AtomicU64,
     /// Raised by a core whose source failed: the control thread stops the run.
     failed: &'a AtomicBool,
+    /// Raised by the control thread to end the cores at once (no drain).
+    abort: &'a AtomicBool,
 }
 
 fn bucket_totals(published: &[Arc<std::sync::Mutex<LcoreCounters>>], buckets: usize) -> Vec<u64> {
@@ -244,7 +320,7 @@ fn claim(budget: &AtomicU64, want: u64) -> u64 {
 }
 
 fn worker_loop(lc: &mut crate::lcore::Lcore, sh: &WorkerShared<'_>) {
-    let WorkerShared { workers, burst, start, busy_poll, stop_rx, rx_done, budget, failed } = *sh;
+    let WorkerShared { workers, burst, start, busy_poll, stop_rx, rx_done, budget, failed, abort } = *sh;
     let mut rx_active = true;
     // Packets claimed from the shared budget but not yet received. With no
     // budget (u64::MAX) the shared counter is never touched.
@@ -295,6 +371,9 @@ fn worker_loop(lc: &mut crate::lcore::Lcore, sh: &WorkerShared<'_>) {
             lc.run_timers(now);
         }
         if !rx_active && did == 0 && rx_done.load(Ordering::Acquire) >= workers && lc.pending() == 0 {
+            break;
+        }
+        if !rx_active && abort.load(Ordering::Relaxed) {
             break;
         }
         if did == 0 {

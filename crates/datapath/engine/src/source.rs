@@ -11,7 +11,7 @@ use crate::ingress::Ingress;
 use flowsteer_gen::{Frame, GenConfig, GenError, Generator, Spread};
 use flowsteer_rss::QueueId;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A source of frames for some receive queues. Each core owns one and
 /// polls only its own queues, from that core's thread.
@@ -49,21 +49,88 @@ pub trait RxSource: Send {
     fn ingress(&mut self) -> Option<Ingress> {
         None
     }
+    /// True when the source can hold its frames back without losing any
+    /// (the built-in generator without a rate, a capture replayed from
+    /// memory): the core then takes from it only as many frames as its
+    /// hand-off queues have room for, so it offers what the workers take
+    /// and nothing is dropped for a full queue. False (the default) for a
+    /// source whose frames arrive whether or not the workers keep up: a
+    /// paced generator, a live interface.
+    fn holds_back(&self) -> bool {
+        false
+    }
 }
 
-/// The built-in generator.
+/// The built-in generator: as fast as the workers take its frames (it
+/// [holds back](RxSource::holds_back)), or paced at a fixed rate per
+/// receive queue ([`GenSource::paced`]), whatever the workers take.
 pub struct GenSource {
     gen: Generator,
     frames: Vec<Frame>,
+    pace: Option<Pace>,
+    /// Offers a full burst at every poll ([`GenSource::flooding`]).
+    flood: bool,
+}
+
+/// Most frames a paced queue may be behind its schedule (a NIC's receive
+/// ring): frames due beyond it are never generated, so a core that falls
+/// behind offers less than the rate asked, never a burst to catch up.
+pub const PACE_BACKLOG: u64 = 1024;
+
+/// A fixed offered rate for each receive queue, from the first poll on.
+struct Pace {
+    per_queue_pps: f64,
+    start: Option<Instant>,
+    /// Frames generated per queue (by [`QueueId::index`]).
+    sent: Vec<u64>,
+}
+
+impl Pace {
+    /// Frames queue `q` may generate now: those due by its schedule and
+    /// not yet generated, at most [`PACE_BACKLOG`].
+    fn due(&mut self, q: QueueId) -> u64 {
+        let now = Instant::now();
+        let start = *self.start.get_or_insert(now);
+        let due = (now.duration_since(start).as_secs_f64() * self.per_queue_pps) as u64;
+        if self.sent.len() <= q.index() {
+            self.sent.resize(q.index() + 1, 0);
+        }
+        let sent = &mut self.sent[q.index()];
+        if due.saturating_sub(*sent) > PACE_BACKLOG {
+            *sent = due - PACE_BACKLOG;
+        }
+        due.saturating_sub(*sent)
+    }
 }
 
 impl GenSource {
-    /// Fails when the generator configuration is refused.
+    /// The generator offering what the workers take. Fails when the
+    /// generator configuration is refused.
     pub fn new(cfg: &GenConfig, spread: Spread, burst: usize) -> Result<GenSource, GenError> {
         let gen = Generator::new(cfg, spread)?;
-        Ok(GenSource { gen, frames: (0..burst.max(1)).map(|_| Frame::new()).collect() })
+        Ok(GenSource { gen, frames: (0..burst.max(1)).map(|_| Frame::new()).collect(), pace: None, flood: false })
     }
 
+    /// This generator offering a full burst at every poll, neither holding
+    /// back nor paced: what the workers cannot take is dropped as
+    /// `queue_full` (tests and demonstrations of overflow).
+    pub fn flooding(mut self) -> GenSource {
+        self.flood = true;
+        self.pace = None;
+        self
+    }
+
+    /// The generator offering `per_queue_pps` frames per second on each of
+    /// its receive queues (clock from its first poll), whether or not the
+    /// workers keep up: what they cannot take is dropped as a NIC would
+    /// (`queue_full`). Fails when the generator configuration is refused.
+    pub fn paced(cfg: &GenConfig, spread: Spread, burst: usize, per_queue_pps: f64) -> Result<GenSource, GenError> {
+        let mut s = GenSource::new(cfg, spread, burst)?;
+        s.pace = Some(Pace { per_queue_pps: per_queue_pps.max(0.0), start: None, sent: Vec::new() });
+        Ok(s)
+    }
+
+    /// The generator behind this source.
     pub fn generator(&self) -> &Generator {
         &self.gen
     }
@@ -71,16 +138,26 @@ impl GenSource {
 
 impl RxSource for GenSource {
     fn poll(&mut self, q: QueueId, max: usize, sink: &mut dyn FnMut(&[u8])) -> usize {
-        let max = max.min(self.frames.len());
+        let mut max = max.min(self.frames.len());
+        if let Some(p) = self.pace.as_mut() {
+            max = max.min(usize::try_from(p.due(q)).unwrap_or(usize::MAX));
+        }
         let n = self.gen.next_burst(q, &mut self.frames[..max]);
         for f in &self.frames[..n] {
             sink(f.bytes());
+        }
+        if let Some(sent) = self.pace.as_mut().and_then(|p| p.sent.get_mut(q.index())) {
+            *sent += n as u64;
         }
         n
     }
 
     fn exhausted(&self, q: QueueId) -> bool {
         self.gen.flows_on_queue(q) == 0
+    }
+
+    fn holds_back(&self) -> bool {
+        self.pace.is_none() && !self.flood
     }
 }
 
@@ -151,5 +228,9 @@ impl RxSource for ReplaySource {
 
     fn exhausted(&self, q: QueueId) -> bool {
         self.replay.queue(q).is_none_or(|f| f.is_empty()) || self.loops_left.get(q.index()).is_none_or(|&l| l == 0)
+    }
+
+    fn holds_back(&self) -> bool {
+        true
     }
 }

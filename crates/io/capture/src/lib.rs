@@ -340,22 +340,39 @@ impl ReadStats {
     /// commands print as warnings).
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
+        let n = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         if self.inconsistent_lengths > 0 {
             w.push(format!(
-                "{} records have a captured length above their original length; read with the captured length as original",
-                self.inconsistent_lengths
+                "{}; read with the captured length as original",
+                n(
+                    self.inconsistent_lengths,
+                    "record has a captured length above its original length",
+                    "records have a captured length above their original length"
+                )
             ));
         }
         if self.sections_skipped > 0 {
+            let one = self.sections_skipped == 1;
             w.push(format!(
-                "{} pcapng sections of an unknown major version were skipped ({} packets in them)",
-                self.sections_skipped, self.packets_in_skipped_sections
+                "{} ({} in {})",
+                n(
+                    self.sections_skipped,
+                    "pcapng section of an unknown major version was skipped",
+                    "pcapng sections of an unknown major version were skipped"
+                ),
+                n(self.packets_in_skipped_sections, "packet", "packets"),
+                if one { "it" } else { "them" }
             ));
         }
         if self.bad_options > 0 {
             w.push(format!(
-                "{} pcapng blocks have an option running past the block; their options from there on were ignored",
-                self.bad_options
+                "{}; {} options from there on were ignored",
+                n(
+                    self.bad_options,
+                    "pcapng block has an option running past the block",
+                    "pcapng blocks have an option running past the block"
+                ),
+                if self.bad_options == 1 { "its" } else { "their" }
             ));
         }
         w

@@ -7,8 +7,9 @@
 //! * [`queues`]: an interface's receive and transmit queues, their RPS/XPS
 //!   masks and interrupts, from sysfs and procfs.
 //! * [`cpus`]: the CPUs this process may run on, and CPU list text.
-//! * [`signals`]: a stop flag set by SIGINT/SIGTERM; a report flag set by
-//!   SIGUSR1, SIGHUP and SIGUSR2 caught (not fatal).
+//! * [`signals`]: a stop flag set by SIGINT/SIGTERM (or a stop flag and,
+//!   on the second signal, an abort flag); a report flag set by SIGUSR1,
+//!   SIGHUP and SIGUSR2 caught (not fatal).
 //! * [`link`]: an interface's state and counters (and a veth peer's) over
 //!   rtnetlink, by index (or by name: its index, link type and flags).
 //! * [`route`]: the kernel's route to an address over rtnetlink, as
@@ -33,5 +34,5 @@ pub mod source;
 
 pub use cpus::available_cpus;
 pub use error::LiveError;
-pub use signals::{report_on_sigusr1, stop_on_signals};
+pub use signals::{report_on_sigusr1, stop_on_signals, stop_then_abort_on_signals, StopSignals};
 pub use source::{open, FanoutChoice, Guard, LiveOptions, LiveSpec};

@@ -535,7 +535,10 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
                 Ok(None) => break,
                 Err(CaptureError::Truncated { packets_read }) => {
                     truncated = true;
-                    warnings.push(format!("{in_name}: capture truncated after {packets_read} packets"));
+                    warnings.push(format!(
+                        "{in_name}: capture truncated after {}",
+                        count(packets_read, "packet", "packets")
+                    ));
                     continue;
                 }
                 Err(CaptureError::UnknownInterface(_)) => {
@@ -637,16 +640,26 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
 
     if counts.skipped_unknown_interface > 0 {
         warnings.push(format!(
-            "{in_name}: {} pcapng packets name an undescribed interface and were skipped",
-            counts.skipped_unknown_interface
+            "{in_name}: {} and {} skipped",
+            count(
+                counts.skipped_unknown_interface,
+                "pcapng packet names an undescribed interface",
+                "pcapng packets name an undescribed interface"
+            ),
+            if counts.skipped_unknown_interface == 1 { "was" } else { "were" }
         ));
     }
     let unsupported = counts.unsupported_linktype();
     if unsupported > 0 {
-        warnings.push(if args.keep_malformed {
-            format!("{in_name}: {unsupported} packets of an unsupported link type were written unchanged, unexamined")
+        let (what, were, them) = if unsupported == 1 {
+            ("packet of an unsupported link type", "was", "it")
         } else {
-            format!("{in_name}: {unsupported} packets of an unsupported link type were dropped (--keep-malformed writes them unchanged)")
+            ("packets of an unsupported link type", "were", "them")
+        };
+        warnings.push(if args.keep_malformed {
+            format!("{in_name}: {unsupported} {what} {were} written unchanged, unexamined")
+        } else {
+            format!("{in_name}: {unsupported} {what} {were} dropped (--keep-malformed writes {them} unchanged)")
         });
     }
     let refused = counts.unparseable_total() - unsupported;
@@ -654,16 +667,28 @@ pub fn defrag_file(opts: &DefragOptions) -> Result<DefragReport, DefragError> {
         let fragments = counts.unparseable_fragments;
         warnings.push(if args.keep_malformed {
             let kept = counts.unparseable_kept - unsupported;
-            format!("{in_name}: {refused} frames did not parse: {kept} written unchanged, {fragments} dropped as they may hold IP fragments")
+            format!(
+                "{in_name}: {} did not parse: {kept} written unchanged, {fragments} dropped as {} hold IP fragments",
+                count(refused, "frame", "frames"),
+                if fragments == 1 { "it may" } else { "they may" }
+            )
         } else {
-            format!("{in_name}: {refused} frames did not parse and were dropped ({fragments} may hold IP fragments; --keep-malformed writes the others unchanged)")
+            format!(
+                "{in_name}: {} did not parse and {} dropped ({fragments} may hold IP fragments; --keep-malformed writes the others unchanged)",
+                count(refused, "frame", "frames"),
+                if refused == 1 { "was" } else { "were" }
+            )
         });
     }
     if counts.datagrams_too_long > 0 {
-        warnings.push(format!(
-            "{in_name}: {} reassembled PPPoE datagrams are longer than a PPPoE length can say and were dropped",
-            counts.datagrams_too_long
-        ));
+        warnings.push(if counts.datagrams_too_long == 1 {
+            format!("{in_name}: 1 reassembled PPPoE datagram is longer than a PPPoE length can say and was dropped")
+        } else {
+            format!(
+                "{in_name}: {} reassembled PPPoE datagrams are longer than a PPPoE length can say and were dropped",
+                counts.datagrams_too_long
+            )
+        });
     }
     let mut report = build_report(args, format, linktype, truncated, &counts, reasm.stats(), reasm.pending(), warnings);
     report.compression = compression;
@@ -774,6 +799,11 @@ fn build_report(
         conservation_ok: frag_law && packet_law,
         warnings,
     }
+}
+
+/// A count with its noun, singular for one (`1 packet`, `2 packets`).
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The report as an aligned counter table (what `flowsteer defrag` prints).
