@@ -784,7 +784,7 @@ pub struct Rfc2544Args {
     /// Measure only the generator's ceiling per frame size (unthrottled into --dut none, one trial of --trial seconds, at most 5).
     #[arg(long, conflicts_with = "dut")]
     pub ceiling: bool,
-    /// Print the report as JSON (schema flowsteer.rfc2544.v1).
+    /// Print the report as JSON (schema flowsteer.rfc2544.v2).
     #[arg(long)]
     pub json: bool,
     /// Offered rate (frames/s) of a CPU-cost trial on every DUT and on none: cpu_ns_per_frame = busy time of all CPUs / frames received, minus none's. Pick a rate below every DUT's NDR.

@@ -52,7 +52,7 @@ fn json_report_of_two_duts_and_nothing_left_behind() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("estimate: about"), "{stderr}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(doc["schema"], "flowsteer.rfc2544.v1");
+    assert_eq!(doc["schema"], "flowsteer.rfc2544.v2");
     assert_eq!(doc["complete"], true);
     for key in ["cpu_model", "kernel", "driver", "xdp_mode", "xsk_bind", "queues"] {
         assert!(doc["machine"].get(key).is_some(), "machine.{key}");
@@ -203,7 +203,7 @@ fn bidirectional_afpacket_spread_report() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(doc["schema"], "flowsteer.rfc2544.v1");
+    assert_eq!(doc["schema"], "flowsteer.rfc2544.v2");
     assert_eq!(doc["machine"]["io"], "afpacket");
     assert!(doc["machine"]["io_fallback"].is_null());
     assert_eq!(doc["config"]["io"], "afpacket");

@@ -3,8 +3,12 @@
 //! NDR and PDR (each repeat after the first tries first the interval the
 //! one before found, see [`search`]), then latency trials at 50, 90 and
 //! 99 % of the median NDR; the machine description; the report
-//! (`flowsteer.rfc2544.v1`). The library prints nothing: the caller gets
+//! (`flowsteer.rfc2544.v2`). The library prints nothing: the caller gets
 //! [`Event`]s while it runs and the [`Report`] at the end.
+//!
+//! In the JSON documents every duration is a number of seconds under a key
+//! ending in `_s`, a frame size is its number of bytes or `"imix"`, and
+//! every other choice a lowercase string.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,8 +25,11 @@ use crate::spread::SpreadSpec;
 use crate::Error;
 use flowsteer_gen::frames::FrameSize;
 
-/// JSON schema name of [`Report`].
-pub const SCHEMA: &str = "flowsteer.rfc2544.v1";
+/// JSON schema name of [`Report`]. v2: the durations of `config` are
+/// seconds under `_s` keys (`trial_s`, not v1's `trial: {secs, nanos}`),
+/// its frame sizes numbers or `"imix"` (not `{"Fixed": 64}`), `external`
+/// an object `{tx, rx}` (not a two-element array).
+pub const SCHEMA: &str = "flowsteer.rfc2544.v2";
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,18 +39,23 @@ pub struct SweepConfig {
     /// Frame sizes, in order.
     pub sizes: Vec<FrameSize>,
     /// Full trial length.
+    #[serde(rename = "trial_s", serialize_with = "crate::json::secs")]
     pub trial: Duration,
     /// Short trial length (at most `trial`).
+    #[serde(rename = "short_trial_s", serialize_with = "crate::json::secs")]
     pub short_trial: Duration,
     /// Searches per (DUT, size).
     pub repeat: u32,
     /// Relative resolution of the search.
     pub resolution: f64,
     /// Wait after each trial.
+    #[serde(rename = "wait_s", serialize_with = "crate::json::secs")]
     pub wait: Duration,
     /// Learning time before each trial.
+    #[serde(rename = "learning_s", serialize_with = "crate::json::secs")]
     pub learning: Duration,
     /// Length of the generator-ceiling trial.
+    #[serde(rename = "gen_max_trial_s", serialize_with = "crate::json::secs")]
     pub gen_max_trial: Duration,
     /// Flows.
     pub flows: u32,
@@ -67,6 +79,8 @@ pub struct SweepConfig {
     /// Two existing interfaces (transmit, receive) with a real device
     /// between them, measured after the built DUTs as `external` (the
     /// generator's ceiling is still measured on a veth pair of its own).
+    /// In JSON: `{"tx": ..., "rx": ...}` or null.
+    #[serde(serialize_with = "external_json")]
     pub external: Option<(String, String)>,
     /// Latency trials (full length) at these shares of the median NDR
     /// (RFC 2544 section 26.2; default 50, 90 and 99 %). Empty: none.
@@ -156,6 +170,20 @@ impl SweepConfig {
         l.bidirectional = self.bidirectional;
         l.spread = self.spread.clone().map(Arc::new);
         l
+    }
+}
+
+/// `SweepConfig::external` in JSON: `{"tx": ..., "rx": ...}` or null.
+fn external_json<S: serde::Serializer>(ext: &Option<(String, String)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    match ext {
+        None => s.serialize_none(),
+        Some((tx, rx)) => {
+            let mut st = s.serialize_struct("External", 2)?;
+            st.serialize_field("tx", tx)?;
+            st.serialize_field("rx", rx)?;
+            st.end()
+        }
     }
 }
 
@@ -342,7 +370,7 @@ pub struct SkippedDut {
     pub reason: String,
 }
 
-/// The whole report (`flowsteer.rfc2544.v1`).
+/// The whole report ([`SCHEMA`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     /// [`SCHEMA`].
@@ -643,4 +671,140 @@ fn measure(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::{Aggregate, DirectionDetail, SoftnetDelta};
+    use crate::track::{Latency, RxCounts};
+    use serde_json::json;
+
+    fn detail(bidirectional: bool) -> TrialDetail {
+        let rx = RxCounts { frames: 10, received: 10, duplicates: 0, foreign: 0, reordered: 0 };
+        let latency = Latency { count: 10, p50_ns: 1000, p99_ns: 2000, p999_ns: 3000, max_ns: 4000 };
+        TrialDetail {
+            offered_fps: 1e5,
+            sent: 10,
+            received: 10,
+            rx,
+            latency,
+            tx_incomplete: 0,
+            tx_kick_errors: 0,
+            softnet: vec![SoftnetDelta { cpu: 0, processed: 10, dropped: 0, time_squeeze: 0 }],
+            cpu_busy_ns: 1,
+            gen_thread_ns: 1,
+            gen_user_ns: 1,
+            gen_sys_ns: 1,
+            rx_thread_ns: 1,
+            tx_refused: 0,
+            reverse: bidirectional.then_some(DirectionDetail {
+                sent: 10,
+                received: 10,
+                achieved_fps: 1e5,
+                rx,
+                latency,
+                tx_incomplete: 0,
+                tx_refused: 0,
+            }),
+            aggregate: bidirectional.then_some(Aggregate {
+                offered_fps: 2e5,
+                sent: 20,
+                received: 20,
+                achieved_fps: 2e5,
+            }),
+        }
+    }
+
+    /// Every optional part filled in.
+    fn full_report() -> Report {
+        let mut cfg = SweepConfig::new(vec![DutKind::LinuxBridge, DutKind::FlowsteerBridgeXdp]);
+        cfg.external = Some(("tx0".into(), "rx0".into()));
+        cfg.cost_rate = Some(1e5);
+        cfg.gen_cpu = Some(0);
+        cfg.rx_cpu = Some(1);
+        cfg.dut_cpus = vec![1];
+        cfg.io = IoMode::Afpacket;
+        cfg.bidirectional = true;
+        let record = TrialRecord {
+            offered_fps: 1e5,
+            achieved_fps: 1e5,
+            sent: 10,
+            received: 10,
+            loss_ratio: 0.0,
+            duration_s: 1.0,
+            full: true,
+            valid: true,
+        };
+        let mut counters = DutCounters { received: 10, forwarded: 10, conservation_ok: true, ..Default::default() };
+        counters.dropped.insert("too_big".into(), 1);
+        let spread = Spread { median: 1e5, min: 1e5, max: 1e5 };
+        let row = |size: FrameSize| ResultRow {
+            dut: "linux-bridge".into(),
+            frame_size: size.into(),
+            mean_frame_bytes: size.mean_bytes(),
+            cores: 1,
+            ndr_fps: Some(1e5),
+            pdr_fps: Some(1e5),
+            ndr_bps: Some(1e8),
+            ndr_aggregate_fps: Some(2e5),
+            ndr_spread: Some(spread),
+            pdr_spread: Some(spread),
+            generator_max_fps: 1e6,
+            generator_limited: false,
+            cpu_ns_per_frame: Some(100.0),
+            thread_ns_per_frame: Some(100.0),
+            cost_trial: Some(detail(true)),
+            dut_ns_per_frame: Some(50.0),
+            cost_dut_counters: Some(counters.clone()),
+            repeats: vec![RepeatRow { ndr_fps: Some(1e5), pdr_fps: Some(1e5), converged: true }],
+            latency: vec![LatencyRow { share_of_ndr: 0.5, offered_fps: 5e4, detail: detail(true) }],
+            trials: vec![TrialRow { search: 0, record, detail: detail(true), dut_counters: Some(counters.clone()) }],
+        };
+        Report {
+            schema: SCHEMA,
+            machine: Machine {
+                cpu_model: "Some CPU @ 2.00GHz".into(),
+                cpus: 2,
+                kernel: "6.1.0".into(),
+                driver: "veth".into(),
+                xdp_mode: "generic".into(),
+                xsk_bind: "copy".into(),
+                queues: 1,
+                io: "mixed".into(),
+                io_fallback: Some("AF_XDP could not be set up".into()),
+            },
+            generator: vec![CeilingRow {
+                frame_size: FrameSize::Imix.into(),
+                generator_max_fps: 1e6,
+                received_fps: 1e6,
+                gen_thread_ns_per_frame: 1.0,
+                gen_user_ns_per_frame: 0.5,
+                gen_sys_ns_per_frame: 0.5,
+                rx_thread_ns_per_frame: 1.0,
+            }],
+            results: vec![row(FrameSize::Fixed(64)), row(FrameSize::Imix)],
+            skipped: vec![SkippedDut { dut: "ovs".into(), reason: "not installed".into() }],
+            config: cfg,
+            complete: true,
+            elapsed_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_report_has_numbers_with_units_and_lowercase_strings_not_rust_forms() {
+        let v = serde_json::to_value(full_report()).unwrap();
+        assert_eq!(crate::json::rust_forms(&v), Vec::<String>::new(), "{v:#}");
+        let c = &v["config"];
+        assert_eq!(c["sizes"], json!([64, 128, 256, 512, 1024, 1280, 1518, "imix"]));
+        assert_eq!((c["trial_s"].as_f64(), c["short_trial_s"].as_f64()), (Some(60.0), Some(1.0)));
+        assert_eq!((c["wait_s"].as_f64(), c["learning_s"].as_f64()), (Some(2.0), Some(0.1)));
+        assert_eq!(c["gen_max_trial_s"].as_f64(), Some(2.0));
+        assert!(c.get("trial").is_none() && c.get("wait").is_none());
+        assert_eq!(c["external"], json!({"tx": "tx0", "rx": "rx0"}));
+        assert_eq!((&c["io"], &c["duts"]), (&json!("afpacket"), &json!(["linux-bridge", "flowsteer-bridge-xdp"])));
+        assert_eq!(v["results"][1]["frame_size"], "imix");
+        assert_eq!(v["results"][0]["trials"][0]["duration_s"], 1.0);
+        assert_eq!(v["schema"], "flowsteer.rfc2544.v2");
+    }
 }
