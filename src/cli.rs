@@ -781,6 +781,9 @@ pub struct Rfc2544Args {
     /// Remove the namespaces a killed run left behind, then exit.
     #[arg(long)]
     pub cleanup: bool,
+    /// Print the plan (DUTs, frame sizes, repeats, trial lengths, trials at most) and the estimated time, then exit: builds nothing, needs no root. With --json, the plan as JSON (schema flowsteer.rfc2544-plan.v1).
+    #[arg(long, conflicts_with = "cleanup")]
+    pub dry_run: bool,
     /// Measure only the generator's ceiling per frame size (unthrottled into --dut none, one trial of --trial seconds, at most 5).
     #[arg(long, conflicts_with = "dut")]
     pub ceiling: bool,
