@@ -795,10 +795,13 @@ pub struct Rfc2544Args {
     /// Remove the namespaces a killed run left behind, then exit.
     #[arg(long)]
     pub cleanup: bool,
+    /// Print the plan (DUTs, frame sizes, repeats, trial lengths, trials at most) and the estimated time, then exit: builds nothing, needs no root. With --json, the plan as JSON (schema flowsteer.rfc2544-plan.v1).
+    #[arg(long, conflicts_with = "cleanup")]
+    pub dry_run: bool,
     /// Measure only the generator's ceiling per frame size (unthrottled into --dut none, one trial of --trial seconds, at most 5).
     #[arg(long, conflicts_with = "dut")]
     pub ceiling: bool,
-    /// Print the report as JSON (schema flowsteer.rfc2544.v1).
+    /// Print the report as JSON (schema flowsteer.rfc2544.v2).
     #[arg(long)]
     pub json: bool,
     /// Offered rate (frames/s) of a CPU-cost trial on every DUT and on none: cpu_ns_per_frame = busy time of all CPUs / frames received, minus none's. Pick a rate below every DUT's NDR.

@@ -219,6 +219,11 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
         ],
     );
     add(&vec!["rfc2544", "--dut", "none", "--spread-queues", "2"], &[("--reta-size", Kind::Pow2(1, 65536))]);
+    // A dry run checks every value as a run does.
+    add(
+        &vec!["rfc2544", "--dut", "none", "--dry-run"],
+        &[("--trial", Kind::Secs), ("--repeat", Kind::Int(1, 100)), ("--gen-cpus", CPU)],
+    );
     add(
         &vec!["bridge", "--port", "afxdp:fs-none-a", "--port", "afxdp:fs-none-b"],
         &[
@@ -489,6 +494,9 @@ fn contradicting_flags_are_usage_errors_with_nothing_on_stdout() {
         &["rfc2544", "--dut", "none", "--sizes", "64", "--ipv6"][..],
         &["rfc2544", "--dut", "none", "--plot", "chart.jpg"][..],
         &["rfc2544", "--dut", "none", "--gen-cpus", "0,1,0"][..],
+        &["rfc2544", "--dut", "none", "--sizes", "64", "--ipv6", "--dry-run"][..],
+        &["rfc2544", "--dut", "none", "--plot", "chart.jpg", "--dry-run"][..],
+        &["rfc2544", "--cleanup", "--dry-run"][..],
     ] {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let o = flowsteer(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -513,6 +521,7 @@ fn a_cpu_this_process_may_not_run_on_is_a_usage_error_naming_the_flag_and_the_av
         (&["udp-echo", "127.0.0.1:9", "--mode", "xdp", "--iface", "lo"][..], "--cpus"),
         (&["rfc2544", "--dut", "none"][..], "--gen-cpus"),
         (&["rfc2544", "--dut", "none"][..], "--dut-cpus"),
+        (&["rfc2544", "--dut", "none", "--dry-run"][..], "--gen-cpus"),
         (&bridge[..], "--cpus"),
     ] {
         let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();

@@ -50,9 +50,11 @@ fn json_report_of_two_duts_and_nothing_left_behind() {
     let out = child.wait_with_output().expect("wait");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("estimate: about"), "{stderr}");
+    // The plan and its estimate, before the run.
+    assert!(stderr.starts_with("plan: 2 DUTs (linux-bridge, patch)"), "{stderr}");
+    assert!(stderr.contains("\nestimate: usually under "), "{stderr}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(doc["schema"], "flowsteer.rfc2544.v1");
+    assert_eq!(doc["schema"], "flowsteer.rfc2544.v2");
     assert_eq!(doc["complete"], true);
     for key in ["cpu_model", "kernel", "driver", "xdp_mode", "xsk_bind", "queues"] {
         assert!(doc["machine"].get(key).is_some(), "machine.{key}");
@@ -203,7 +205,7 @@ fn bidirectional_afpacket_spread_report() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(doc["schema"], "flowsteer.rfc2544.v1");
+    assert_eq!(doc["schema"], "flowsteer.rfc2544.v2");
     assert_eq!(doc["machine"]["io"], "afpacket");
     assert!(doc["machine"]["io_fallback"].is_null());
     assert_eq!(doc["config"]["io"], "afpacket");
@@ -287,4 +289,224 @@ fn auto_io_falls_back_and_says_why() {
     assert_eq!(doc["machine"]["io"], "mixed");
     assert_eq!(doc["results"][0]["dut"], "external");
     assert!(doc["results"][0]["ndr_fps"].as_f64().is_some(), "{}", doc["results"][0]);
+}
+
+fn flowsteer(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(args).output().expect("run")
+}
+
+/// `--dry-run`: the plan and its estimate on stdout, exit 0; nothing built
+/// (no namespace), root or not.
+#[test]
+fn dry_run_prints_the_plan_and_the_estimate() {
+    let child = Command::new(env!("CARGO_BIN_EXE_flowsteer"))
+        .args(["rfc2544", "--dut", "linux-bridge", "--dut", "patch", "--sizes", "64,imix", "--trial", "2"])
+        .args(["--repeat", "2", "--cost-rate", "100000", "--dry-run"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "\
+plan: 2 DUTs (linux-bridge, patch) x 2 frame sizes (64, imix) x 2 repeats: 8 searches
+trials: 2 s full-length, 1 s short; each after 0.1 s of learning frames, then a 2 s wait
+each search: at most 40 trials, usually about 6 short and 12 full-length
+also: 2 generator-ceiling trials of 2 s, up to 12 latency trials (at 50, 90, 99 % of NDR), 6 CPU-cost trials at 100000 frames/s
+trials in all: at most 340
+estimate: usually under 11 min; at most 25 min (an upper bound: every search stops at 40 trials)
+"
+    );
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+
+    // Only the generator's ceiling.
+    let out = flowsteer(&["rfc2544", "--ceiling", "--sizes", "64,1518", "--trial", "3", "--dry-run"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "\
+plan: no DUT, only the generator's ceiling at 2 frame sizes (64, 1518)
+trials: 2 generator-ceiling trials of 3 s
+estimate: at most 16 s
+"
+    );
+}
+
+/// The CPUs default to this machine's: the golden documents leave them out.
+fn without_cpus(mut doc: serde_json::Value) -> serde_json::Value {
+    let c = doc["config"].as_object_mut().expect("config");
+    for key in ["gen_cpu", "rx_cpu", "dut_cpus"] {
+        assert!(c.remove(key).is_some(), "config.{key}");
+    }
+    doc
+}
+
+#[test]
+fn dry_run_json_is_the_plan() {
+    let out = flowsteer(&[
+        "rfc2544",
+        "--dut",
+        "linux-bridge",
+        "--dut",
+        "patch",
+        "--sizes",
+        "64,imix",
+        "--trial",
+        "2",
+        "--repeat",
+        "2",
+        "--cost-rate",
+        "100000",
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        without_cpus(doc),
+        serde_json::json!({
+            "schema": "flowsteer.rfc2544-plan.v1",
+            "config": {
+                "duts": ["linux-bridge", "patch"],
+                "sizes": [64, "imix"],
+                "trial_s": 2.0,
+                "short_trial_s": 1.0,
+                "repeat": 2,
+                "resolution": 0.01,
+                "wait_s": 2.0,
+                "learning_s": 0.1,
+                "gen_max_trial_s": 2.0,
+                "flows": 16,
+                "ipv6": false,
+                "kernel_rps": false,
+                "min_fps": 1000.0,
+                "external": null,
+                "latency_shares": [0.5, 0.9, 0.99],
+                "cost_rate": 100000.0,
+                "io": "auto",
+                "bidirectional": false,
+                "spread": null
+            },
+            "duts": ["linux-bridge", "patch"],
+            "skipped": [],
+            "searches": 8,
+            "search_max_trials": 40,
+            "search_usual_trials": {"short": 6, "full": 12},
+            "ceiling_trials": 2,
+            "latency_trials": 12,
+            "cost_trials": 6,
+            "max_trials": 340,
+            "estimate_s": 655.8,
+            "max_s": 1443.0
+        })
+    );
+}
+
+/// Where a JSON document shows a Rust type's serde form: a `Duration`'s
+/// `secs`/`nanos`, an enum variant's capitalised name as a key
+/// (`{"Fixed": 64}`) or a string (`"Auto"`).
+fn rust_forms(v: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+    let variant =
+        |s: &str| s.starts_with(|c: char| c.is_ascii_uppercase()) && s.chars().all(|c| c.is_ascii_alphanumeric());
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                if k == "secs" || k == "nanos" || variant(k) {
+                    out.push(format!("{at}.{k}"));
+                }
+                rust_forms(v, &format!("{at}.{k}"), out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                rust_forms(v, &format!("{at}[{i}]"), out);
+            }
+        }
+        serde_json::Value::String(s) if variant(s) => out.push(format!("{at} = {s:?}")),
+        _ => {}
+    }
+}
+
+/// The configuration as the report gives it (the plan's `config` is the
+/// report's): durations in seconds under `_s` keys, sizes as numbers or
+/// "imix", every choice a lowercase string; with every option that adds
+/// to it given.
+#[test]
+fn the_json_config_shows_no_rust_forms() {
+    let out = flowsteer(&[
+        "rfc2544",
+        "--dut",
+        "flowsteer-bridge-xdp",
+        "--tx",
+        "tx0",
+        "--rx",
+        "rx0",
+        "--sizes",
+        "64,imix",
+        "--io",
+        "afpacket",
+        "--bidirectional",
+        "--spread-queues",
+        "4",
+        "--cost-rate",
+        "1000",
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let mut found = Vec::new();
+    rust_forms(&doc, "", &mut found);
+    assert!(found.is_empty(), "{found:?} in {doc:#}");
+    let c = &doc["config"];
+    assert_eq!(c["sizes"], serde_json::json!([64, "imix"]));
+    assert_eq!((c["trial_s"].as_f64(), c["wait_s"].as_f64()), (Some(60.0), Some(2.0)));
+    assert_eq!(c["external"], serde_json::json!({"tx": "tx0", "rx": "rx0"}));
+    assert_eq!((&c["io"], &c["duts"][0]), (&serde_json::json!("afpacket"), &serde_json::json!("flowsteer-bridge-xdp")));
+    assert_eq!(c["spread"]["queues"], 4);
+    assert_eq!(doc["duts"], serde_json::json!(["flowsteer-bridge-xdp", "external"]));
+}
+
+/// The README's `flowsteer rfc2544` examples (section "`flowsteer rfc2544`"),
+/// but `--cleanup`, which measures nothing: with `--dry-run` each prints
+/// its estimate (the JSON's `estimate_s` and `max_s` with `--json`).
+const README_EXAMPLES: [&str; 4] = [
+    "flowsteer rfc2544 --dut linux-bridge --dut patch --sizes 64,1518 --trial 2 --json",
+    "flowsteer rfc2544 --dut linux-bridge --dut patch --sizes 64 --bidirectional --gen-cpus 0,1",
+    "flowsteer rfc2544 --dut none --io afpacket --sizes 64 --trial 2",
+    "flowsteer rfc2544 --dut linux-bridge --spread-queues 4 --hash-types all --key default",
+];
+
+#[test]
+fn the_readme_examples_have_an_estimate() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+    let section = readme.split("### `flowsteer rfc2544`").nth(1).expect("the rfc2544 section");
+    let section = section.split("\n### ").next().unwrap_or(section);
+    let available = flowsteer_live::available_cpus();
+    for example in README_EXAMPLES {
+        assert!(section.lines().any(|l| l.trim_start().starts_with(example)), "{example}: not in the README");
+        let mut args: Vec<&str> = example.split_whitespace().skip(1).collect();
+        if args.windows(2).any(|w| w == ["--gen-cpus", "0,1"]) && !(available.contains(&0) && available.contains(&1)) {
+            eprintln!("skipped: {example}: needs CPUs 0 and 1, this process has {available:?}");
+            continue;
+        }
+        args.push("--dry-run");
+        let out = flowsteer(&args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{example}: {stderr}");
+        if args.contains(&"--json") {
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+            let (estimate, max) =
+                (doc["estimate_s"].as_f64().expect("estimate_s"), doc["max_s"].as_f64().expect("max_s"));
+            assert!(0.0 < estimate && estimate <= max, "{example}: {estimate} {max}");
+        } else {
+            let line =
+                stdout.lines().find(|l| l.starts_with("estimate: ")).unwrap_or_else(|| panic!("{example}: {stdout}"));
+            assert!(line.contains("usually under") && line.contains("at most"), "{example}: {line}");
+        }
+        eprintln!("{example} --dry-run: {}", stdout.lines().find(|l| l.starts_with("estimate: ")).unwrap_or(&stdout));
+    }
 }

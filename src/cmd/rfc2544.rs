@@ -1,8 +1,9 @@
 //! `flowsteer rfc2544`: maps the flags to a `flowsteer_rfc2544::sweep`
-//! configuration, prints the time estimate and a progress line while it
-//! runs (stderr, on a terminal), then the table or the JSON report.
-//! SIGINT/SIGTERM end the sweep after the current trial: the namespaces
-//! are removed and what finished is printed (exit 0).
+//! configuration, prints the plan and its time estimate before anything is
+//! built (stderr; `--dry-run`: only that, on stdout, and exit), a progress
+//! line while it runs (stderr, on a terminal), then the table or the JSON
+//! report. SIGINT/SIGTERM end the sweep after the current trial: the
+//! namespaces are removed and what finished is printed (exit 0).
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use flowsteer_rfc2544::dut::{self, DutKind};
 use flowsteer_rfc2544::frames::FrameSize;
-use flowsteer_rfc2544::sweep::{self, Event, Report, SizeLabel, SweepConfig};
+use flowsteer_rfc2544::sweep::{self, Event, Plan, Report, SizeLabel, SweepConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Rfc2544Args, RssArgs};
@@ -88,13 +89,92 @@ fn config(args: &Rfc2544Args) -> Result<SweepConfig> {
     Ok(cfg)
 }
 
-fn minutes(d: Duration) -> String {
-    let s = d.as_secs_f64().ceil() as u64;
+/// A duration in seconds, rounded up: `45 s`, `9 min`, `2 h 08 min`.
+fn span(secs: f64) -> String {
+    let s = secs.max(0.0).ceil() as u64;
+    let m = s.div_ceil(60);
     if s < 120 {
         format!("{s} s")
+    } else if m < 120 {
+        format!("{m} min")
     } else {
-        format!("{} min", s.div_ceil(60))
+        format!("{} h {:02} min", m / 60, m % 60)
     }
+}
+
+/// A trial length: `60 s`, `0.3 s`.
+fn secs(d: Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
+/// `1 search`, `4 searches`.
+fn count(n: u32, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The plan and its estimate: printed before anything is built, and all
+/// `--dry-run` prints.
+pub fn plan_text(p: &Plan) -> String {
+    let c = &p.config;
+    let mut out = String::new();
+    for s in &p.skipped {
+        out += &format!("skipped: {}: {}\n", s.dut, s.reason);
+    }
+    let sizes: Vec<String> = c.sizes.iter().map(FrameSize::label).collect();
+    let sizes = format!("{} ({})", count(sizes.len() as u32, "frame size", "frame sizes"), sizes.join(", "));
+    if p.duts.is_empty() {
+        out += &format!("plan: no DUT, only the generator's ceiling at {sizes}\n");
+    } else {
+        out += &format!(
+            "plan: {} ({}) x {sizes} x {}: {}\n",
+            count(p.duts.len() as u32, "DUT", "DUTs"),
+            p.duts.join(", "),
+            count(c.repeat, "repeat", "repeats"),
+            count(p.searches, "search", "searches"),
+        );
+    }
+    if p.searches > 0 {
+        out += &format!(
+            "trials: {} full-length, {} short; each after {} of learning frames, then a {} wait\n",
+            secs(c.trial),
+            secs(c.short_trial.min(c.trial)),
+            secs(c.learning),
+            secs(c.wait)
+        );
+        let usual = &p.search_usual_trials;
+        out += &format!(
+            "each search: at most {} trials, usually about {} short and {} full-length\n",
+            p.search_max_trials, usual.short, usual.full
+        );
+    }
+    let mut also = vec![format!(
+        "{} of {}",
+        count(p.ceiling_trials, "generator-ceiling trial", "generator-ceiling trials"),
+        secs(c.gen_max_trial)
+    )];
+    if p.latency_trials > 0 {
+        let shares: Vec<String> = c.latency_shares.iter().map(|s| format!("{:.0}", s * 100.0)).collect();
+        also.push(format!(
+            "up to {} (at {} % of NDR)",
+            count(p.latency_trials, "latency trial", "latency trials"),
+            shares.join(", ")
+        ));
+    }
+    if let Some(rate) = c.cost_rate {
+        also.push(format!("{} at {rate:.0} frames/s", count(p.cost_trials, "CPU-cost trial", "CPU-cost trials")));
+    }
+    if p.searches == 0 {
+        out += &format!("trials: {}\nestimate: at most {}\n", also.join(", "), span(p.max_s));
+        return out;
+    }
+    out += &format!("also: {}\ntrials in all: at most {}\n", also.join(", "), p.max_trials);
+    out += &format!(
+        "estimate: usually under {}; at most {} (an upper bound: every search stops at {} trials)\n",
+        span(p.estimate_s),
+        span(p.max_s),
+        p.search_max_trials
+    );
+    out
 }
 
 fn mfps(v: Option<f64>) -> String {
@@ -268,6 +348,18 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
     if let Some(path) = &args.plot {
         crate::plot::ChartFormat::from_path(path).map_err(|e| usage(format!("--plot: {e}")))?;
     }
+    if args.dry_run {
+        let plan = Plan::new(&cfg)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&plan)?);
+        } else {
+            print!("{}", plan_text(&plan));
+        }
+        if let Some(why) = dut::skip_reason() {
+            eprintln!("note: the run itself builds network namespaces and AF_XDP sockets: {why}");
+        }
+        return Ok(0);
+    }
     if let Some(why) = dut::skip_reason() {
         bail!("rfc2544 builds network namespaces and AF_XDP sockets: {why}");
     }
@@ -286,9 +378,7 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
         }
         return Ok(0);
     }
-    let duts = cfg.duts.len() + usize::from(cfg.external.is_some());
-    let searches = duts * cfg.sizes.len() * cfg.repeat as usize;
-    eprintln!("estimate: about {} for {searches} search(es) and the generator's ceiling", minutes(cfg.estimate()));
+    eprint!("{}", plan_text(&Plan::new(&cfg)?));
     let stop = flowsteer_live::stop_on_signals()?;
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new_spinner();

@@ -10,7 +10,7 @@
 //! | [`io`] | the sockets a trial drives: AF_XDP or AF_PACKET behind one `Port` | AF_XDP, AF_PACKET |
 //! | [`bridge`] | the flowsteer bridge as a DUT, started in-process in the DUT namespace; its own counts per trial | AF_XDP, AF_PACKET, threads |
 //! | [`live`] | the AF_XDP generator (token bucket, bursts, stamped frames) and receiver; a [`search::TrialRunner`] | AF_XDP, threads |
-//! | [`sweep`] | DUTs x frame sizes x repeats, the generator's ceiling, the machine, the report (`flowsteer.rfc2544.v1`) | all of the above |
+//! | [`sweep`] | DUTs x frame sizes x repeats, the generator's ceiling, the machine, the report (`flowsteer.rfc2544.v2`) | all of the above |
 //! | [`spread`] | source ports per flow from the GF(2) planner, so the flows land evenly on N receive queues of an RSS configuration | none |
 //! | [`tcp`] | TCP throughput between two hosts through the same bridges (`flowsteer bench tcp`): iperf3 in namespaces of a [`flowsteer_netns::Star`], the kernel's default offloads, median per DUT x streams | namespaces, iperf3 (run, not linked), threads |
 //! | [`track`] | the receiver's check of each frame: sent in this trial, duplicate, reordered, foreign; latency percentiles | none (time is an argument) |
@@ -26,6 +26,7 @@ pub mod dut;
 /// The test frames live in `flowsteer-gen` (shared with `flowsteer udp-gen --afxdp`).
 pub use flowsteer_gen::frames;
 pub mod io;
+mod json;
 pub mod live;
 mod names;
 pub mod ovs;

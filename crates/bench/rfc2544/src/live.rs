@@ -74,8 +74,10 @@ pub struct LiveConfig {
     /// Frames per transmit burst (default 32).
     pub burst: usize,
     /// Wait after each trial (RFC 2544: 2 s).
+    #[serde(rename = "wait_s", serialize_with = "crate::json::secs")]
     pub wait: Duration,
     /// Time given to learning frames before each trial (default 100 ms).
+    #[serde(rename = "learning_s", serialize_with = "crate::json::secs")]
     pub learning: Duration,
     /// XDP mode of the receiver's program.
     #[serde(skip)]

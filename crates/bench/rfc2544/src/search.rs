@@ -88,15 +88,19 @@ pub struct SearchConfig {
     /// Validity threshold (default [`DEFAULT_MIN_ACHIEVED`]).
     pub min_achieved: f64,
     /// Length of a full trial (RFC 2544 section 24: at least 60 s, the default).
+    #[serde(rename = "final_trial_s", serialize_with = "crate::json::secs")]
     pub final_trial: Duration,
     /// Length of a short trial (default 1 s, never longer than `final_trial`).
+    #[serde(rename = "short_trial_s", serialize_with = "crate::json::secs")]
     pub short_trial: Duration,
     /// Short trials while the interval is relatively wider than this
     /// (default 0.1).
     pub short_above: f64,
     /// Wait after each trial, for queues to drain (RFC 2544: 2 s).
+    #[serde(rename = "wait_s", serialize_with = "crate::json::secs")]
     pub wait: Duration,
     /// Learning frames before each trial (RFC 2544 section 23); their time.
+    #[serde(rename = "learning_s", serialize_with = "crate::json::secs")]
     pub learning: Duration,
     /// Trials at most, for both goals together (default 40).
     pub max_trials: u32,
@@ -202,6 +206,7 @@ pub struct TrialSpec {
     /// Offered rate, frames/s.
     pub offered_fps: f64,
     /// Trial length.
+    #[serde(rename = "duration_s", serialize_with = "crate::json::secs")]
     pub duration: Duration,
     /// Full length (counts as a confirmation) or short.
     pub full: bool,

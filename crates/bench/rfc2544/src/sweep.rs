@@ -3,8 +3,15 @@
 //! NDR and PDR (each repeat after the first tries first the interval the
 //! one before found, see [`search`]), then latency trials at 50, 90 and
 //! 99 % of the median NDR; the machine description; the report
-//! (`flowsteer.rfc2544.v1`). The library prints nothing: the caller gets
+//! (`flowsteer.rfc2544.v2`). The library prints nothing: the caller gets
 //! [`Event`]s while it runs and the [`Report`] at the end.
+//!
+//! Before it runs, [`Plan::new`] says what a sweep will do and how long it
+//! takes ([`Plan::estimate_s`], [`Plan::max_s`]), without building anything.
+//!
+//! In the JSON documents every duration is a number of seconds under a key
+//! ending in `_s`, a frame size is its number of bytes or `"imix"`, and
+//! every other choice a lowercase string.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,8 +28,14 @@ use crate::spread::SpreadSpec;
 use crate::Error;
 use flowsteer_gen::frames::FrameSize;
 
-/// JSON schema name of [`Report`].
-pub const SCHEMA: &str = "flowsteer.rfc2544.v1";
+/// JSON schema name of [`Report`]. v2: the durations of `config` are
+/// seconds under `_s` keys (`trial_s`, not v1's `trial: {secs, nanos}`),
+/// its frame sizes numbers or `"imix"` (not `{"Fixed": 64}`), `external`
+/// an object `{tx, rx}` (not a two-element array).
+pub const SCHEMA: &str = "flowsteer.rfc2544.v2";
+
+/// JSON schema name of [`Plan`] (`flowsteer rfc2544 --dry-run --json`).
+pub const PLAN_SCHEMA: &str = "flowsteer.rfc2544-plan.v1";
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,18 +45,23 @@ pub struct SweepConfig {
     /// Frame sizes, in order.
     pub sizes: Vec<FrameSize>,
     /// Full trial length.
+    #[serde(rename = "trial_s", serialize_with = "crate::json::secs")]
     pub trial: Duration,
     /// Short trial length (at most `trial`).
+    #[serde(rename = "short_trial_s", serialize_with = "crate::json::secs")]
     pub short_trial: Duration,
     /// Searches per (DUT, size).
     pub repeat: u32,
     /// Relative resolution of the search.
     pub resolution: f64,
     /// Wait after each trial.
+    #[serde(rename = "wait_s", serialize_with = "crate::json::secs")]
     pub wait: Duration,
     /// Learning time before each trial.
+    #[serde(rename = "learning_s", serialize_with = "crate::json::secs")]
     pub learning: Duration,
     /// Length of the generator-ceiling trial.
+    #[serde(rename = "gen_max_trial_s", serialize_with = "crate::json::secs")]
     pub gen_max_trial: Duration,
     /// Flows.
     pub flows: u32,
@@ -67,6 +85,8 @@ pub struct SweepConfig {
     /// Two existing interfaces (transmit, receive) with a real device
     /// between them, measured after the built DUTs as `external` (the
     /// generator's ceiling is still measured on a veth pair of its own).
+    /// In JSON: `{"tx": ..., "rx": ...}` or null.
+    #[serde(serialize_with = "external_json")]
     pub external: Option<(String, String)>,
     /// Latency trials (full length) at these shares of the median NDR
     /// (RFC 2544 section 26.2; default 50, 90 and 99 %). Empty: none.
@@ -125,23 +145,42 @@ impl SweepConfig {
         c
     }
 
-    /// Expected wall time of the whole sweep (searches on a monotone device).
+    /// How long the sweep usually takes at most, every DUT built:
+    /// [`Plan::estimate_s`].
     pub fn estimate(&self) -> Duration {
-        let per_search = self.search_config(1e6).estimate();
-        // Repeats after the first start from the interval the one before
-        // found.
-        let mut warm = self.search_config(1e6);
-        warm.expected_ndr = Some((5e5, 5.05e5));
-        warm.expected_pdr = Some((5e5, 5.05e5));
-        let per_repeat = warm.estimate();
-        let duts = self.duts.len() as u32 + u32::from(self.external.is_some());
-        let pairs = duts * self.sizes.len() as u32;
-        let ceiling = (self.gen_max_trial + self.wait + self.learning) * self.sizes.len() as u32;
-        let extra = self.latency_shares.len() as u32 + u32::from(self.cost_rate.is_some());
-        let latency = (self.trial + self.wait + self.learning) * extra * pairs;
-        let baseline =
-            (self.trial + self.wait + self.learning) * u32::from(self.cost_rate.is_some()) * self.sizes.len() as u32;
-        (per_search + per_repeat * self.repeat.saturating_sub(1)) * pairs + ceiling + latency + baseline
+        self.bound(self.duts.len() as u32 + u32::from(self.external.is_some()), 0).usual
+    }
+
+    /// The trial counts and the two times of a sweep that builds `duts`
+    /// DUTs (`external` included), `ovs` of them Open vSwitch.
+    fn bound(&self, duts: u32, ovs: u32) -> Bound {
+        let search = self.search_config(1e6);
+        let (short, full) = search.expected_trials();
+        let usual = TrialCount { short, full };
+        let sizes = self.sizes.len() as u32;
+        let pairs = duts * sizes;
+        let searches = pairs * self.repeat;
+        let latency = self.latency_shares.len() as u32 * pairs;
+        let cost = u32::from(self.cost_rate.is_some()) * (pairs + sizes);
+        // Each trial: learning before, the wait after, and its overhead.
+        let trial = |d: Duration| d + self.learning + self.wait + TRIAL_OVERHEAD;
+        let (short_trial, full_trial) = (trial(search.short_trial), trial(search.final_trial));
+        let extra = trial(self.gen_max_trial) * sizes + full_trial * (latency + cost);
+        // The ceiling's `none` and every DUT, each size's sockets on each.
+        let setup = SETUP_PER_DUT * (1 + duts) + SETUP_PER_OVS * ovs + SETUP_PER_SIZE * (sizes + pairs);
+        let usual_time = (short_trial * usual.short + full_trial * usual.full) * searches + extra + setup;
+        let max_time = full_trial * search.max_trials * searches + extra + setup;
+        Bound {
+            searches,
+            search_max: search.max_trials,
+            search_usual: usual,
+            ceiling: sizes,
+            latency,
+            cost,
+            max_trials: search.max_trials * searches + sizes + latency + cost,
+            usual: usual_time,
+            max: max_time,
+        }
     }
 
     fn live(&self, size: FrameSize) -> LiveConfig {
@@ -157,6 +196,156 @@ impl SweepConfig {
         l.spread = self.spread.clone().map(Arc::new);
         l
     }
+}
+
+/// What the estimates allow, per DUT built (the generator's ceiling's
+/// `none` included), for building its namespaces and veths, starting it,
+/// and removing it all after (measured: under 1 s for each DUT on veth).
+pub const SETUP_PER_DUT: Duration = Duration::from_secs(3);
+/// What they allow on top for Open vSwitch: starting `ovsdb-server` and
+/// `ovs-vswitchd`, waiting for its AF_XDP ports, stopping them.
+pub const SETUP_PER_OVS: Duration = Duration::from_secs(10);
+/// Per (DUT, frame size) and per frame size of the ceiling: opening the
+/// generator's and the receiver's sockets (AF_XDP: loading and attaching
+/// the XDP program) and building the frames.
+pub const SETUP_PER_SIZE: Duration = Duration::from_secs(1);
+/// Per trial beyond its length, learning time and wait: the threads'
+/// start and the transmit ring's drain (a few ms on veth).
+pub const TRIAL_OVERHEAD: Duration = Duration::from_millis(100);
+
+/// Trials of a search, by length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TrialCount {
+    /// Short trials (`short_trial_s` long).
+    pub short: u32,
+    /// Full-length trials (`trial_s` long).
+    pub full: u32,
+}
+
+/// Trial counts and times of a sweep ([`SweepConfig::bound`]).
+struct Bound {
+    searches: u32,
+    search_max: u32,
+    search_usual: TrialCount,
+    ceiling: u32,
+    latency: u32,
+    cost: u32,
+    max_trials: u32,
+    usual: Duration,
+    max: Duration,
+}
+
+/// `SweepConfig::external` in JSON: `{"tx": ..., "rx": ...}` or null.
+fn external_json<S: serde::Serializer>(ext: &Option<(String, String)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    match ext {
+        None => s.serialize_none(),
+        Some((tx, rx)) => {
+            let mut st = s.serialize_struct("External", 2)?;
+            st.serialize_field("tx", tx)?;
+            st.serialize_field("rx", rx)?;
+            st.end()
+        }
+    }
+}
+
+/// What a sweep will run, and how long it takes: known before anything is
+/// built (`flowsteer rfc2544` prints it before the first trial,
+/// `--dry-run` prints only this; schema [`PLAN_SCHEMA`]).
+///
+/// Two times, both counting every trial's length, learning time, wait and
+/// [`TRIAL_OVERHEAD`], every latency and CPU-cost trial, and the set-up
+/// allowances ([`SETUP_PER_DUT`], [`SETUP_PER_OVS`], [`SETUP_PER_SIZE`]):
+///
+/// * [`Plan::max_s`], an upper bound on any device: a search stops at
+///   [`SearchConfig::max_trials`] trials, here all full-length;
+/// * [`Plan::estimate_s`], what a sweep usually stays under: every search,
+///   repeats included, runs the trials a first search takes on a device
+///   whose loss rises with the rate ([`SearchConfig::expected_trials`]).
+///   A repeat that finds the device where the search before it did takes
+///   4 full-length trials, but devices move between searches: counting
+///   each repeat as a first search covered the runs in BENCHMARKS.md,
+///   which 4 did not (155 min against 120).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// [`PLAN_SCHEMA`].
+    pub schema: &'static str,
+    /// The configuration, as the report's `config` gives it.
+    pub config: SweepConfig,
+    /// The DUTs that will be measured, in order (`external` last).
+    pub duts: Vec<String>,
+    /// DUTs this machine cannot build (`ovs` without Open vSwitch), and
+    /// why: not measured, not in the times.
+    pub skipped: Vec<SkippedDut>,
+    /// Searches: DUTs x frame sizes x repeats.
+    pub searches: u32,
+    /// Trials one search runs at most, on any device
+    /// ([`SearchConfig::max_trials`], both goals together).
+    pub search_max_trials: u32,
+    /// Trials a search usually runs ([`SearchConfig::expected_trials`]).
+    pub search_usual_trials: TrialCount,
+    /// Generator-ceiling trials, one per frame size, `gen_max_trial_s` long.
+    pub ceiling_trials: u32,
+    /// Latency trials at most, full-length: one per share of
+    /// `latency_shares` and (DUT, frame size) with an NDR.
+    pub latency_trials: u32,
+    /// CPU-cost trials, full-length: one per (DUT, frame size) and one per
+    /// frame size on `none` (0 without `cost_rate`).
+    pub cost_trials: u32,
+    /// Trials of the whole sweep at most.
+    pub max_trials: u32,
+    /// What the sweep usually stays under, seconds.
+    pub estimate_s: f64,
+    /// What it takes at most, on any device, seconds.
+    pub max_s: f64,
+}
+
+impl Plan {
+    /// The plan of `cfg` on this machine (a DUT it cannot build is
+    /// skipped, as [`run`] skips it). Builds nothing; fails only on a
+    /// configuration [`run`] refuses.
+    pub fn new(cfg: &SweepConfig) -> Result<Plan, Error> {
+        check(cfg)?;
+        let mut duts = Vec::new();
+        let mut skipped = Vec::new();
+        let mut ovs = 0;
+        for dut in &cfg.duts {
+            match dut.skip_reason() {
+                Some(reason) => skipped.push(SkippedDut { dut: dut.name().into(), reason }),
+                None => {
+                    duts.push(dut.name().to_string());
+                    ovs += u32::from(*dut == DutKind::Ovs);
+                }
+            }
+        }
+        if cfg.external.is_some() {
+            duts.push(DutKind::External.name().to_string());
+        }
+        let b = cfg.bound(duts.len() as u32, ovs);
+        Ok(Plan {
+            schema: PLAN_SCHEMA,
+            config: cfg.clone(),
+            duts,
+            skipped,
+            searches: b.searches,
+            search_max_trials: b.search_max,
+            search_usual_trials: b.search_usual,
+            ceiling_trials: b.ceiling,
+            latency_trials: b.latency,
+            cost_trials: b.cost,
+            max_trials: b.max_trials,
+            estimate_s: b.usual.as_secs_f64(),
+            max_s: b.max.as_secs_f64(),
+        })
+    }
+}
+
+/// The checks [`run`] makes before anything is built.
+fn check(cfg: &SweepConfig) -> Result<(), Error> {
+    if cfg.sizes.is_empty() || cfg.repeat == 0 {
+        return Err(Error::Config("a sweep needs at least one frame size and one repeat".into()));
+    }
+    Ok(())
 }
 
 /// The machine, so a result can be reproduced.
@@ -342,7 +531,7 @@ pub struct SkippedDut {
     pub reason: String,
 }
 
-/// The whole report (`flowsteer.rfc2544.v1`).
+/// The whole report ([`SCHEMA`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     /// [`SCHEMA`].
@@ -429,9 +618,7 @@ fn is_stop(e: &Error) -> bool {
 /// current trial with `complete: false`; every namespace is removed either
 /// way.
 pub fn run(cfg: &SweepConfig, stop: Option<Arc<AtomicBool>>, on: &mut dyn FnMut(Event<'_>)) -> Result<Report, Error> {
-    if cfg.sizes.is_empty() || cfg.repeat == 0 {
-        return Err(Error::Config("a sweep needs at least one frame size and one repeat".into()));
-    }
+    check(cfg)?;
     let started = Instant::now();
     let mut report = Report {
         schema: SCHEMA,
@@ -643,4 +830,219 @@ fn measure(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::{Aggregate, DirectionDetail, SoftnetDelta};
+    use crate::track::{Latency, RxCounts};
+    use serde_json::json;
+
+    fn detail(bidirectional: bool) -> TrialDetail {
+        let rx = RxCounts { frames: 10, received: 10, duplicates: 0, foreign: 0, reordered: 0 };
+        let latency = Latency { count: 10, p50_ns: 1000, p99_ns: 2000, p999_ns: 3000, max_ns: 4000 };
+        TrialDetail {
+            offered_fps: 1e5,
+            sent: 10,
+            received: 10,
+            rx,
+            latency,
+            tx_incomplete: 0,
+            tx_kick_errors: 0,
+            softnet: vec![SoftnetDelta { cpu: 0, processed: 10, dropped: 0, time_squeeze: 0 }],
+            cpu_busy_ns: 1,
+            gen_thread_ns: 1,
+            gen_user_ns: 1,
+            gen_sys_ns: 1,
+            rx_thread_ns: 1,
+            tx_refused: 0,
+            reverse: bidirectional.then_some(DirectionDetail {
+                sent: 10,
+                received: 10,
+                achieved_fps: 1e5,
+                rx,
+                latency,
+                tx_incomplete: 0,
+                tx_refused: 0,
+            }),
+            aggregate: bidirectional.then_some(Aggregate {
+                offered_fps: 2e5,
+                sent: 20,
+                received: 20,
+                achieved_fps: 2e5,
+            }),
+        }
+    }
+
+    /// Every optional part filled in.
+    fn full_report() -> Report {
+        let mut cfg = SweepConfig::new(vec![DutKind::LinuxBridge, DutKind::FlowsteerBridgeXdp]);
+        cfg.external = Some(("tx0".into(), "rx0".into()));
+        cfg.cost_rate = Some(1e5);
+        cfg.gen_cpu = Some(0);
+        cfg.rx_cpu = Some(1);
+        cfg.dut_cpus = vec![1];
+        cfg.io = IoMode::Afpacket;
+        cfg.bidirectional = true;
+        let record = TrialRecord {
+            offered_fps: 1e5,
+            achieved_fps: 1e5,
+            sent: 10,
+            received: 10,
+            loss_ratio: 0.0,
+            duration_s: 1.0,
+            full: true,
+            valid: true,
+        };
+        let mut counters = DutCounters { received: 10, forwarded: 10, conservation_ok: true, ..Default::default() };
+        counters.dropped.insert("too_big".into(), 1);
+        let spread = Spread { median: 1e5, min: 1e5, max: 1e5 };
+        let row = |size: FrameSize| ResultRow {
+            dut: "linux-bridge".into(),
+            frame_size: size.into(),
+            mean_frame_bytes: size.mean_bytes(),
+            cores: 1,
+            ndr_fps: Some(1e5),
+            pdr_fps: Some(1e5),
+            ndr_bps: Some(1e8),
+            ndr_aggregate_fps: Some(2e5),
+            ndr_spread: Some(spread),
+            pdr_spread: Some(spread),
+            generator_max_fps: 1e6,
+            generator_limited: false,
+            cpu_ns_per_frame: Some(100.0),
+            thread_ns_per_frame: Some(100.0),
+            cost_trial: Some(detail(true)),
+            dut_ns_per_frame: Some(50.0),
+            cost_dut_counters: Some(counters.clone()),
+            repeats: vec![RepeatRow { ndr_fps: Some(1e5), pdr_fps: Some(1e5), converged: true }],
+            latency: vec![LatencyRow { share_of_ndr: 0.5, offered_fps: 5e4, detail: detail(true) }],
+            trials: vec![TrialRow { search: 0, record, detail: detail(true), dut_counters: Some(counters.clone()) }],
+        };
+        Report {
+            schema: SCHEMA,
+            machine: Machine {
+                cpu_model: "Some CPU @ 2.00GHz".into(),
+                cpus: 2,
+                kernel: "6.1.0".into(),
+                driver: "veth".into(),
+                xdp_mode: "generic".into(),
+                xsk_bind: "copy".into(),
+                queues: 1,
+                io: "mixed".into(),
+                io_fallback: Some("AF_XDP could not be set up".into()),
+            },
+            generator: vec![CeilingRow {
+                frame_size: FrameSize::Imix.into(),
+                generator_max_fps: 1e6,
+                received_fps: 1e6,
+                gen_thread_ns_per_frame: 1.0,
+                gen_user_ns_per_frame: 0.5,
+                gen_sys_ns_per_frame: 0.5,
+                rx_thread_ns_per_frame: 1.0,
+            }],
+            results: vec![row(FrameSize::Fixed(64)), row(FrameSize::Imix)],
+            skipped: vec![SkippedDut { dut: "ovs".into(), reason: "not installed".into() }],
+            config: cfg,
+            complete: true,
+            elapsed_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_report_has_numbers_with_units_and_lowercase_strings_not_rust_forms() {
+        let v = serde_json::to_value(full_report()).unwrap();
+        assert_eq!(crate::json::rust_forms(&v), Vec::<String>::new(), "{v:#}");
+        let c = &v["config"];
+        assert_eq!(c["sizes"], json!([64, 128, 256, 512, 1024, 1280, 1518, "imix"]));
+        assert_eq!((c["trial_s"].as_f64(), c["short_trial_s"].as_f64()), (Some(60.0), Some(1.0)));
+        assert_eq!((c["wait_s"].as_f64(), c["learning_s"].as_f64()), (Some(2.0), Some(0.1)));
+        assert_eq!(c["gen_max_trial_s"].as_f64(), Some(2.0));
+        assert!(c.get("trial").is_none() && c.get("wait").is_none());
+        assert_eq!(c["external"], json!({"tx": "tx0", "rx": "rx0"}));
+        assert_eq!((&c["io"], &c["duts"]), (&json!("afpacket"), &json!(["linux-bridge", "flowsteer-bridge-xdp"])));
+        assert_eq!(v["results"][1]["frame_size"], "imix");
+        assert_eq!(v["results"][0]["trials"][0]["duration_s"], 1.0);
+        assert_eq!(v["schema"], "flowsteer.rfc2544.v2");
+    }
+
+    #[test]
+    fn the_plan_is_json_of_the_same_forms() {
+        let report = full_report();
+        let plan = Plan::new(&report.config).unwrap();
+        let v = serde_json::to_value(&plan).unwrap();
+        assert_eq!(crate::json::rust_forms(&v), Vec::<String>::new(), "{v:#}");
+        assert_eq!(v["schema"], PLAN_SCHEMA);
+        assert_eq!(v["config"], serde_json::to_value(&report).unwrap()["config"]);
+        assert_eq!(v["search_usual_trials"], json!({"short": 6, "full": 12}));
+    }
+
+    /// Seconds of one trial of `len` seconds with the defaults' learning
+    /// time and wait.
+    fn trial(len: f64) -> f64 {
+        len + 0.1 + 2.0 + TRIAL_OVERHEAD.as_secs_f64()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6
+    }
+
+    #[test]
+    fn the_plan_counts_the_trials_and_their_time() {
+        let mut cfg = SweepConfig::new(vec![DutKind::LinuxBridge, DutKind::Patch]);
+        cfg.sizes = vec![FrameSize::Fixed(64), FrameSize::Fixed(1518)];
+        cfg.trial = Duration::from_secs(2);
+        let p = Plan::new(&cfg).unwrap();
+        assert_eq!((p.duts.clone(), p.skipped.len()), (vec!["linux-bridge".to_string(), "patch".into()], 0));
+        assert_eq!((p.searches, p.search_max_trials), (4, 40));
+        assert_eq!(p.search_usual_trials, TrialCount { short: 6, full: 12 });
+        assert_eq!((p.ceiling_trials, p.latency_trials, p.cost_trials), (2, 12, 0));
+        assert_eq!(p.max_trials, 4 * 40 + 2 + 12);
+        let setup = (SETUP_PER_DUT * 3 + SETUP_PER_SIZE * (2 + 4)).as_secs_f64();
+        let extra = 2.0 * trial(2.0) + 12.0 * trial(2.0) + setup;
+        let usual = 4.0 * (6.0 * trial(1.0) + 12.0 * trial(2.0)) + extra;
+        assert!(close(p.estimate_s, usual), "{} {usual}", p.estimate_s);
+        let max = 4.0 * 40.0 * trial(2.0) + extra;
+        assert!(close(p.max_s, max), "{} {max}", p.max_s);
+        assert!(close(cfg.estimate().as_secs_f64(), p.estimate_s));
+
+        // Each repeat counts as a first search.
+        cfg.repeat = 3;
+        let r = Plan::new(&cfg).unwrap();
+        assert_eq!((r.searches, r.max_trials), (12, 12 * 40 + 2 + 12));
+        let more = 8.0 * (6.0 * trial(1.0) + 12.0 * trial(2.0));
+        assert!(close(r.estimate_s - p.estimate_s, more), "{} {}", r.estimate_s, p.estimate_s);
+
+        // A CPU-cost trial per (DUT, size) and one per size on none.
+        cfg.repeat = 1;
+        cfg.cost_rate = Some(1e5);
+        let c = Plan::new(&cfg).unwrap();
+        assert_eq!(c.cost_trials, 4 + 2);
+        assert!(close(c.estimate_s - p.estimate_s, 6.0 * trial(2.0)));
+        assert!(close(c.max_s - p.max_s, 6.0 * trial(2.0)));
+    }
+
+    #[test]
+    fn only_the_ceiling_and_external_ports() {
+        let mut cfg = SweepConfig::new(Vec::new());
+        let p = Plan::new(&cfg).unwrap();
+        assert_eq!((p.searches, p.ceiling_trials, p.latency_trials, p.max_trials), (0, 8, 0, 8));
+        let setup = (SETUP_PER_DUT + SETUP_PER_SIZE * 8).as_secs_f64();
+        assert!(close(p.estimate_s, 8.0 * trial(2.0) + setup), "{}", p.estimate_s);
+        assert!(close(p.max_s, p.estimate_s));
+        cfg.external = Some(("a".into(), "b".into()));
+        let p = Plan::new(&cfg).unwrap();
+        assert_eq!((p.duts.clone(), p.searches), (vec!["external".to_string()], 8));
+    }
+
+    #[test]
+    fn a_plan_needs_a_frame_size_and_a_repeat() {
+        let mut cfg = SweepConfig::new(vec![DutKind::Patch]);
+        cfg.sizes.clear();
+        assert!(matches!(Plan::new(&cfg), Err(Error::Config(_))));
+        let mut cfg = SweepConfig::new(vec![DutKind::Patch]);
+        cfg.repeat = 0;
+        assert!(matches!(Plan::new(&cfg), Err(Error::Config(_))));
+    }
 }

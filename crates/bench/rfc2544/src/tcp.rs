@@ -812,4 +812,25 @@ mod tests {
         assert_eq!(v["results"][0]["bits_per_second"], 2e9);
         assert_eq!(v["config"]["duts"][0], "linux-bridge");
     }
+
+    #[test]
+    fn the_json_shows_no_rust_forms() {
+        let mut counters = DutCounters { received: 7, forwarded: 4, ..Default::default() };
+        counters.dropped.insert("too_big".into(), 3);
+        let runs = vec![ok_run(1, 2.0, 0), RunRecord { dut_counters: Some(counters.clone()), ..failed_run(2, "x") }];
+        let mut cells = vec![
+            Cell::summarise(DutKind::LinuxBridge, 1, vec![ok_run(1, 4.0, 1)], None, None),
+            Cell::summarise(DutKind::FlowsteerBridgeXdp, 1, runs, Some(counters.clone()), None),
+        ];
+        compare_to_linux_bridge(&mut cells);
+        let mut setup = DutSetup {
+            setup_counters: Some(counters),
+            ping_s: Some(0.01),
+            ..DutSetup::new(DutKind::FlowsteerBridgeXdp)
+        };
+        setup.offloads.insert("h1".into(), BTreeMap::from([("tx-checksumming".to_string(), "on".to_string())]));
+        let v = serde_json::to_value(report(cells, vec![setup, DutSetup::new(DutKind::LinuxBridge)])).unwrap();
+        assert_eq!(crate::json::rust_forms(&v), Vec::<String>::new(), "{v:#}");
+        assert_eq!((v["config"]["seconds"].as_u64(), v["duts"][0]["ping_s"].as_f64()), (Some(10), Some(0.01)));
+    }
 }

@@ -108,7 +108,7 @@ fn ci_sized_sweep_reports_every_trial_and_leaves_nothing() {
     let mut events = 0;
     let report = sweep::run(&cfg, None, &mut |_| events += 1).expect("sweep");
     assert!(report.complete);
-    assert_eq!(report.schema, "flowsteer.rfc2544.v1");
+    assert_eq!(report.schema, "flowsteer.rfc2544.v2");
     assert!(!report.machine.kernel.is_empty() && report.machine.driver == "veth");
     assert_eq!(report.generator.len(), 1);
     assert!(report.generator[0].generator_max_fps > 10_000.0, "{:?}", report.generator);

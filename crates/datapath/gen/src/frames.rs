@@ -48,13 +48,22 @@ pub const MAX_FRAME: u16 = 1518;
 /// IMIX: 7 of 64, 4 of 594, 1 of 1518 bytes, interleaved.
 pub const IMIX_PATTERN: [u16; 12] = [64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 64, 594];
 
-/// A frame size of a sweep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// A frame size of a sweep. In JSON: the number of bytes, or `"imix"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FrameSize {
     /// Every frame this many bytes (FCS included).
     Fixed(u16),
     /// The 7:4:1 mix of 64/594/1518 bytes ([`IMIX_PATTERN`]).
     Imix,
+}
+
+impl Serialize for FrameSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            FrameSize::Fixed(n) => s.serialize_u16(*n),
+            FrameSize::Imix => s.serialize_str("imix"),
+        }
+    }
 }
 
 impl FrameSize {
