@@ -110,27 +110,57 @@ fn mentions(text: &str) -> Vec<(usize, String)> {
     v
 }
 
-/// The subcommands `text` names last before byte `at` on the same line:
-/// every path whose last word stands there as a word (disambiguated by the
-/// word before it when it names a parent, as in `bench steer`).
+/// The subcommands `text` names before byte `at` on the same line: every
+/// path whose last word stands there as a word (disambiguated by the word
+/// before it when it names a parent, as in `bench steer`), the nearest
+/// first (a summary line of `flowsteer --help` starts with its command's
+/// name, and may name other commands' words before the flag).
 fn named_before<'a>(text: &str, at: usize, commands: &'a BTreeMap<Path, Vec<String>>) -> Vec<&'a Path> {
+    let mut all = Vec::new();
+    let mut end = at;
+    loop {
+        let found = named_last_before(text, end, commands);
+        let Some((word_at, paths)) = found else { return all };
+        all.extend(paths);
+        end = word_at;
+    }
+}
+
+/// The subcommands named last before byte `at` on its line, and where that word starts.
+fn named_last_before<'a>(
+    text: &str,
+    at: usize,
+    commands: &'a BTreeMap<Path, Vec<String>>,
+) -> Option<(usize, Vec<&'a Path>)> {
     let line_start = text[..at].rfind('\n').map_or(0, |p| p + 1);
     let before = &text[line_start..at];
-    let words: Vec<&str> = before
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-        .filter(|w| !w.is_empty() && !w.starts_with('-'))
-        .collect();
-    for (k, word) in words.iter().enumerate().rev() {
+    let mut words: Vec<(usize, &str)> = Vec::new();
+    let mut start = None;
+    for (i, c) in before.char_indices().chain(std::iter::once((before.len(), ' '))) {
+        let part = c.is_ascii_alphanumeric() || c == '-';
+        match (part, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s0)) => {
+                let w = &before[s0..i];
+                if !w.starts_with('-') {
+                    words.push((s0, w));
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    for (k, (pos, word)) in words.iter().enumerate().rev() {
         let candidates: Vec<&Path> = commands.keys().filter(|p| p.last().is_some_and(|l| l == word)).collect();
         if candidates.is_empty() {
             continue;
         }
-        let prev = k.checked_sub(1).map(|j| words[j]);
+        let prev = k.checked_sub(1).map(|j| words[j].1);
         let exact: Vec<&Path> =
             candidates.iter().copied().filter(|p| p.len() >= 2 && prev == Some(p[p.len() - 2].as_str())).collect();
-        return if exact.is_empty() { candidates } else { exact };
+        return Some((line_start + pos, if exact.is_empty() { candidates } else { exact }));
     }
-    Vec::new()
+    None
 }
 
 /// The flags valid for `path`: its own and its parents'.
