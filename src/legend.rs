@@ -228,10 +228,43 @@ pub fn help(title: &str, legend: Legend) -> String {
     s
 }
 
-/// The legend as the one footer line under a table.
+/// Widest line of a footer, in characters.
+pub const FOOTER_WIDTH: usize = 100;
+
+/// The legend as a short table under a table: `legend:`, then one row per
+/// column (its header, then its meaning, wrapped to [`FOOTER_WIDTH`]).
 pub fn footer(legend: Legend) -> String {
-    let items: Vec<String> = legend.iter().map(|(h, m)| format!("{h} = {m}")).collect();
-    format!("legend: {}", items.join("; "))
+    footer_indented(legend, "")
+}
+
+/// As [`footer`], every line after `indent` (a table nested in a report).
+pub fn footer_indented(legend: Legend, indent: &str) -> String {
+    let width = legend.iter().map(|(h, _)| h.chars().count()).max().unwrap_or(0);
+    let lead = indent.chars().count() + 2 + width + 2;
+    let room = FOOTER_WIDTH.saturating_sub(lead).max(30);
+    let mut s = format!("{indent}legend:");
+    for (h, m) in legend {
+        let mut line = String::new();
+        let mut first = true;
+        for word in m.split(' ') {
+            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > room {
+                push_row(&mut s, indent, if first { h } else { "" }, width, &line);
+                first = false;
+                line.clear();
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        push_row(&mut s, indent, if first { h } else { "" }, width, &line);
+    }
+    s
+}
+
+fn push_row(s: &mut String, indent: &str, head: &str, width: usize, text: &str) {
+    s.push('\n');
+    s.push_str(format!("{indent}  {head:<width$}  {text}").trim_end());
 }
 
 /// The legend as it reads in the README: "`H` meaning; `H2` meaning2."
@@ -276,13 +309,23 @@ mod tests {
     }
 
     #[test]
-    fn footer_is_one_line_naming_every_column() {
+    fn footer_is_a_table_within_100_columns_naming_every_column() {
         for (_, legend) in ALL {
-            let f = footer(legend);
-            assert_eq!(f.lines().count(), 1);
-            for (h, _) in legend {
-                assert!(f.contains(&format!("{h} = ")), "{h}");
-                assert!(help("Columns", legend).contains(h));
+            for indent in ["", "  "] {
+                let f = footer_indented(legend, indent);
+                assert_eq!(f.lines().next(), Some(format!("{indent}legend:").as_str()));
+                for l in f.lines() {
+                    assert!(l.chars().count() <= FOOTER_WIDTH, "{} columns: {l}", l.chars().count());
+                }
+                for (h, m) in legend {
+                    let row = format!("{indent}  {h}  ");
+                    assert!(f.lines().any(|l| l.starts_with(&row)), "{h}:\n{f}");
+                    // Every word of the meaning is there, in order.
+                    let words: Vec<&str> = f.split_whitespace().collect();
+                    let first = m.split(' ').next().unwrap();
+                    assert!(words.contains(&first), "{h}: {first}");
+                    assert!(help("Columns", legend).contains(h));
+                }
             }
         }
     }

@@ -82,8 +82,8 @@ fn text_report_has_the_table_and_sections() {
         "Top 10 flows",
         "Drops: 0",
         "Conservation: 200 read = 200 analysed + 0 dropped: ok",
-        "legend: Queue = ",
-        "  legend: Proto = ",
+        "\nlegend:\n  Queue ",
+        "\n  legend:\n    Proto ",
     ] {
         assert!(stdout.contains(section), "missing {section:?} in:\n{stdout}");
     }
@@ -158,7 +158,8 @@ fn inner_spread_of_a_vxlan_tunnel() {
     assert!(stdout.contains("Inner-header spread"), "{stdout}");
     // The encapsulation table has its legend; the outer spread (everything
     // on one of 4 queues) is read as severe, with what the figures mean.
-    assert!(stdout.contains("  legend: Kind = the encapsulation: "), "{stdout}");
+    assert!(stdout.contains("\n  legend:\n    Kind "), "{stdout}");
+    assert!(stdout.contains("the encapsulation: vlan"), "{stdout}");
     let verdict = stdout.lines().find(|l| l.starts_with("  severe: ")).unwrap_or_else(|| panic!("{stdout}"));
     assert!(
         verdict.contains("the busiest queue gets 4.0x its fair share of the packets (max/mean; 1.0 = even)"),

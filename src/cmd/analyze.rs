@@ -315,7 +315,7 @@ fn write_text(
         if r.inner.is_none() {
             writeln!(out, "  (--inner shows the spread these packets would get if hashed on their inner headers)")?;
         }
-        writeln!(out, "  {}", crate::legend::footer(crate::legend::ANALYZE_ENCAP))?;
+        writeln!(out, "{}", crate::legend::footer_indented(crate::legend::ANALYZE_ENCAP, "  "))?;
     }
 
     if let Some(inner) = &r.inner {
@@ -368,7 +368,7 @@ fn write_text(
                 if t.split { "yes" } else { "no" }
             )?;
         }
-        writeln!(out, "  {}", crate::legend::footer(crate::legend::ANALYZE_FLOWS))?;
+        writeln!(out, "{}", crate::legend::footer_indented(crate::legend::ANALYZE_FLOWS, "  "))?;
     }
 
     writeln!(out, "\nDrops: {}", count(r.drops.total, "packet", "packets"))?;

@@ -87,9 +87,15 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The tables, and the legend under the final ones (an interval's would
+/// repeat it every few seconds; `--help` has it too).
 fn print_tables(s: &BridgeStats, what: &str) {
     let table = flowsteer_bridge::ctl::stats_table(s);
-    out(&format!("{what} at {:.1} s\n{table}{}\n", s.uptime_s, crate::legend::footer(crate::legend::BRIDGE_STATS)));
+    let legend = match what {
+        "final" => format!("{}\n", crate::legend::footer(crate::legend::BRIDGE_STATS)),
+        _ => String::new(),
+    };
+    out(&format!("{what} at {:.1} s\n{table}{legend}", s.uptime_s));
 }
 
 /// To stdout; a stdout gone (its terminal closed: SIGHUP) loses the text
