@@ -28,8 +28,8 @@ const SKIP: &[(&str, &str)] = &[
     ("--source afxdp:", "needs root and an interface"),
     ("--source afpacket:", "needs root and an interface"),
     ("--dpdk ", "needs DPDK's harness built (tests/cli_bench_reasm.rs builds it when libdpdk-dev is installed)"),
-    ("flowsteer bench steer", "a sweep of several minutes (BENCHMARKS.md)"),
-    ("flowsteer bench reasm", "a sweep of several minutes (BENCHMARKS.md)"),
+    ("flowsteer bench steer", "a sweep of about 2 minutes (BENCHMARKS.md)"),
+    ("flowsteer bench reasm", "a sweep of about 1.5 minutes (BENCHMARKS.md)"),
     ("flowsteer bench tcp", "needs root and iperf3"),
 ];
 
