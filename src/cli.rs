@@ -85,6 +85,9 @@ pub struct BridgeArgs {
     /// Learned MACs on each port (0: no limit of its own, the bridge's binds); a port's max_learned flag overrides it.
     #[arg(long, default_value_t = 0, value_parser = crate::ranges::int::<usize, 0, 16_777_216>)]
     pub port_max_learned: usize,
+    /// Nice value of the worker threads (-20..=19): forwarding keeps its CPU against other work, as the kernel's own forwarding (softirq) preempts user processes; raising priority needs root (CAP_SYS_NICE), without it the workers keep the nice they inherit. 0: the same as everything else.
+    #[arg(long, default_value_t = flowsteer_bridge::config::DEFAULT_WORKER_NICE, value_parser = crate::ranges::nice, allow_hyphen_values = true)]
+    pub worker_nice: i8,
     /// Frames up to this many bytes are copied out of the receive buffer at once (counted rx_copied).
     #[arg(long, default_value_t = 256, value_parser = crate::ranges::int::<usize, 0, 4096>)]
     pub rx_copy_threshold: usize,

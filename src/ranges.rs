@@ -33,6 +33,16 @@ pub fn int<T: TryFrom<u64>, const MIN: u64, const MAX: u64>(s: &str) -> Result<T
     T::try_from(v).map_err(|_| range())
 }
 
+/// A nice value, -20..=19 (lower runs first).
+pub fn nice(s: &str) -> Result<i8, String> {
+    let bad = || format!("{s:?}: expected a nice value in -20..=19");
+    let v: i8 = s.trim().parse().map_err(|_| bad())?;
+    if !(-20..=19).contains(&v) {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
 /// A power of two in `MIN..=MAX`.
 pub fn pow2<const MIN: u64, const MAX: u64>(s: &str) -> Result<usize, String> {
     let range = || format!("expected a power of two in {MIN}..={MAX}");

@@ -313,6 +313,7 @@ fn not_numeric(command: &[&str]) -> Vec<&'static str> {
             "--vlan-protocol",
             "--port-vlans",
             "--port-flags",
+            "--worker-nice",
             "--ctl",
             "--metrics",
         ],

@@ -22,6 +22,10 @@ fn send(lab: &Lab, peer: IpAddr, port: u16, count: u64, size: usize) -> (u64, Ve
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let reader = lab.spawn_in(Side::B, move || {
         let s = UdpSocket::bind(SocketAddr::new(peer, port)).expect("bind the counting socket");
+        // Room for every datagram (about 1 KiB of buffer each), so a reader
+        // the machine's load delays still gets them all: the test is about
+        // what the generator sent, not how fast this thread reads.
+        rustix::net::sockopt::set_socket_recv_buffer_size_force(&s, 8 << 20).expect("SO_RCVBUFFORCE");
         s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
         ready_tx.send(()).unwrap();
         let mut got = 0u64;

@@ -26,6 +26,7 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
         vlan_protocol: args.vlan_protocol.parse()?,
         default_pvid: (args.default_pvid != 0).then_some(args.default_pvid),
         port_flags: args.port_flags.iter().cloned().collect::<BTreeMap<_, _>>(),
+        worker_nice: Some(args.worker_nice),
         fast_path: args.fast_path.parse()?,
         port_vlans: args.port_vlans.iter().cloned().collect::<BTreeMap<_, _>>(),
         ..BridgeConfig::default()

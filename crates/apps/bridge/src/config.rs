@@ -10,6 +10,12 @@ use std::collections::BTreeMap;
 
 pub use crate::error::{MAX_BURST, MAX_PORTS, MAX_RX_COPY_THRESHOLD, MAX_WORKERS};
 
+/// The workers' default nice value: a bridge on a shared machine (batch
+/// jobs, builds) keeps forwarding as the kernel's softirq forwarding would;
+/// measured under two busy loops on 2 CPUs, a worker at 0 was starved long
+/// enough for its AF_XDP ring to overflow at test rates.
+pub const DEFAULT_WORKER_NICE: i8 = -10;
+
 /// Which transmit queue of the egress port a worker uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TxQueue {
@@ -116,8 +122,9 @@ pub struct BridgeConfig {
     /// Nice value (-20..=19) each worker thread sets for itself when it
     /// starts (`setpriority` on the thread), so forwarding keeps its CPU
     /// against other work there as the kernel's own forwarding (softirq)
-    /// does; `None` (the default): inherited. A value the system refuses
-    /// (raising priority needs CAP_SYS_NICE) leaves the thread as it was.
+    /// does (default [`DEFAULT_WORKER_NICE`]; `None`: inherited). A value
+    /// the system refuses (raising priority needs CAP_SYS_NICE) leaves the
+    /// thread as it was.
     pub worker_nice: Option<i8>,
     /// Where learned unicast is forwarded (default [`FastPath::Auto`]).
     pub fast_path: FastPath,
@@ -140,7 +147,7 @@ impl Default for BridgeConfig {
             port_vlans: BTreeMap::new(),
             port_flags: BTreeMap::new(),
             burst: 32,
-            worker_nice: None,
+            worker_nice: Some(DEFAULT_WORKER_NICE),
             fast_path: FastPath::Auto,
         }
     }
