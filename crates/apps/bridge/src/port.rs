@@ -33,8 +33,10 @@ pub const RX_BLOCK_SIZE: usize = 72 << 10;
 pub const RX_BLOCK_COUNT: usize = 256;
 /// How long opening an AF_XDP queue is retried while the kernel still
 /// releases the socket that had it (a port removed and added back: the
-/// queue is freed by a kernel worker after the close, later under load).
-const BUSY_RETRY: Duration = Duration::from_secs(2);
+/// queue is freed by a kernel worker after the close, later under load:
+/// 2 s was not enough under two busy loops on 2 CPUs). Below the control
+/// request's 10 s, so `port add` answers either way.
+const BUSY_RETRY: Duration = Duration::from_secs(8);
 
 /// What one worker owns of one port. Not shared: only that worker uses it.
 #[derive(Debug, Default)]

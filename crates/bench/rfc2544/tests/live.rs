@@ -12,6 +12,12 @@ use flowsteer_rfc2544::live::{LiveConfig, LiveRunner};
 use flowsteer_rfc2544::spread::{SpreadSpec, DEFAULT_SPORTS};
 use flowsteer_rfc2544::sweep::{self, SweepConfig};
 
+/// Frames a 300 ms trial at 20,000 fps (6,000 offered) must at least have
+/// sent: the generator paces by the clock, and on a loaded machine it falls
+/// behind the offered rate; what these tests check is that every frame
+/// sent arrives, not the generator's speed.
+const MIN_SENT: u64 = 1_000;
+
 fn skip() -> bool {
     match flowsteer_netns::skip_reason() {
         Some(why) => {
@@ -41,7 +47,7 @@ fn every_frame_arrives(dut: DutKind, cfg: LiveConfig) {
     {
         let mut runner = LiveRunner::new(&topo.ports(), cfg, None).expect("runner");
         let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
-        assert!(out.sent >= 5_000, "{out:?}");
+        assert!(out.sent >= MIN_SENT, "{out:?}");
         assert_eq!(out.received, out.sent, "{dut:?}: {d:?}");
         assert_eq!((d.rx.duplicates, d.rx.foreign, d.rx.reordered), (0, 0, 0), "{d:?}");
         assert_eq!(d.latency.count, out.sent);
@@ -201,7 +207,7 @@ fn external_ports_in_the_callers_namespace() {
     })
     .join()
     .expect("thread");
-    assert!(out.0.sent >= 5_000 && out.0.received == out.0.sent, "{out:?}");
+    assert!(out.0.sent >= MIN_SENT && out.0.received == out.0.sent, "{out:?}");
     assert!(flowsteer_rfc2544::dut::Ports::external("fsnonexist0", "lo").is_err());
 }
 
@@ -223,7 +229,7 @@ fn afpacket_every_frame_arrives() {
     assert_eq!(runner.io(), IoMode::Afpacket);
     assert!(runner.program().is_none() && runner.fallback().is_none());
     let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
-    assert!(out.sent >= 5_000, "{out:?}");
+    assert!(out.sent >= MIN_SENT, "{out:?}");
     assert_eq!(out.received, out.sent, "{d:?}");
     assert_eq!((d.rx.duplicates, d.rx.foreign, d.rx.reordered, d.tx_refused), (0, 0, 0, 0), "{d:?}");
     assert_eq!(d.rx.frames, d.rx.received + d.rx.duplicates + d.rx.foreign);
@@ -250,7 +256,7 @@ fn auto_falls_back_to_afpacket_with_the_reason() {
     let why = runner.fallback().expect("a reason").to_string();
     assert!(why.contains("AF_XDP") && why.to_lowercase().contains("mtu"), "{why}");
     let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
-    assert!(out.sent >= 5_000 && out.received == out.sent, "{d:?}");
+    assert!(out.sent >= MIN_SENT && out.received == out.sent, "{d:?}");
     assert!(LiveRunner::new(&ports, with_io(FrameSize::Fixed(64), IoMode::Afxdp), None).is_err());
     // Where AF_XDP works, auto uses it.
     let topo2 = Topology::new(DutKind::None).expect("topology");
@@ -275,7 +281,7 @@ fn bidirectional_every_frame_arrives_both_ways() {
             let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
             let rev = d.reverse.as_ref().expect("reverse direction");
             let agg = d.aggregate.as_ref().expect("aggregate");
-            assert!(d.sent >= 5_000 && rev.sent >= 5_000, "{dut:?} {io:?}: {d:?}");
+            assert!(d.sent >= MIN_SENT && rev.sent >= MIN_SENT, "{dut:?} {io:?}: {d:?}");
             assert_eq!(d.received, d.sent, "{dut:?} {io:?} A->B: {d:?}");
             assert_eq!(rev.received, rev.sent, "{dut:?} {io:?} B->A: {rev:?}");
             // Each end saw only its own direction's frames.
