@@ -69,6 +69,7 @@ pub const UDP_ECHO_XDP: Legend = &[
     ("TxFull", "replies dropped: transmit ring or frames full"),
     ("NotForUs", "claimed frames that were not whole UDP datagrams to us (dropped)"),
     ("Malformed", "UDP to us with lengths a host refuses (dropped)"),
+    ("BadCsum", "UDP to us whose IPv4 header checksum does not verify, as every host drops it (dropped)"),
     ("KernDrops", "frames the kernel dropped for this socket (ring full, fill ring empty)"),
 ];
 

@@ -246,12 +246,12 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
-            "Queue", "CPU", "Received", "Delivered", "Sent", "TxFull", "NotForUs", "Malformed", "KernDrops"
+            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "Queue", "CPU", "Received", "Delivered", "Sent", "TxFull", "NotForUs", "Malformed", "BadCsum", "KernDrops"
         );
         for r in &rows {
             println!(
-                "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+                "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
                 r.queue,
                 r.cpu,
                 r.received,
@@ -260,11 +260,12 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
                 r.dropped_tx_full,
                 r.not_for_us,
                 r.malformed,
+                r.bad_checksum,
                 r.kernel_drops
             );
         }
         println!(
-            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "total",
             "",
             total.received,
@@ -273,11 +274,12 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
             total.dropped_tx_full,
             total.not_for_us,
             total.malformed,
+            total.bad_checksum,
             total.kernel_drops
         );
         println!("{}", crate::legend::footer(crate::legend::UDP_ECHO_XDP));
         println!(
-            "conservation: received = delivered + not for us + malformed, delivered = sent + tx full: {}",
+            "conservation: received = delivered + not for us + malformed + bad checksum, delivered = sent + tx full: {}",
             if ok { "OK" } else { "FAILED" }
         );
     }
