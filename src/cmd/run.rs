@@ -423,6 +423,13 @@ pub fn build(args: &RunArgs) -> Result<Built> {
         low_thresh: args.reasm_mem / 4 * 3,
         ..flowsteer_reasm::ReasmConfig::default()
     };
+    // One timeout for everything held: the reassembler's queues and the
+    // holding area of `--frag-steer owner` (which takes the reassembler's).
+    if let Some(t) = args.frag_timeout {
+        let ns = (t * 1e9) as u64;
+        cfg.reasm.timeout_v4_ns = ns;
+        cfg.reasm.timeout_v6_ns = ns;
+    }
     // Captures carry no generator stamps: no per-flow order check for them.
     cfg.order_stamps = args.source == "gen";
     cfg.listen = listen;
