@@ -101,8 +101,12 @@ fn quiet(lab: &Lab) {
 /// The kinds of frames sent, each with its count and the drop reason the
 /// run gives it at the end of a short run (`None`: delivered).
 struct Mix {
-    kinds: Vec<(&'static str, Vec<Vec<u8>>, Option<&'static str>)>,
+    kinds: Vec<Kind>,
 }
+
+/// A kind of frame: its name, its frames, its drop reason (`None`: delivered,
+/// or no single reason checked).
+type Kind = (&'static str, Vec<Vec<u8>>, Option<&'static str>);
 
 impl Mix {
     fn frames(&self) -> Vec<Vec<u8>> {

@@ -411,6 +411,8 @@ const P: &str = "flowsteer_bridge_";
 
 /// A family of one sample per row: name (after the prefix), help, the row's figure.
 type PerRow<T> = (&'static str, &'static str, fn(&T) -> u64);
+/// A family of one sample per row that has the figure.
+type PerRowIfKnown<T> = (&'static str, &'static str, fn(&T) -> Option<u64>);
 /// A family of one sample per row and reason.
 type PerReason<T> = (&'static str, &'static str, fn(&T) -> &BTreeMap<String, u64>);
 
@@ -484,7 +486,7 @@ pub fn render(stats: &BridgeStats) -> String {
         ("port_dropped_total", "Frames in from the port dropped, by reason.", |p| &p.dropped),
         ("port_tx_dropped_total", "Frames that could not be sent out of the port, by reason.", |p| &p.tx_dropped),
     ];
-    let port_interface: [(&str, &str, fn(&PortStats) -> Option<u64>); 3] = [
+    let port_interface: [PerRowIfKnown<PortStats>; 3] = [
         ("port_interface_rx_packets_total", "The interface's own rx_packets since the port was added.", |p| {
             p.if_rx_packets
         }),
