@@ -375,3 +375,36 @@ fn afxdp_orphans_age_out_at_the_default_timeout_in_a_42s_run() {
     }
     orphans_age_out_at_the_default_timeout("afxdp");
 }
+
+/// `--xdp-mode auto` says which mode it attached in: native on a plain
+/// veth pair; generic, with why native was refused, when the peer's MTU
+/// (9000) is too large for native XDP on a veth. In `--json` (`run.xdp`,
+/// and a warning for the fallback) and in the text header.
+#[test]
+fn afxdp_run_says_which_xdp_mode_it_attached() {
+    if skip() {
+        return;
+    }
+    for (mtu, want) in [(None, "native"), (Some("9000"), "generic")] {
+        let lab = Lab::new("lhxm", &LabConfig::default()).unwrap();
+        if let Some(m) = mtu {
+            lab.ip_in(Side::A, &["link", "set", lab.dev(Side::A), "mtu", m]).unwrap();
+        }
+        let src = format!("afxdp:{}", lab.dev(Side::B));
+        let listen = format!("udp:{PORT}");
+        let base = ["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "1"];
+        let (code, out, err) = finish(spawn_run(&lab, &[&base[..], &["--json"]].concat()), Duration::from_secs(20));
+        assert_eq!(code, Some(0), "{err}\n{out}");
+        let v = final_doc(&out);
+        assert_eq!(v["run"]["xdp"]["mode"], want, "{}", v["run"]);
+        let warned = v["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("generic (skb)"));
+        assert_eq!(v["run"]["xdp"]["fallback"].is_string(), want == "generic", "{}", v["run"]);
+        assert_eq!(warned, want == "generic", "{}", v["warnings"]);
+        let (code, out, err) = finish(spawn_run(&lab, &base), Duration::from_secs(20));
+        assert_eq!(code, Some(0), "{err}\n{out}");
+        let line = out.lines().find(|l| l.starts_with("xdp: ")).unwrap_or_else(|| panic!("no xdp line:\n{out}"));
+        println!("{line}");
+        assert!(line.contains(if want == "native" { "native (driver) mode" } else { "generic (skb) mode" }), "{line}");
+        assert_eq!(line.contains("fell back"), want == "generic", "{line}");
+    }
+}

@@ -217,14 +217,22 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         warnings.push(crate::cmd::claim_all_warning(&opts.iface));
     }
     warnings.extend(server.warnings().iter().cloned());
+    let xdp_mode = if server.mode() == flowsteer_xsk::XdpMode::Native { "native" } else { "generic" };
+    let fallback = server.fallback().map(str::to_string);
+    if let Some(why) = &fallback {
+        warnings.push(format!(
+            "--xdp-mode {}: XDP attached in generic (skb) mode, slower than native: {why}",
+            args.xdp_mode
+        ));
+    }
     crate::cmd::warn_all(&warnings);
     eprintln!(
-        "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({:?} XDP); claimed: {}",
+        "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({} XDP); claimed: {}",
         opts.addr,
         if opts.echo { "echo" } else { "sink" },
         opts.iface,
         opts.queues,
-        server.mode(),
+        xdp_mode,
         opts.claim().describe()
     );
     let rows = server.run(stop)?;
@@ -238,6 +246,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         let v = serde_json::json!({
             "schema": "flowsteer.udp-echo-xdp.v1",
             "mode": "xdp",
+            "xdp": {"mode": xdp_mode, "fallback": fallback},
             "cores": rows,
             "total": total,
             "conservation_ok": ok,

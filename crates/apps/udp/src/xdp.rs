@@ -169,6 +169,11 @@ impl XdpEcho {
         self.program.mode()
     }
 
+    /// Why native mode was refused, when `auto` fell back to generic mode.
+    pub fn fallback(&self) -> Option<&str> {
+        self.program.fallback()
+    }
+
     /// Serves until `stop` is set, one pinned thread per socket; returns the
     /// per-core counters. The program is detached on return.
     pub fn run(self, stop: Arc<AtomicBool>) -> Result<Vec<XdpCoreCounters>, XdpEchoError> {
