@@ -396,6 +396,12 @@ pub struct RunArgs {
     /// Reassembly memory limit per core in bytes (high threshold; eviction down to 3/4).
     #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_MEM}>, long, default_value_t = 4 * 1024 * 1024)]
     pub reasm_mem: usize,
+    /// Fragment timeout in seconds, both families: a datagram not complete this long after its first
+    /// fragment came is dropped (reasm_timed_out), and so are fragments waiting this long for their
+    /// first (frag_hold_timeout), on an idle core too [default: 30 for IPv4, 60 for IPv6: Linux's
+    /// ipfrag_time and ip6frag_time].
+    #[arg(value_parser = crate::ranges::seconds, long)]
+    pub frag_timeout: Option<f64>,
     /// Present all traffic on one receive queue (the case RPS exists for).
     #[arg(long)]
     pub single_queue: bool,

@@ -40,6 +40,8 @@ pub const BRIDGE_STATS: Legend = &[
     ("dropped", "of those, dropped (by reason on the line below the tables); received = fast_fwd + forwarded + flooded + dropped"),
     ("transmitted", "frames sent out of the port (a flooded frame counts once per port)"),
     ("tx_dropped", "frames that could not be sent out of the port"),
+    ("if_rx_dropped", "the interface's own rx_dropped since the port was added, beside the sum (not in received): frames the kernel dropped on the port before our sockets (too long for the MTU, a full backlog); in generic XDP also the frames our socket could not take (in dropped, kernel)"),
+    ("peer_tx_dropped", "a veth port: its peer's tx_dropped since the port was added, frames the peer could not hand over; the port counts each of them in if_rx_dropped too, so it is a part of it, never added (- not a veth)"),
     ("rx_copied", "small frames the worker copied out so their receive buffer returned at once"),
     ("csum_completed", "frames whose partial TCP/UDP checksum (a local sender's checksum offload) the worker completed"),
     ("gso_segmented", "GSO frames the worker cut into segments for an AF_XDP egress"),
@@ -69,6 +71,7 @@ pub const UDP_ECHO_XDP: Legend = &[
     ("TxFull", "replies dropped: transmit ring or frames full"),
     ("NotForUs", "claimed frames that were not whole UDP datagrams to us (dropped)"),
     ("Malformed", "UDP to us with lengths a host refuses (dropped)"),
+    ("BadCsum", "UDP to us whose IPv4 header checksum does not verify, as every host drops it (dropped)"),
     ("KernDrops", "frames the kernel dropped for this socket (ring full, fill ring empty)"),
 ];
 

@@ -129,6 +129,7 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
             ("--frag-every", Kind::Int(1, 1_000_000)),
             ("--rate", Kind::Int(1, 1_000_000_000)),
             ("--reasm-mem", Kind::Int(1, 1 << 36)),
+            ("--frag-timeout", Kind::Secs),
             ("--duration", Kind::Secs),
             ("--packets", Kind::Int(1, u64::MAX)),
             ("--interval", Kind::Secs),

@@ -87,11 +87,18 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     opts.abort = Some(signals.abort.clone());
     crate::cmd::warn_all(&warnings);
     let header = describe(&engine.cfg, args);
-    let run_json = run_json(&engine.cfg, args, &workload);
+    let mut run_json = run_json(&engine.cfg, args, &workload);
+    let xdp = guard.xdp().map(|(mode, fallback)| XdpAttached::new(mode, fallback));
+    if let Some(x) = &xdp {
+        run_json["xdp"] = x.json();
+    }
     let key = engine.cfg.rss.key().clone();
     if !args.json {
         println!("{header}");
         println!("workload: {}", workload.text);
+        if let Some(x) = &xdp {
+            println!("{}", x.line(&args.xdp_mode));
+        }
         if let Some(line) = drawn_key_line(&key) {
             println!("{line}");
         }
@@ -144,6 +151,36 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     // Ended at once by a second signal: the counters printed are complete
     // as counts, but the queued packets were never processed.
     Ok(if report.aborted { 1 } else { 0 })
+}
+
+/// The XDP mode an AF_XDP source's program was attached in.
+struct XdpAttached {
+    /// `native` or `generic`.
+    mode: &'static str,
+    /// Why native mode was refused (`--xdp-mode auto` fell back).
+    fallback: Option<String>,
+}
+
+impl XdpAttached {
+    fn new(mode: XdpMode, fallback: Option<&str>) -> XdpAttached {
+        let mode = if mode == XdpMode::Native { "native" } else { "generic" };
+        XdpAttached { mode, fallback: fallback.map(str::to_string) }
+    }
+
+    /// The header line, e.g. `xdp: generic (skb) mode (--xdp-mode auto
+    /// fell back: ...)`.
+    fn line(&self, asked: &str) -> String {
+        let mode = if self.mode == "native" { "native (driver) mode" } else { "generic (skb) mode" };
+        match &self.fallback {
+            Some(why) => format!("xdp: {mode} (--xdp-mode {asked} fell back, native refused: {why})"),
+            None => format!("xdp: {mode} (--xdp-mode {asked})"),
+        }
+    }
+
+    /// `run.xdp` of `--json`.
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({"mode": self.mode, "fallback": self.fallback})
+    }
 }
 
 /// How a run stopped by SIGINT/SIGTERM ended (`None`: not by a signal).
@@ -382,6 +419,12 @@ pub fn build(args: &RunArgs) -> Result<Built> {
             e => anyhow::anyhow!("--source {e}"),
         })?;
         warnings.extend(g.warnings().iter().cloned());
+        if let Some((_, Some(why))) = g.xdp() {
+            warnings.push(format!(
+                "--xdp-mode {}: XDP attached in generic (skb) mode, slower than native: {why}",
+                args.xdp_mode
+            ));
+        }
         guard = g;
         workload = Workload {
             text: format!("live traffic from {} (receive queues {queues:?})", args.source),
@@ -423,6 +466,13 @@ pub fn build(args: &RunArgs) -> Result<Built> {
         low_thresh: args.reasm_mem / 4 * 3,
         ..flowsteer_reasm::ReasmConfig::default()
     };
+    // One timeout for everything held: the reassembler's queues and the
+    // holding area of `--frag-steer owner` (which takes the reassembler's).
+    if let Some(t) = args.frag_timeout {
+        let ns = (t * 1e9) as u64;
+        cfg.reasm.timeout_v4_ns = ns;
+        cfg.reasm.timeout_v6_ns = ns;
+    }
     // Captures carry no generator stamps: no per-flow order check for them.
     cfg.order_stamps = args.source == "gen";
     cfg.listen = listen;
@@ -841,7 +891,8 @@ fn run_json(cfg: &EngineConfig, args: &RunArgs, workload: &Workload) -> serde_js
 /// source_failed), `aborted`, `interrupted` (null, or the signal, when, and
 /// whether a second signal cut the drain short), `rate` (the `rate:` or
 /// `offered:` line's figures; null for a live source) and the generator
-/// workload's `rate_pps`.
+/// workload's `rate_pps`; `run.xdp` for an AF_XDP source (`mode`: native
+/// or generic; `fallback`: null, or why native mode was refused).
 const RUN_SCHEMA: &str = "flowsteer.run.v2";
 
 /// What `--json` adds to the engine's report: how a signal ended the run,

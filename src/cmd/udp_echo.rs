@@ -217,14 +217,22 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         warnings.push(crate::cmd::claim_all_warning(&opts.iface));
     }
     warnings.extend(server.warnings().iter().cloned());
+    let xdp_mode = if server.mode() == flowsteer_xsk::XdpMode::Native { "native" } else { "generic" };
+    let fallback = server.fallback().map(str::to_string);
+    if let Some(why) = &fallback {
+        warnings.push(format!(
+            "--xdp-mode {}: XDP attached in generic (skb) mode, slower than native: {why}",
+            args.xdp_mode
+        ));
+    }
     crate::cmd::warn_all(&warnings);
     eprintln!(
-        "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({:?} XDP); claimed: {}",
+        "udp-echo: serving {} ({}) from AF_XDP on {} queues {:?} ({} XDP); claimed: {}",
         opts.addr,
         if opts.echo { "echo" } else { "sink" },
         opts.iface,
         opts.queues,
-        server.mode(),
+        xdp_mode,
         opts.claim().describe()
     );
     let rows = server.run(stop)?;
@@ -238,6 +246,7 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         let v = serde_json::json!({
             "schema": "flowsteer.udp-echo-xdp.v1",
             "mode": "xdp",
+            "xdp": {"mode": xdp_mode, "fallback": fallback},
             "cores": rows,
             "total": total,
             "conservation_ok": ok,
@@ -246,12 +255,12 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
-            "Queue", "CPU", "Received", "Delivered", "Sent", "TxFull", "NotForUs", "Malformed", "KernDrops"
+            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "Queue", "CPU", "Received", "Delivered", "Sent", "TxFull", "NotForUs", "Malformed", "BadCsum", "KernDrops"
         );
         for r in &rows {
             println!(
-                "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+                "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
                 r.queue,
                 r.cpu,
                 r.received,
@@ -260,11 +269,12 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
                 r.dropped_tx_full,
                 r.not_for_us,
                 r.malformed,
+                r.bad_checksum,
                 r.kernel_drops
             );
         }
         println!(
-            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+            "{:>5} {:>4} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "total",
             "",
             total.received,
@@ -273,11 +283,12 @@ fn run_xdp(args: &UdpEchoArgs) -> Result<i32> {
             total.dropped_tx_full,
             total.not_for_us,
             total.malformed,
+            total.bad_checksum,
             total.kernel_drops
         );
         println!("{}", crate::legend::footer(crate::legend::UDP_ECHO_XDP));
         println!(
-            "conservation: received = delivered + not for us + malformed, delivered = sent + tx full: {}",
+            "conservation: received = delivered + not for us + malformed + bad checksum, delivered = sent + tx full: {}",
             if ok { "OK" } else { "FAILED" }
         );
     }

@@ -327,6 +327,24 @@ pub struct PortStats {
     pub transmitted: u64,
     /// Frames that could not be sent out of this port, by reason.
     pub tx_dropped: BTreeMap<String, u64>,
+    /// The interface's own `rx_packets` since the port was added (read
+    /// from the kernel), beside the sum; `None` when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_rx_packets: Option<u64>,
+    /// The interface's own `rx_dropped` since the port was added, beside
+    /// the sum (not in `received`): frames the kernel dropped on the port
+    /// before our sockets (too long for the MTU, a full backlog). On a veth
+    /// it holds every frame of `peer_tx_dropped`. In generic (skb) XDP the
+    /// kernel also counts here the frames our socket could not take, which
+    /// are in `dropped` (`kernel`) too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_rx_dropped: Option<u64>,
+    /// A veth port: its peer's `tx_dropped` since the port was added, the
+    /// frames the peer could not hand to the port; a part of
+    /// `if_rx_dropped`, never to be added to it. `None` for other
+    /// interfaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_tx_dropped: Option<u64>,
 }
 
 /// One worker thread's counters.

@@ -569,9 +569,12 @@ pub fn stats_table(s: &BridgeStats) -> String {
         "dropped",
         "transmitted",
         "tx_dropped",
+        "if_rx_dropped",
+        "peer_tx_dropped",
     ]
     .map(String::from)
     .to_vec()];
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
     for p in &s.ports {
         ports.push(vec![
             p.name.clone(),
@@ -587,6 +590,8 @@ pub fn stats_table(s: &BridgeStats) -> String {
             sum(&p.dropped),
             p.transmitted.to_string(),
             sum(&p.tx_dropped),
+            opt(p.if_rx_dropped),
+            opt(p.peer_tx_dropped),
         ]);
     }
     let mut workers = vec![[
@@ -747,6 +752,9 @@ mod tests {
                 dropped: BTreeMap::from([("vlan".into(), 3), ("reserved".into(), 2)]),
                 transmitted: 77,
                 tx_dropped: BTreeMap::new(),
+                if_rx_packets: Some(120),
+                if_rx_dropped: Some(20),
+                peer_tx_dropped: Some(12),
             }],
             workers: vec![WorkerStats {
                 worker: 0,
@@ -771,11 +779,11 @@ mod tests {
         };
         let text = stats_table(&s);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[1].starts_with("port ") && lines[1].ends_with("tx_dropped"), "{text}");
+        assert!(lines[1].starts_with("port ") && lines[1].ends_with("peer_tx_dropped"), "{text}");
         let cells: Vec<&str> = lines[2].split_whitespace().collect();
         assert_eq!(
             cells,
-            ["veth0", "afxdp", "yes", "yes", "forwarding", "7", "100", "0", "90", "5", "5", "77", "0"],
+            ["veth0", "afxdp", "yes", "yes", "forwarding", "7", "100", "0", "90", "5", "5", "77", "0", "20", "12"],
             "{text}"
         );
         assert_eq!(lines[3], "fast path: veth0 xdp", "{text}");

@@ -390,6 +390,13 @@ fn ports_by_name(ports: &[PortStats]) -> Vec<PortStats> {
         acc.forwarded = acc.forwarded.saturating_add(p.forwarded);
         acc.flooded = acc.flooded.saturating_add(p.flooded);
         acc.transmitted = acc.transmitted.saturating_add(p.transmitted);
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.saturating_add(y)),
+            (x, y) => x.or(y),
+        };
+        acc.if_rx_packets = add(acc.if_rx_packets, p.if_rx_packets);
+        acc.if_rx_dropped = add(acc.if_rx_dropped, p.if_rx_dropped);
+        acc.peer_tx_dropped = add(acc.peer_tx_dropped, p.peer_tx_dropped);
         for (into, from) in [(&mut acc.dropped, &p.dropped), (&mut acc.tx_dropped, &p.tx_dropped)] {
             for (reason, n) in from {
                 let slot = into.entry(reason.clone()).or_default();
@@ -404,6 +411,8 @@ const P: &str = "flowsteer_bridge_";
 
 /// A family of one sample per row: name (after the prefix), help, the row's figure.
 type PerRow<T> = (&'static str, &'static str, fn(&T) -> u64);
+/// A family of one sample per row that has the figure.
+type PerRowIfKnown<T> = (&'static str, &'static str, fn(&T) -> Option<u64>);
 /// A family of one sample per row and reason.
 type PerReason<T> = (&'static str, &'static str, fn(&T) -> &BTreeMap<String, u64>);
 
@@ -477,6 +486,29 @@ pub fn render(stats: &BridgeStats) -> String {
         ("port_dropped_total", "Frames in from the port dropped, by reason.", |p| &p.dropped),
         ("port_tx_dropped_total", "Frames that could not be sent out of the port, by reason.", |p| &p.tx_dropped),
     ];
+    let port_interface: [PerRowIfKnown<PortStats>; 3] = [
+        ("port_interface_rx_packets_total", "The interface's own rx_packets since the port was added.", |p| {
+            p.if_rx_packets
+        }),
+        (
+            "port_interface_rx_dropped_total",
+            "The interface's own rx_dropped since the port was added: frames the kernel dropped on the port before our sockets (not in port_received_total; on a veth it holds port_peer_tx_dropped_total).",
+            |p| p.if_rx_dropped,
+        ),
+        (
+            "port_peer_tx_dropped_total",
+            "A veth port: its peer's tx_dropped since the port was added, frames the peer could not hand over (a part of port_interface_rx_dropped_total, never to be added to it).",
+            |p| p.peer_tx_dropped,
+        ),
+    ];
+    for (name, help, value) in port_interface {
+        t.family(&format!("{P}{name}"), "counter", help);
+        for p in &ports {
+            if let Some(v) = value(p) {
+                t.sample(&format!("{P}{name}"), &[("port", &p.name)], v);
+            }
+        }
+    }
     for (name, help, map) in port_reasons {
         t.family(&format!("{P}{name}"), "counter", help);
         for p in &ports {

@@ -18,6 +18,7 @@ use crate::api::{PortKind, PortSpec};
 use crate::counters::PortCounters;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing, TxConfig, TxSocket};
 use flowsteer_fdb::PortId;
+use flowsteer_live::link::{LinkInfo, LinkReader};
 use flowsteer_xsk::{AttachConfig, Claim, FastPathAttach, XdpProgram, XskConfig, XskSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
@@ -52,6 +53,73 @@ pub(crate) struct WorkerPort {
     /// held, never read; released with the last worker's sockets, after
     /// them (declared last).
     pub _lock: Option<Arc<PortLock>>,
+}
+
+/// An interface's own counters since its port was opened, beside the
+/// bridge's sum: read from the kernel (rtnetlink, by index) when the port
+/// opens and again for every `stats`. For a veth, its peer (which may live
+/// in another namespace) is read too, for its `tx_dropped`.
+///
+/// One rule, so a frame is never counted twice: the interface's
+/// `rx_dropped` is what the kernel dropped on the port before our sockets
+/// (a frame too long for the MTU, a full backlog); a veth peer counts each
+/// frame it could not hand over in its `tx_dropped` and the port's
+/// `rx_dropped` counts the same frame again, so `peer_tx_dropped` is shown
+/// beside `rx_dropped` as a part of it, never added to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LinkCounts {
+    /// `rx_packets`, `rx_dropped` at open and as last read.
+    at_open: (u64, u64),
+    now: (u64, u64),
+    /// A veth's peer: its index, its namespace id (as this namespace
+    /// numbers it), its `tx_dropped` at open and as last read.
+    peer: Option<(u32, Option<i32>, u64, u64)>,
+    /// The interface could be read at open.
+    known: bool,
+}
+
+impl LinkCounts {
+    /// The counters of `ifindex` now, as the base of the port's counts
+    /// (unknown, all zero, when it cannot be read).
+    pub fn open(links: &mut LinkReader, ifindex: u32) -> LinkCounts {
+        let Some(l) = links.read(ifindex, None).ok().flatten() else { return LinkCounts::default() };
+        let peer = match (l.kind.as_str(), l.link) {
+            ("veth", Some(p)) => {
+                let ns = l.link_netnsid;
+                links.read(p, ns).ok().flatten().map(|pl| (p, ns, pl.tx_dropped, pl.tx_dropped))
+            }
+            _ => None,
+        };
+        LinkCounts { at_open: (l.rx_packets, l.rx_dropped), now: (l.rx_packets, l.rx_dropped), peer, known: true }
+    }
+
+    /// Reads the interface (and a veth's peer) again; a failed read keeps
+    /// the last counts.
+    pub fn refresh(&mut self, links: &mut LinkReader, ifindex: u32) {
+        if !self.known {
+            return;
+        }
+        if let Some(LinkInfo { rx_packets, rx_dropped, .. }) = links.read(ifindex, None).ok().flatten() {
+            self.now = (rx_packets, rx_dropped);
+        }
+        if let Some((p, ns, _, now)) = self.peer.as_mut() {
+            if let Some(pl) = links.read(*p, *ns).ok().flatten() {
+                *now = pl.tx_dropped;
+            }
+        }
+    }
+
+    /// `(rx_packets, rx_dropped, peer tx_dropped)` since open; `None` when
+    /// the interface could not be read at open.
+    pub fn since_open(&self) -> Option<(u64, u64, Option<u64>)> {
+        self.known.then(|| {
+            (
+                self.now.0.saturating_sub(self.at_open.0),
+                self.now.1.saturating_sub(self.at_open.1),
+                self.peer.map(|(_, _, base, now)| now.saturating_sub(base)),
+            )
+        })
+    }
 }
 
 /// What every thread knows of one member port.
@@ -89,6 +157,8 @@ pub(crate) struct PortShared {
     /// `xdp` when the port's program forwards learned unicast itself, or
     /// `off (why)`.
     pub fast_path: String,
+    /// The interface's own counters since the port opened.
+    pub link_counts: Mutex<LinkCounts>,
 }
 
 impl PortShared {
@@ -197,7 +267,11 @@ pub(crate) fn open(
             ifindex = handles[0].tx.as_ref().map_or(0, TxSocket::ifindex);
         }
     }
+    // The base of the interface's own counts: read once the sockets are open.
+    let link_counts =
+        LinkReader::new().map_or_else(|_| LinkCounts::default(), |mut r| LinkCounts::open(&mut r, ifindex));
     let port = PortShared {
+        link_counts: Mutex::new(link_counts),
         id,
         spec: spec.clone(),
         ifindex,

@@ -146,6 +146,7 @@ impl Bridge {
             fdb: Mutex::new(FdbCounters::default()),
             fast,
             fast_off,
+            links: Mutex::new(flowsteer_live::link::LinkReader::new().ok()),
             cfg,
         });
         let (jobs_tx, jobs_rx) = mpsc::channel();
@@ -1093,7 +1094,22 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
         dropped[Reason::Kernel as usize] += prog_dropped;
         let kernel = dropped[Reason::Kernel as usize];
         let member = list.get(p.id).filter(|m| Arc::ptr_eq(&m.port, p));
+        // A member's interface is read now; a removed port keeps its last counts.
+        let link = match p.link_counts.lock() {
+            Ok(mut c) => {
+                if member.is_some() {
+                    if let Some(r) = sh.links.lock().ok().as_mut().and_then(|g| g.as_mut()) {
+                        c.refresh(r, p.ifindex);
+                    }
+                }
+                c.since_open()
+            }
+            Err(_) => None,
+        };
         ports.push(PortStats {
+            if_rx_packets: link.map(|l| l.0),
+            if_rx_dropped: link.map(|l| l.1),
+            peer_tx_dropped: link.and_then(|l| l.2),
             name: p.spec.iface.clone(),
             kind: kind_name(p),
             member: p.member.load(Ordering::Relaxed),

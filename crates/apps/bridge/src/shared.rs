@@ -65,4 +65,7 @@ pub(crate) struct Shared {
     pub fast: Option<Arc<FastPathMaps>>,
     /// Why there is no fast path (for ports added later), when `fast` is None.
     pub fast_off: &'static str,
+    /// Reads the ports' interface counters for `stats` (in the bridge's
+    /// namespace); `None` when no netlink socket could be had.
+    pub links: Mutex<Option<flowsteer_live::link::LinkReader>>,
 }

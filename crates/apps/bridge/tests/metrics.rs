@@ -38,6 +38,9 @@ fn stats() -> BridgeStats {
         ]),
         transmitted: base + 7,
         tx_dropped: BTreeMap::from([("tx_failed".into(), base + 8)]),
+        if_rx_packets: Some(base + 11),
+        if_rx_dropped: Some(base + 12),
+        peer_tx_dropped: Some(base + 13),
     };
     let worker = |i: usize, cpu, base: u64| WorkerStats {
         worker: i,

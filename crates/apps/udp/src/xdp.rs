@@ -22,7 +22,7 @@
 //! packet) are counted as `not_for_us` and dropped: the kernel never sees
 //! them.
 
-use flowsteer_wire::{check_lengths, parse_frame, proto, LinkType, Malformed, ParseOptions};
+use flowsteer_wire::{check_ipv4_checksum, check_lengths, parse_frame, proto, LinkType, Malformed, ParseOptions};
 use flowsteer_xsk::{AttachConfig, Claim, ErrorKind, Fragments, PortConfig, XdpMode, XdpPort, XdpProgram, XskSocket};
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -47,6 +47,9 @@ pub struct XdpCoreCounters {
     /// UDP to us with lengths a host refuses (IP length past the frame, a
     /// bad IPv4 option, a UDP length below 8 or past the datagram): dropped.
     pub malformed: u64,
+    /// UDP to us whose IPv4 header checksum does not verify: dropped, as
+    /// every host drops it (RFC 1122 3.2.1.2).
+    pub bad_checksum: u64,
     /// Frames the kernel dropped for this socket (ring full, fill ring empty).
     pub kernel_drops: u64,
     /// Sanity: a reply sent from a CPU other than the socket's (always 0 when pinned).
@@ -62,6 +65,7 @@ impl std::ops::AddAssign<&XdpCoreCounters> for XdpCoreCounters {
         self.dropped_tx_full += o.dropped_tx_full;
         self.not_for_us += o.not_for_us;
         self.malformed += o.malformed;
+        self.bad_checksum += o.bad_checksum;
         self.kernel_drops += o.kernel_drops;
         self.cpu_mismatch += o.cpu_mismatch;
     }
@@ -69,10 +73,10 @@ impl std::ops::AddAssign<&XdpCoreCounters> for XdpCoreCounters {
 
 impl XdpCoreCounters {
     /// Every frame accounted for: received = delivered + not for us +
-    /// malformed, and (when echoing) delivered = sent + dropped because
-    /// transmit was full.
+    /// malformed + bad checksum, and (when echoing) delivered = sent +
+    /// dropped because transmit was full.
     pub fn adds_up(&self, echo: bool) -> bool {
-        self.received == self.delivered + self.not_for_us + self.malformed
+        self.received == self.delivered + self.not_for_us + self.malformed + self.bad_checksum
             && (!echo || self.delivered == self.sent + self.dropped_tx_full)
     }
 }
@@ -165,6 +169,11 @@ impl XdpEcho {
         self.program.mode()
     }
 
+    /// Why native mode was refused, when `auto` fell back to generic mode.
+    pub fn fallback(&self) -> Option<&str> {
+        self.program.fallback()
+    }
+
     /// Serves until `stop` is set, one pinned thread per socket; returns the
     /// per-core counters. The program is detached on return.
     pub fn run(self, stop: Arc<AtomicBool>) -> Result<Vec<XdpCoreCounters>, XdpEchoError> {
@@ -227,6 +236,10 @@ fn serve(
                 Echo::Reply => {}
                 Echo::NotForUs => {
                     c.not_for_us += 1;
+                    return None;
+                }
+                Echo::Malformed(Malformed::Ipv4Checksum) => {
+                    c.bad_checksum += 1;
                     return None;
                 }
                 Echo::Malformed(_) => {
@@ -292,7 +305,7 @@ pub fn echo_reply_in_place(frame: &mut [u8], opts: &ParseOptions, addr: SocketAd
     if l3.tuple.dst != addr.ip() || dport != addr.port() {
         return Echo::NotForUs;
     }
-    if let Err(m) = check_lengths(frame, &l3) {
+    if let Err(m) = check_lengths(frame, &l3).and_then(|()| check_ipv4_checksum(frame, &l3)) {
         return Echo::Malformed(m);
     }
     let Some(l4) = l3.l4_offset else { return Echo::NotForUs };
@@ -376,6 +389,9 @@ mod tests {
         let mut long = req.clone();
         long[16..18].copy_from_slice(&1400u16.to_be_bytes());
         cases.push((long, Malformed::IpBeyondFrame));
+        let mut bad_sum = req.clone();
+        bad_sum[24] ^= 0x10;
+        cases.push((bad_sum, Malformed::Ipv4Checksum));
         for (f, why) in cases {
             let mut g = f.clone();
             assert_eq!(echo_reply_in_place(&mut g, &ParseOptions::default(), to), Echo::Malformed(why));
@@ -387,6 +403,9 @@ mod tests {
         padded.extend_from_slice(&[0; 4]);
         let total = u16::from_be_bytes([padded[16], padded[17]]) + 4;
         padded[16..18].copy_from_slice(&total.to_be_bytes());
+        padded[24..26].copy_from_slice(&[0, 0]);
+        let sum = flowsteer_wire::checksum::internet_checksum(&padded[14..34]);
+        padded[24..26].copy_from_slice(&sum.to_be_bytes());
         assert_eq!(echo_reply_in_place(&mut padded, &ParseOptions::default(), to), Echo::Reply);
     }
 }

@@ -15,9 +15,9 @@ use std::ops::AddAssign;
 pub enum DropReason {
     /// The frame did not parse; named by [`ParseError::reason`].
     Parse(ParseError),
-    /// Parsed, but lengths a receiving host refuses (an IP length past the
-    /// frame, a bad IPv4 option, a bad UDP length); named by
-    /// [`Malformed::reason`].
+    /// Parsed, but what a receiving host refuses (an IP length past the
+    /// frame, a bad IPv4 option, a bad UDP length, an IPv4 header checksum
+    /// that does not verify); named by [`Malformed::reason`].
     Malformed(Malformed),
     /// Parsed, but no IP header (`not_ip`).
     NotIp,
@@ -42,6 +42,9 @@ pub enum DropReason {
     /// Policy `owner`: a fragment refused by the holding area's per-id or
     /// byte cap (`frag_hold_full`).
     FragHoldFull,
+    /// Policy `owner`: a fragment still waiting for its first fragment when
+    /// the run ended (`frag_hold_pending_at_end`).
+    FragHoldPendingAtEnd,
     /// The worker's flow table was full (`flow_table_full`).
     FlowTableFull,
     /// No application listener for the packet's protocol and port
@@ -57,7 +60,7 @@ pub enum DropReason {
 }
 
 /// The reasons that carry no value, in slot order.
-const OWN: [DropReason; 12] = [
+const OWN: [DropReason; 13] = [
     DropReason::NotIp,
     DropReason::FragBytesMissing,
     DropReason::FragUnparsable,
@@ -70,6 +73,7 @@ const OWN: [DropReason; 12] = [
     DropReason::FlowTableFull,
     DropReason::NoListener,
     DropReason::QueueFull,
+    DropReason::FragHoldPendingAtEnd,
 ];
 
 /// First slot of the length checks, of the value-less reasons, and of the
@@ -127,6 +131,7 @@ impl DropReason {
             DropReason::FlowTableFull => OWN_BASE + 9,
             DropReason::NoListener => OWN_BASE + 10,
             DropReason::QueueFull => OWN_BASE + 11,
+            DropReason::FragHoldPendingAtEnd => OWN_BASE + 12,
             DropReason::Reasm(r) => REASM_BASE + r.index(),
         }
     }
@@ -149,6 +154,7 @@ impl DropReason {
             DropReason::FlowTableFull => "flow_table_full",
             DropReason::NoListener => "no_listener",
             DropReason::QueueFull => "queue_full",
+            DropReason::FragHoldPendingAtEnd => "frag_hold_pending_at_end",
             DropReason::Reasm(r) => return Cow::Owned(format!("reasm_{}", r.name())),
         })
     }

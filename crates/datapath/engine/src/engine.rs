@@ -55,8 +55,8 @@ pub struct EngineConfig {
     pub seed: Option<u64>,
     /// What to do with IP fragments (see [`FragSteer`]).
     pub frag_steer: FragSteer,
-    /// Holding area of the `owner` policy (its timeout is the longer of the
-    /// reassembly timeouts).
+    /// Holding area of the `owner` policy (its timeouts are the reassembly
+    /// timeouts of each family, `reasm.timeout_v4_ns` and `timeout_v6_ns`).
     pub frag_hold: FragHoldConfig,
     /// Limits of each core's reassembler (`FragSteer::Rehash`).
     pub reasm: flowsteer_reasm::ReasmConfig,
@@ -232,7 +232,8 @@ impl Engine {
                 reasm,
                 frag_steer: cfg.frag_steer,
                 frag_hold: FragHoldConfig {
-                    timeout_ns: cfg.reasm.timeout_v4_ns.max(cfg.reasm.timeout_v6_ns),
+                    timeout_v4_ns: cfg.reasm.timeout_v4_ns,
+                    timeout_v6_ns: cfg.reasm.timeout_v6_ns,
                     ..cfg.frag_hold
                 },
                 carry_out,

@@ -14,7 +14,12 @@
 //! are dropped as `frag_hold_evicted`), as the reassembler evicts its oldest
 //! datagram, so a flood of orphan fragments cannot pin the table; a datagram
 //! past its per-id cap drops the new fragment (`frag_hold_full`). Ids time out
-//! after `timeout_ns` (waiting fragments dropped as `frag_hold_timeout`).
+//! after the reassembler's timeout of their family (`timeout_v4_ns`,
+//! `timeout_v6_ns`; waiting fragments dropped as `frag_hold_timeout`): the
+//! owning core calls [`FragHold::expire`] from its housekeeping timer, so an
+//! idle core ages them on time, not only when the next fragment comes. What
+//! still waits when the run ends is dropped by [`FragHold::flush`] as
+//! `frag_hold_pending_at_end`.
 //! The map is keyed by SipHash with a random key (std `RandomState`), so
 //! crafted ids cannot force collisions. Every operation is O(1) amortised.
 
@@ -31,14 +36,22 @@ pub struct FragHoldConfig {
     pub max_frags: usize,
     /// Bytes of waiting frames at most; default 1 MiB.
     pub max_bytes: usize,
-    /// An id is forgotten this long after it was first seen; default 30 s
-    /// (Linux's IPv4 reassembly timeout).
-    pub timeout_ns: u64,
+    /// An IPv4 id is forgotten this long after it was first seen; default
+    /// 30 s (Linux's `ipfrag_time`, the reassembler's IPv4 timeout).
+    pub timeout_v4_ns: u64,
+    /// The same for IPv6; default 60 s (Linux's `ip6frag_time`).
+    pub timeout_v6_ns: u64,
 }
 
 impl Default for FragHoldConfig {
     fn default() -> Self {
-        FragHoldConfig { max_ids: 4096, max_frags: 1024, max_bytes: 1 << 20, timeout_ns: 30_000_000_000 }
+        FragHoldConfig {
+            max_ids: 4096,
+            max_frags: 1024,
+            max_bytes: 1 << 20,
+            timeout_v4_ns: 30_000_000_000,
+            timeout_v6_ns: 60_000_000_000,
+        }
     }
 }
 
@@ -80,6 +93,8 @@ pub struct HoldStats {
     pub evicted: u64,
     /// Waiting fragments dropped because their id timed out.
     pub timed_out: u64,
+    /// Waiting fragments dropped by [`FragHold::flush`] (end of run).
+    pub at_end: u64,
     /// Fragments refused because their datagram already had
     /// [`MAX_WAITING_PER_ID`] waiting, or the frame alone exceeds `max_bytes`.
     pub full: u64,
@@ -98,9 +113,10 @@ pub enum HoldVerdict {
 pub struct FragHold {
     cfg: FragHoldConfig,
     map: HashMap<DgramKey, Entry>,
-    /// Ids in creation order (lazily pruned: an item whose generation no
-    /// longer matches its entry is skipped).
-    order: VecDeque<(DgramKey, u64)>,
+    /// Ids in creation order, one queue per family (IPv4, IPv6: each has
+    /// its own timeout), lazily pruned: an item whose generation no longer
+    /// matches its entry is skipped.
+    order: [VecDeque<(DgramKey, u64)>; 2],
     /// Ids created with waiting fragments, in creation order (lazily pruned
     /// the same way, and skipped once resolved): what frame and byte
     /// pressure evicts, so remembered owners of datagrams in progress are
@@ -111,13 +127,24 @@ pub struct FragHold {
     waiting_bytes: usize,
     stats: HoldStats,
     /// Drops by reason not yet collected by [`FragHold::take_drops`].
-    new_drops: [u64; 3],
+    new_drops: [u64; 4],
 }
 
 const R_EVICTED: usize = 0;
 const R_TIMEOUT: usize = 1;
 const R_FULL: usize = 2;
-const REASONS: [DropReason; 3] = [DropReason::FragHoldEvicted, DropReason::FragHoldTimeout, DropReason::FragHoldFull];
+const R_AT_END: usize = 3;
+const REASONS: [DropReason; 4] = [
+    DropReason::FragHoldEvicted,
+    DropReason::FragHoldTimeout,
+    DropReason::FragHoldFull,
+    DropReason::FragHoldPendingAtEnd,
+];
+
+/// The index of `key`'s family in [`FragHold::order`].
+fn family(key: &DgramKey) -> usize {
+    usize::from(key.src.is_ipv6())
+}
 
 impl FragHold {
     pub fn new(cfg: FragHoldConfig) -> FragHold {
@@ -125,13 +152,13 @@ impl FragHold {
         FragHold {
             cfg,
             map: HashMap::new(),
-            order: VecDeque::new(),
+            order: [VecDeque::new(), VecDeque::new()],
             waiting_order: VecDeque::new(),
             next_gen: 0,
             waiting: 0,
             waiting_bytes: 0,
             stats: HoldStats::default(),
-            new_drops: [0; 3],
+            new_drops: [0; 4],
         }
     }
 
@@ -224,14 +251,15 @@ impl FragHold {
             self.waiting_order.push_back((key, gen));
         }
         self.map.insert(key, Entry { state, created: now, gen });
-        self.order.push_back((key, gen));
+        let order = &mut self.order[family(&key)];
+        order.push_back((key, gen));
         // Stale items (ids forgotten out of order, resolved ids) are pruned
-        // lazily from the front; compact when they pile up, so both queues
-        // stay within 2 x max_ids items (amortised O(1) per insert).
+        // lazily from the front; compact when they pile up, so every queue
+        // stays within 2 x max_ids items (amortised O(1) per insert).
         let limit = self.cfg.max_ids.saturating_mul(2).max(64);
-        if self.order.len() > limit {
+        if order.len() > limit {
             let map = &self.map;
-            self.order.retain(|(k, g)| map.get(k).is_some_and(|e| e.gen == *g));
+            order.retain(|(k, g)| map.get(k).is_some_and(|e| e.gen == *g));
         }
         if self.waiting_order.len() > limit {
             let map = &self.map;
@@ -265,15 +293,33 @@ impl FragHold {
         found
     }
 
-    /// Forgets the oldest id; false when there is none.
+    /// Forgets the oldest id of either family; false when there is none.
     fn forget_oldest(&mut self) -> bool {
-        while let Some((key, gen)) = self.order.pop_front() {
-            if self.map.get(&key).is_some_and(|e| e.gen == gen) {
-                self.remove(&key, R_EVICTED);
-                return true;
+        // Prune stale items off both fronts, then take the older front.
+        for order in &mut self.order {
+            while let Some((key, gen)) = order.front() {
+                if self.map.get(key).is_some_and(|e| e.gen == *gen) {
+                    break;
+                }
+                order.pop_front();
             }
         }
-        false
+        let created = |order: &VecDeque<(DgramKey, u64)>| {
+            order.front().and_then(|(k, _)| self.map.get(k)).map(|e| (e.created, e.gen))
+        };
+        let pick = match (created(&self.order[0]), created(&self.order[1])) {
+            (Some(a), Some(b)) => usize::from(b < a),
+            (Some(_), None) => 0,
+            (None, Some(_)) => 1,
+            (None, None) => return false,
+        };
+        match self.order[pick].pop_front() {
+            Some((key, _)) => {
+                self.remove(&key, R_EVICTED);
+                true
+            }
+            None => false,
+        }
     }
 
     fn remove(&mut self, key: &DgramKey, reason: usize) {
@@ -283,6 +329,7 @@ impl FragHold {
             self.waiting_bytes -= frames.iter().map(Vec::len).sum::<usize>();
             match reason {
                 R_TIMEOUT => self.stats.timed_out += n,
+                R_AT_END => self.stats.at_end += n,
                 _ => self.stats.evicted += n,
             }
             if let Some(d) = self.new_drops.get_mut(reason) {
@@ -291,28 +338,33 @@ impl FragHold {
         }
     }
 
-    /// Forgets ids older than the timeout. O(expired).
+    /// Forgets ids older than their family's timeout. O(expired).
     pub fn expire(&mut self, now: u64) {
-        while let Some(&(key, gen)) = self.order.front() {
-            match self.map.get(&key) {
-                Some(e) if e.gen == gen => {
-                    if now.saturating_sub(e.created) < self.cfg.timeout_ns {
-                        break;
+        for (f, timeout) in [(0, self.cfg.timeout_v4_ns), (1, self.cfg.timeout_v6_ns)] {
+            while let Some(&(key, gen)) = self.order[f].front() {
+                match self.map.get(&key) {
+                    Some(e) if e.gen == gen => {
+                        if now.saturating_sub(e.created) < timeout {
+                            break;
+                        }
+                        self.order[f].pop_front();
+                        self.remove(&key, R_TIMEOUT);
                     }
-                    self.order.pop_front();
-                    self.remove(&key, R_TIMEOUT);
-                }
-                _ => {
-                    self.order.pop_front();
+                    _ => {
+                        self.order[f].pop_front();
+                    }
                 }
             }
         }
     }
 
-    /// Forgets everything (end of run): waiting fragments count as timed out.
+    /// Forgets everything (end of run): waiting fragments are dropped as
+    /// `frag_hold_pending_at_end`.
     pub fn flush(&mut self) {
-        while let Some((key, _)) = self.order.pop_front() {
-            self.remove(&key, R_TIMEOUT);
+        for f in 0..2 {
+            while let Some((key, _)) = self.order[f].pop_front() {
+                self.remove(&key, R_AT_END);
+            }
         }
         self.map.clear();
         self.waiting_order.clear();
@@ -336,7 +388,7 @@ mod tests {
 
     fn conserved(h: &FragHold) -> bool {
         let s = h.stats();
-        s.held == s.released + s.evicted + s.timed_out + h.waiting() as u64
+        s.held == s.released + s.evicted + s.timed_out + s.at_end + h.waiting() as u64
     }
 
     #[test]
@@ -355,7 +407,8 @@ mod tests {
 
     #[test]
     fn bounded_by_frames_bytes_and_ids_oldest_forgotten_first() {
-        let cfg = FragHoldConfig { max_ids: 8, max_frags: 4, max_bytes: 1000, timeout_ns: 1000 };
+        let cfg =
+            FragHoldConfig { max_ids: 8, max_frags: 4, max_bytes: 1000, timeout_v4_ns: 1000, timeout_v6_ns: 1000 };
         let mut h = FragHold::new(cfg);
         for id in 0..100 {
             assert_eq!(h.hold(key(id), &[0; 10], u64::from(id)), HoldVerdict::Held);
@@ -384,7 +437,13 @@ mod tests {
 
     #[test]
     fn frame_pressure_evicts_orphans_not_remembered_owners() {
-        let cfg = FragHoldConfig { max_ids: 100, max_frags: 2, max_bytes: 1 << 20, timeout_ns: 1 << 40 };
+        let cfg = FragHoldConfig {
+            max_ids: 100,
+            max_frags: 2,
+            max_bytes: 1 << 20,
+            timeout_v4_ns: 1 << 40,
+            timeout_v6_ns: 1 << 40,
+        };
         let mut h = FragHold::new(cfg);
         h.resolve(key(1), 11, 0); // a datagram in progress, first fragment seen
         h.hold(key(2), &[0; 10], 1);
@@ -405,7 +464,7 @@ mod tests {
             // An early fragment, then its first fragment: every id resolves.
             h.hold(key(id), &[0; 8], u64::from(id));
             assert_eq!(h.resolve(key(id), id, u64::from(id)).len(), 1);
-            assert!(h.order.len() <= 64 && h.waiting_order.len() <= 64, "{}", h.waiting_order.len());
+            assert!(h.order[0].len() <= 64 && h.waiting_order.len() <= 64, "{}", h.waiting_order.len());
             assert!(h.ids() <= 16);
         }
         assert!(conserved(&h));
@@ -413,7 +472,7 @@ mod tests {
 
     #[test]
     fn ids_time_out_and_flush_drops_the_rest() {
-        let cfg = FragHoldConfig { timeout_ns: 100, ..FragHoldConfig::default() };
+        let cfg = FragHoldConfig { timeout_v4_ns: 100, timeout_v6_ns: 1000, ..FragHoldConfig::default() };
         let mut h = FragHold::new(cfg);
         h.hold(key(1), &[0; 10], 0);
         h.resolve(key(2), 5, 50);
@@ -424,7 +483,32 @@ mod tests {
         h.expire(151);
         assert_eq!(h.owner(&key(2)), None);
         h.flush();
-        assert_eq!((h.stats().timed_out, h.waiting(), h.ids()), (2, 0, 0));
+        assert_eq!((h.stats().timed_out, h.stats().at_end, h.waiting(), h.ids()), (1, 1, 0, 0));
+        let drops: Vec<_> = h.take_drops().collect();
+        assert_eq!(drops, vec![(DropReason::FragHoldTimeout, 1), (DropReason::FragHoldPendingAtEnd, 1)]);
+        assert!(conserved(&h));
+    }
+
+    #[test]
+    fn each_family_ages_at_its_own_timeout_and_an_old_ipv6_id_does_not_hold_ipv4_back() {
+        let cfg = FragHoldConfig { timeout_v4_ns: 100, timeout_v6_ns: 1000, ..FragHoldConfig::default() };
+        let mut h = FragHold::new(cfg);
+        let v6 = DgramKey { src: "fd00::1".parse().unwrap(), dst: "fd00::2".parse().unwrap(), proto: 17, id: 1 };
+        h.hold(v6, &[0; 10], 0);
+        h.hold(key(1), &[0; 10], 10);
+        h.expire(110);
+        assert_eq!((h.stats().timed_out, h.waiting()), (1, 1), "the IPv4 id ages at 100");
+        h.expire(999);
+        assert_eq!(h.waiting(), 1, "the IPv6 one not before 1000");
+        h.expire(1000);
+        assert_eq!((h.stats().timed_out, h.waiting()), (2, 0));
+        // Eviction takes the older id of either family.
+        let cfg = FragHoldConfig { max_ids: 2, ..FragHoldConfig::default() };
+        let mut h = FragHold::new(cfg);
+        h.hold(v6, &[0; 10], 0);
+        h.hold(key(1), &[0; 10], 1);
+        h.hold(key(2), &[0; 10], 2);
+        assert_eq!(h.resolve(v6, 1, 3).len(), 0, "the IPv6 id was the oldest");
         assert!(conserved(&h));
     }
 }

@@ -20,7 +20,8 @@ use flowsteer_steer::dispatch::{decide, Action, Dispatch};
 use flowsteer_steer::steer::{QueueView, SharedTables, SockFlowTable, Steerer};
 use flowsteer_steer::WorkerId;
 use flowsteer_wire::{
-    check_lengths, check_lengths_in, parse_frame_into, proto, L3Info, LinkType, ParseOptions, Parsed,
+    check_ipv4_checksum, check_lengths, check_lengths_in, parse_frame_into, proto, L3Info, LinkType, ParseOptions,
+    Parsed,
 };
 use std::sync::{Arc, Mutex};
 
@@ -363,6 +364,23 @@ impl Lcore {
         self.publish();
     }
 
+    /// End of run: what is due ages out, then whatever is still held is
+    /// dropped and counted (the reassembler's pending fragments as
+    /// `reasm_pending_at_end`, the holding area's waiting fragments as
+    /// `frag_hold_pending_at_end`), and the counters are published. After
+    /// this nothing of this core is in flight but its input queues, so a run
+    /// that ended adds up as `received = delivered + dropped` (plus what
+    /// reassembly merged). Call once, when the core stops: the reassembler
+    /// is emptied and frees its tables.
+    pub fn finish(&mut self, now: u64) {
+        self.expire_idle(now);
+        if let Some(r) = self.work.reasm.as_mut() {
+            r.flush();
+        }
+        self.rx.hold.flush();
+        self.publish();
+    }
+
     /// Time out reassembly queues and idle flows (at most 256 per call).
     fn expire_idle(&mut self, now: u64) {
         if let Some(r) = self.work.reasm.as_mut() {
@@ -446,6 +464,11 @@ impl RxSide {
             return;
         };
         if let Err(m) = check_lengths(bytes, &l3) {
+            c.drops.count(DropReason::Malformed(m));
+            return;
+        }
+        // Every fragment too, as a host checks it before reassembly.
+        if let Err(m) = check_ipv4_checksum(bytes, &l3) {
             c.drops.count(DropReason::Malformed(m));
             return;
         }

@@ -8,7 +8,10 @@
 //! (Release). A core exits when every core is done receiving (Acquire) and
 //! its own input queues are empty, so every packet that was queued is
 //! processed before the final counters are read: in flight is zero at the
-//! end and conservation is exact.
+//! end and conservation is exact. As it exits, a core drops what it still
+//! holds (fragments waiting for their first one, datagrams not complete),
+//! counted by reason as `*_pending_at_end` ([`crate::lcore::Lcore::finish`]),
+//! so `received = delivered + dropped` after a run that ended.
 //!
 //! A source that fails (its interface is gone) raises the stop for every
 //! core; the report carries its one-line reason in `source_error`. After
@@ -387,5 +390,5 @@ fn worker_loop(lc: &mut crate::lcore::Lcore, sh: &WorkerShared<'_>) {
             idle = 0;
         }
     }
-    lc.housekeeping(start.elapsed().as_nanos() as u64);
+    lc.finish(start.elapsed().as_nanos() as u64);
 }

@@ -112,6 +112,24 @@ impl Sim {
         self.housekeeping();
     }
 
+    /// End the run as the threaded runtime does: [`Sim::drain`], then every
+    /// core drops what it still holds ([`crate::lcore::Lcore::finish`]).
+    pub fn finish(&mut self) {
+        self.drain();
+        let now = self.now;
+        for lc in self.engine.lcores.iter_mut() {
+            lc.finish(now);
+        }
+    }
+
+    /// Advances the fake clock by `ns` without receiving or draining (an
+    /// idle stretch), then runs every core's housekeeping at the new time.
+    pub fn idle(&mut self, ns: u64) {
+        self.now += ns;
+        self.housekeeping();
+    }
+
+    /// Flow expiry, time-outs and counter publication on every core, now.
     pub fn housekeeping(&mut self) {
         let now = self.now;
         for lc in self.engine.lcores.iter_mut() {

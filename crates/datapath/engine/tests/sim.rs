@@ -552,3 +552,87 @@ fn packets_with_impossible_lengths_are_dropped_by_reason() {
     assert_eq!(drop("udp_bad_length"), 4, "{:?}", t.drops);
     assert_eq!(drop("ipv4_bad_option"), 1, "{:?}", t.drops);
 }
+
+/// The frames of [`held_fragments_age_out_or_drop_at_the_end`]: `orphans`
+/// non-first IPv4 fragments whose first never comes, `lone` first fragments
+/// whose rest never comes, `bad` UDP datagrams with a wrong IPv4 header
+/// checksum and `good` whole ones.
+fn hostile_mix(orphans: u16, lone: u16, bad: u16, good: u16) -> Vec<Vec<u8>> {
+    use flowsteer_wire::build::{ipv4_fragments, udp_frame};
+    use std::net::Ipv4Addr;
+    let (src, dst) = (Ipv4Addr::new(10, 1, 0, 1), Ipv4Addr::new(10, 1, 0, 2));
+    let mut frames = Vec::new();
+    for id in 0..orphans {
+        frames.push(ipv4_fragments(src, dst, 4000, 53, id, &[7u8; 3000], 1500).swap_remove(1));
+    }
+    for id in 0..lone {
+        frames.push(ipv4_fragments(src, dst, 4001, 53, 1000 + id, &[8u8; 3000], 1500).swap_remove(0));
+    }
+    for i in 0..bad {
+        let mut f = udp_frame(src.into(), dst.into(), 5000 + i, 53, b"bad checksum");
+        f[24] ^= 0x40;
+        frames.push(f);
+    }
+    for i in 0..good {
+        frames.push(udp_frame(src.into(), dst.into(), 6000 + i, 53, b"fine"));
+    }
+    frames
+}
+
+fn one_owner_core(frames: Vec<Vec<u8>>) -> Sim {
+    use flowsteer_engine::engine::FragSteer;
+    use flowsteer_engine::source::{Replay, ReplaySource};
+    use std::sync::Arc;
+    let replay = Arc::new(Replay { queues: vec![frames] });
+    let sources: Vec<Box<dyn RxSource>> = vec![Box::new(ReplaySource::new(replay, 1))];
+    let mut cfg = EngineConfig::new(vec![0], RssConfig::default_for_queues(1).unwrap());
+    cfg.rx_queues = 1;
+    cfg.frag_steer = FragSteer::Owner;
+    Sim::new(Engine::build(cfg, sources).unwrap(), 5)
+}
+
+/// IPv4 frames with a bad header checksum are dropped as
+/// `ipv4_bad_checksum`; fragments held (orphans waiting for their first,
+/// first fragments waiting for the rest) age out at the 30 s IPv4 timeout on
+/// an idle core, or are dropped as `*_pending_at_end` when the run ends
+/// before that: either way nothing is in flight and `received = delivered +
+/// dropped` holds.
+#[test]
+fn held_fragments_age_out_or_drop_at_the_end() {
+    let (orphans, lone, bad, good) = (10u64, 5u64, 3u64, 2u64);
+    let frames = || hostile_mix(orphans as u16, lone as u16, bad as u16, good as u16);
+    let n = orphans + lone + bad + good;
+    let drop = |s: &Snapshot, name: &str| s.totals.drops.get(name).copied().unwrap_or(0);
+
+    // Idle past the timeout: aged out, counted as timeouts.
+    let mut sim = one_owner_core(frames());
+    sim.run_packets(n);
+    sim.drain();
+    let s = sim.snapshot();
+    assert_conserved(&s);
+    assert_eq!((s.totals.frag_held, s.totals.in_flight, s.totals.reasm_pending), (orphans, orphans, lone));
+    assert_eq!((s.totals.delivered, drop(&s, "ipv4_bad_checksum")), (good, bad), "{:?}", s.totals.drops);
+    sim.idle(29_000_000_000);
+    let s = sim.snapshot();
+    assert_eq!((s.totals.frag_held, s.totals.reasm_pending), (orphans, lone), "not before 30 s");
+    sim.idle(1_000_000_000);
+    let s = sim.snapshot();
+    assert_conserved(&s);
+    assert_eq!((s.totals.frag_held, s.totals.in_flight, s.totals.reasm_pending), (0, 0, 0));
+    assert_eq!(drop(&s, "frag_hold_timeout"), orphans, "{:?}", s.totals.drops);
+    assert_eq!(drop(&s, "reasm_timed_out"), lone, "{:?}", s.totals.drops);
+    assert_eq!(s.totals.received, s.totals.delivered + s.totals.dropped);
+
+    // Ended before the timeout: dropped at the end, by their own reason.
+    let mut sim = one_owner_core(frames());
+    sim.run_packets(n);
+    sim.finish();
+    let s = sim.snapshot();
+    assert_conserved(&s);
+    assert_eq!((s.totals.frag_held, s.totals.in_flight, s.totals.reasm_pending), (0, 0, 0));
+    assert_eq!(drop(&s, "frag_hold_pending_at_end"), orphans, "{:?}", s.totals.drops);
+    assert_eq!(drop(&s, "reasm_pending_at_end"), lone, "{:?}", s.totals.drops);
+    assert_eq!(drop(&s, "ipv4_bad_checksum"), bad);
+    assert_eq!(s.totals.received, s.totals.delivered + s.totals.dropped);
+    assert_eq!(s.totals.received, n);
+}

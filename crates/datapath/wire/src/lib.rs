@@ -94,7 +94,7 @@ pub mod udp;
 pub mod vxlan;
 
 pub use error::{Layer, ParseError};
-pub use lengths::{check_lengths, check_lengths_in, Malformed};
+pub use lengths::{check_ipv4_checksum, check_lengths, check_lengths_in, Malformed};
 pub use limits::{GENEVE_PORT, GTPU_PORT, MAX_IPV6_EXT_HEADERS, MAX_VLAN_DEPTH, VXLAN_GPE_PORT, VXLAN_PORT};
 pub use parse::{parse_frame, parse_frame_into};
 pub use types::{Encap, FlowTuple, FragInfo, InnerMiss, L3Info, LinkType, ParseOptions, Parsed};

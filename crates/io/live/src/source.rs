@@ -74,6 +74,15 @@ impl Guard {
             Guard::None => &[],
         }
     }
+
+    /// An AF_XDP source's XDP program: the mode it was attached in, and
+    /// why native mode was refused when `auto` fell back to generic mode.
+    pub fn xdp(&self) -> Option<(XdpMode, Option<&str>)> {
+        match self {
+            Guard::Xdp { _program: p, .. } => Some((p.mode(), p.fallback())),
+            _ => None,
+        }
+    }
 }
 
 /// A parsed `--source` naming a live backend.

@@ -740,6 +740,9 @@ pub struct XdpProgram {
     ifname: String,
     ifindex: u32,
     mode: XdpMode,
+    /// Why native mode was refused when [`XdpMode::Auto`] fell back to
+    /// generic mode.
+    fallback: Option<String>,
     max_queues: u32,
     claim: Claim,
     max_frame_len: Option<u32>,
@@ -795,6 +798,7 @@ impl XdpProgram {
         let fast = cfg.fast_path.as_ref().map(FastPathAttach::refs);
         let prog = load(&program(maps, &cfg.claim, cfg.max_frame_len, fast), ifname)?;
         let attach = |flags: u32| sys::link_create_xdp(&prog, ifindex, flags);
+        let mut fallback = None;
         let (link, mode) = match cfg.mode {
             XdpMode::Native => {
                 (attach(XDP_FLAGS_DRV_MODE).map_err(|e| link_error(e, ifname, XdpMode::Native))?, XdpMode::Native)
@@ -807,7 +811,11 @@ impl XdpProgram {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST | libc::EPERM | libc::ENODEV)) => {
                     return Err(link_error(e, ifname, XdpMode::Native))
                 }
-                Err(_) => (attach(XDP_FLAGS_SKB_MODE).map_err(|e| link_error(e, ifname, XdpMode::Skb))?, XdpMode::Skb),
+                Err(e) => {
+                    let link = attach(XDP_FLAGS_SKB_MODE).map_err(|e| link_error(e, ifname, XdpMode::Skb))?;
+                    fallback = Some(link_error(e, ifname, XdpMode::Native).to_string());
+                    (link, XdpMode::Skb)
+                }
             },
         };
         Ok(XdpProgram {
@@ -820,6 +828,7 @@ impl XdpProgram {
             ifname: ifname.to_string(),
             ifindex,
             mode,
+            fallback,
             max_queues: cfg.max_queues,
             claim: cfg.claim.clone(),
             max_frame_len: cfg.max_frame_len,
@@ -830,6 +839,22 @@ impl XdpProgram {
     /// The mode actually in use ([`XdpMode::Native`] or [`XdpMode::Skb`]).
     pub fn mode(&self) -> XdpMode {
         self.mode
+    }
+
+    /// Why native mode was refused, when [`XdpMode::Auto`] fell back to
+    /// generic (skb) mode; `None` otherwise.
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// The attached mode in words: `native`, or `generic (skb)` with, after
+    /// a fallback, why native mode was refused.
+    pub fn describe_mode(&self) -> String {
+        match (self.mode, &self.fallback) {
+            (XdpMode::Native, _) => "native".to_string(),
+            (_, Some(why)) => format!("generic (skb), native refused: {why}"),
+            _ => "generic (skb)".to_string(),
+        }
     }
 
     /// The bpf_link that holds the program on the interface. The program is
@@ -949,7 +974,7 @@ fn link_error(e: std::io::Error, ifname: &str, mode: XdpMode) -> Error {
             ErrorKind::Unsupported,
             Some(&e),
             format!(
-                "native XDP refused on {ifname}: its MTU is too large for an XDP program without multi-buffer support (veth takes native XDP up to an MTU of about 3,500 bytes); use XdpMode::Skb or XdpMode::Auto, or lower the MTU"
+                "native XDP refused on {ifname}: its MTU is too large for an XDP program without multi-buffer support (veth takes native XDP up to an MTU of about 3,500 bytes, on both ends of the pair); use XdpMode::Skb or XdpMode::Auto, or lower the MTU"
             ),
         ),
         Some(libc::EOPNOTSUPP) if mode == XdpMode::Native => Error::new(

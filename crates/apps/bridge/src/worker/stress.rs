@@ -54,6 +54,7 @@ fn fake_port(id: u16) -> Arc<PortShared> {
         fast_note: Mutex::new(String::new()),
         learned_entries: AtomicU64::new(0),
         fast_path: "off (a fake port)".into(),
+        link_counts: Mutex::new(Default::default()),
     })
 }
 
@@ -137,6 +138,7 @@ fn members_and_entries_change_while_workers_forward() {
         fdb: Mutex::new(Default::default()),
         fast: None,
         fast_off: "fake ports",
+        links: Mutex::new(None),
         cfg,
     });
     let ids = Arc::new(AtomicU64::new(u64::from(FIRST_PORTS)));

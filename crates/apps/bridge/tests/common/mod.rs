@@ -463,6 +463,15 @@ pub fn expected(s: &BridgeStats) -> BTreeMap<Key, f64> {
         m.insert(key("port_forwarded_total", &l), p.forwarded as f64);
         m.insert(key("port_flooded_total", &l), p.flooded as f64);
         m.insert(key("port_transmitted_total", &l), p.transmitted as f64);
+        for (name, v) in [
+            ("port_interface_rx_packets_total", p.if_rx_packets),
+            ("port_interface_rx_dropped_total", p.if_rx_dropped),
+            ("port_peer_tx_dropped_total", p.peer_tx_dropped),
+        ] {
+            if let Some(v) = v {
+                m.insert(key(name, &l), v as f64);
+            }
+        }
         for (r, n) in &p.dropped {
             m.insert(key("port_dropped_total", &[("port", &p.name), ("reason", r)]), *n as f64);
         }

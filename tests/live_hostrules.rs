@@ -1,0 +1,410 @@
+//! What a host would drop, and when a held frame becomes a drop, on live
+//! `run` sources (AF_PACKET and AF_XDP) in a throw-away pair of network
+//! namespaces, fed from a raw socket:
+//!
+//! * IPv4 frames with a bad header checksum are dropped as
+//!   `ipv4_bad_checksum`, never delivered;
+//! * orphan non-first fragments (held for their first one) and lone first
+//!   fragments (pending in the reassembler) are dropped at the end of a run
+//!   as `frag_hold_pending_at_end` / `reasm_pending_at_end`, or age out at
+//!   `--frag-timeout` (`frag_hold_timeout` / `reasm_timed_out`) on an idle
+//!   core; a 42 s run at the default timeout (30 s for IPv4) shows them aged
+//!   out, not before 30 s after they came;
+//! * at the end of every run `received = delivered + dropped` (by reason),
+//!   nothing in flight, and every frame sent is in the source's sum.
+//!
+//! Root only (skipped with a printed reason otherwise).
+
+use flowsteer_netns::{skip_reason, Lab, LabConfig, Side};
+use flowsteer_wire::build::{ipv4_fragments, FrameBuilder};
+use std::net::IpAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PORT: u16 = 47_100;
+
+fn skip() -> bool {
+    match skip_reason() {
+        Some(why) => {
+            println!("skipped: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+/// Starts `flowsteer ARGS` inside namespace B.
+fn spawn_run(lab: &Lab, args: &[&str]) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", lab.ns(Side::B), env!("CARGO_BIN_EXE_flowsteer")])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn flowsteer")
+}
+
+/// Waits (bounded) until the XDP program is attached or a packet socket is open.
+fn wait_ready(lab: &Lab, xdp: bool) {
+    let ready = || {
+        if xdp {
+            let out =
+                Command::new("ip").args(["-n", lab.ns(Side::B), "link", "show", lab.dev(Side::B)]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).contains("xdp")
+        } else {
+            let out = Command::new("ip")
+                .args(["netns", "exec", lab.ns(Side::B), "cat", "/proc/net/packet"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).lines().count() > 1
+        }
+    };
+    let t = Instant::now();
+    while !ready() && t.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ready(), "receiver never became ready");
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+fn finish(mut child: Child, limit: Duration) -> (Option<i32>, String, String) {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn sigterm(child: &Child) {
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+}
+
+/// Only the test's frames leave A (no IPv6 chatter).
+fn quiet(lab: &Lab) {
+    let sysctl = format!("net.ipv6.conf.{}.disable_ipv6=1", lab.dev(Side::A));
+    assert!(Command::new("ip")
+        .args(["netns", "exec", lab.ns(Side::A), "sysctl", "-qw", &sysctl])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// The kinds of frames sent, each with its count and the drop reason the
+/// run gives it at the end of a short run (`None`: delivered).
+struct Mix {
+    kinds: Vec<Kind>,
+}
+
+/// A kind of frame: its name, its frames, its drop reason (`None`: delivered,
+/// or no single reason checked).
+type Kind = (&'static str, Vec<Vec<u8>>, Option<&'static str>);
+
+impl Mix {
+    fn frames(&self) -> Vec<Vec<u8>> {
+        self.kinds.iter().flat_map(|k| k.1.iter().cloned()).collect()
+    }
+    fn count(&self, kind: &str) -> u64 {
+        self.kinds.iter().filter(|k| k.0 == kind).map(|k| k.1.len() as u64).sum()
+    }
+}
+
+/// Valid UDP to the listener (100); the same with a bad IPv4 header
+/// checksum (50); orphan non-first fragments (30 datagrams) and lone first
+/// fragments (20 datagrams) to the listener's port; and to the listener's
+/// port the malformed IPv4 the wire parser or the host checks reject (a
+/// header cut short, a header length below 20, a total length past the
+/// frame, a UDP length of 0, a zero-length option).
+fn mix(lab: &Lab) -> Mix {
+    let (a, b) = (lab.v4(Side::A), lab.v4(Side::B));
+    let (mac_a, mac_b) = (lab.mac(Side::A), lab.mac(Side::B));
+    let frame = |sport: u16, payload: &[u8]| {
+        let mut f = FrameBuilder::udp(IpAddr::V4(a), IpAddr::V4(b), sport, PORT, payload);
+        f.src_mac = mac_a;
+        f.dst_mac = mac_b;
+        f.build()
+    };
+    let macs = |mut f: Vec<u8>| {
+        f[..6].copy_from_slice(&mac_b);
+        f[6..12].copy_from_slice(&mac_a);
+        f
+    };
+    let valid = frame(41_000, &[7u8; 32]);
+    let mut bad_sum = frame(41_001, &[1u8; 32]);
+    bad_sum[24] ^= 0x5a;
+    let orphans = (0..30u16)
+        .map(|id| macs(ipv4_fragments(a, b, 41_002, PORT, 500 + id, &[2u8; 3000], 1400).swap_remove(1)))
+        .collect();
+    let lone = (0..20u16)
+        .map(|id| macs(ipv4_fragments(a, b, 41_003, PORT, 900 + id, &[3u8; 3000], 1400).swap_remove(0)))
+        .collect();
+    let bad = frame(41_004, &[4u8; 32]);
+    let cut = bad[..14 + 10].to_vec();
+    let mut short_ihl = bad.clone();
+    short_ihl[14] = 0x41;
+    let mut long_total = bad.clone();
+    long_total[16..18].copy_from_slice(&1400u16.to_be_bytes());
+    let mut udp_zero = bad.clone();
+    udp_zero[38..40].copy_from_slice(&[0, 0]);
+    let mut option = bad.clone();
+    option.splice(34..34, [7u8, 0, 0, 0]);
+    option[14] = 0x46;
+    let total = u16::from_be_bytes([option[16], option[17]]) + 4;
+    option[16..18].copy_from_slice(&total.to_be_bytes());
+    Mix {
+        kinds: vec![
+            ("valid", vec![valid; 100], None),
+            ("bad_checksum", vec![bad_sum; 50], Some("ipv4_bad_checksum")),
+            ("orphan", orphans, Some("frag_hold_pending_at_end")),
+            ("lone_first", lone, Some("reasm_pending_at_end")),
+            ("cut", vec![cut; 10], None),
+            ("short_ihl", vec![short_ihl; 10], None),
+            ("long_total", vec![long_total; 10], None),
+            ("udp_zero", vec![udp_zero; 10], Some("udp_bad_length")),
+            ("option", vec![option; 10], Some("ipv4_bad_option")),
+        ],
+    }
+}
+
+/// Sends `frames` from side A with an AF_PACKET socket, one per call;
+/// returns how many were sent (every one: none is too long).
+fn send_frames(lab: &Lab, frames: Vec<Vec<u8>>) -> u64 {
+    let dev = lab.dev(Side::A).to_string();
+    lab.run_in(Side::A, move || {
+        let mut tx = flowsteer_afpacket::TxSocket::open(&dev, &flowsteer_afpacket::TxConfig::default()).unwrap();
+        for (k, f) in frames.iter().enumerate() {
+            tx.send_batch(std::slice::from_ref(f));
+            if k % 16 == 15 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        let st = tx.stats();
+        assert_eq!(st.failed_total(), 0, "{:?}", st.failed_by_name());
+        st.sent
+    })
+    .unwrap()
+}
+
+fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn drop_of(t: &serde_json::Value, reason: &str) -> u64 {
+    t["drops"][reason].as_u64().unwrap_or(0)
+}
+
+/// The final document of a `--json` run (its last line).
+fn final_doc(out: &str) -> serde_json::Value {
+    let last = out.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    match serde_json::from_str(last) {
+        Ok(v) => v,
+        Err(_) => serde_json::from_str(out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}")),
+    }
+}
+
+/// The end-of-run bar: every frame sent is in the source's sum, the
+/// engine's sum holds with nothing in flight, `received = delivered +
+/// dropped`, and only valid frames reached the listener.
+fn check_end(v: &serde_json::Value, sent: u64, valid: u64) {
+    let sum = v["conservation"].as_str().unwrap_or_default();
+    assert_eq!(v["conservation_ok"], true, "{sum}");
+    let (t, i) = (&v["totals"], &v["ingress"]);
+    assert_eq!(n(&i["seen"]) + i["interface"]["peer_tx_dropped"].as_u64().unwrap_or(0), sent, "{sum}");
+    assert_eq!((n(&t["in_flight"]), n(&t["frag_held"]), n(&t["reasm_pending"])), (0, 0, 0), "{t}");
+    assert_eq!(n(&t["received"]), n(&t["delivered"]) + n(&t["dropped"]), "{t}");
+    assert_eq!(n(&t["delivered"]), valid, "{t}");
+    let listened = n(&t["listener_bucket"]) + n(&t["listener_wildcard"]);
+    assert_eq!(listened, valid, "{t}");
+}
+
+/// Sends the mix into a run of `source`; with `timeout` the run waits past
+/// it before it is stopped, so what was held ages out instead of being
+/// dropped at the end.
+fn hostile_mix_into(source: &str, timeout: Option<u64>) {
+    let tag = if source == "afxdp" { "lhrx" } else { "lhrp" };
+    let lab = Lab::new(tag, &LabConfig::default()).unwrap();
+    quiet(&lab);
+    let src = format!("{source}:{}", lab.dev(Side::B));
+    let listen = format!("udp:{PORT}");
+    let secs = timeout.map(|t| t.to_string());
+    let mut args = vec!["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "60", "--json"];
+    if let Some(s) = &secs {
+        args.extend(["--frag-timeout", s]);
+    }
+    let child = spawn_run(&lab, &args);
+    wait_ready(&lab, source == "afxdp");
+    let m = mix(&lab);
+    let sent = send_frames(&lab, m.frames());
+    assert_eq!(sent, m.frames().len() as u64);
+    std::thread::sleep(Duration::from_millis(300) + Duration::from_secs(timeout.map_or(0, |t| t + 2)));
+    sigterm(&child);
+    let (code, out, err) = finish(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    let v = final_doc(&out);
+    println!("{source} (timeout {timeout:?}): {}\ndrops {}", v["conservation"], v["totals"]["drops"]);
+    check_end(&v, sent, m.count("valid"));
+    let t = &v["totals"];
+    assert_eq!(drop_of(t, "ipv4_bad_checksum"), m.count("bad_checksum"), "{t}");
+    let (orphans, lone) = (m.count("orphan"), m.count("lone_first"));
+    if timeout.is_some() {
+        assert_eq!((drop_of(t, "frag_hold_timeout"), drop_of(t, "reasm_timed_out")), (orphans, lone), "{t}");
+        assert_eq!(drop_of(t, "frag_hold_pending_at_end") + drop_of(t, "reasm_pending_at_end"), 0, "{t}");
+    } else {
+        assert_eq!(drop_of(t, "frag_hold_pending_at_end"), orphans, "{t}");
+        assert_eq!(drop_of(t, "reasm_pending_at_end"), lone, "{t}");
+    }
+    if source == "afpacket" {
+        // Every frame reaches the engine: each malformed kind is a drop.
+        for (kind, frames, reason) in &m.kinds {
+            if let (Some(r), false) = (reason, *kind == "orphan" || *kind == "lone_first") {
+                assert_eq!(drop_of(t, r), frames.len() as u64, "{kind}: {t}");
+            }
+        }
+        assert_eq!(n(&t["received"]), sent, "{t}");
+    }
+}
+
+#[test]
+fn afpacket_hostile_mix_adds_up_and_held_fragments_drop_at_the_end() {
+    if skip() {
+        return;
+    }
+    hostile_mix_into("afpacket", None);
+}
+
+#[test]
+fn afxdp_hostile_mix_adds_up_and_held_fragments_drop_at_the_end() {
+    if skip() {
+        return;
+    }
+    hostile_mix_into("afxdp", None);
+}
+
+#[test]
+fn afpacket_held_fragments_age_out_at_frag_timeout() {
+    if skip() {
+        return;
+    }
+    hostile_mix_into("afpacket", Some(2));
+}
+
+#[test]
+fn afxdp_held_fragments_age_out_at_frag_timeout() {
+    if skip() {
+        return;
+    }
+    hostile_mix_into("afxdp", Some(2));
+}
+
+/// A 42 s run at the default timeout (30 s for IPv4), with an interval
+/// report every second: the orphan fragments sent about 1 s in are held
+/// (and counted in flight) in every interval that ends less than 30 s
+/// after the one they arrived in began, and aged out (`frag_hold_timeout`)
+/// by the end of the run; the lone first fragments time out in the
+/// reassembler alike. Nothing is left to drop at the end.
+fn orphans_age_out_at_the_default_timeout(source: &str) {
+    let tag = if source == "afxdp" { "lhlx" } else { "lhlp" };
+    let lab = Lab::new(tag, &LabConfig::default()).unwrap();
+    quiet(&lab);
+    let src = format!("{source}:{}", lab.dev(Side::B));
+    let listen = format!("udp:{PORT}");
+    let args = ["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "42", "--interval", "1"];
+    let mut args = args.to_vec();
+    args.push("--json");
+    let child = spawn_run(&lab, &args);
+    wait_ready(&lab, source == "afxdp");
+    let m = mix(&lab);
+    let held: Vec<Vec<u8>> = m
+        .kinds
+        .iter()
+        .filter(|k| k.0 == "orphan" || k.0 == "lone_first" || k.0 == "valid")
+        .flat_map(|k| k.1.clone())
+        .collect();
+    let sent = send_frames(&lab, held);
+    let (code, out, err) = finish(child, Duration::from_secs(70));
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .filter(|l| l.contains("flowsteer.run-interval"))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let orphans = m.count("orphan");
+    let arrived = lines.iter().find(|l| n(&l["totals"]["frag_held"]) == orphans).expect("orphans never held");
+    let since = arrived["from_s"].as_f64().unwrap();
+    for l in &lines {
+        let to = l["to_s"].as_f64().unwrap();
+        if to > arrived["to_s"].as_f64().unwrap() && to < since + 30.0 {
+            assert_eq!(n(&l["totals"]["frag_held"]), orphans, "aged before 30 s: {l}");
+            assert_eq!(drop_of(&l["totals"], "frag_hold_timeout"), 0, "{l}");
+        }
+    }
+    let aged = lines.iter().find(|l| drop_of(&l["totals"], "frag_hold_timeout") == orphans).expect("never aged out");
+    println!(
+        "{source}: orphans held in the interval from {since:.2} s, aged out in the one ending at {:.2} s",
+        aged["to_s"].as_f64().unwrap()
+    );
+    let v = final_doc(&out);
+    check_end(&v, sent, m.count("valid"));
+    let t = &v["totals"];
+    assert_eq!(drop_of(t, "frag_hold_timeout"), orphans, "{t}");
+    assert_eq!(drop_of(t, "reasm_timed_out"), m.count("lone_first"), "{t}");
+    assert_eq!(drop_of(t, "frag_hold_pending_at_end") + drop_of(t, "reasm_pending_at_end"), 0, "{t}");
+    assert!(v["elapsed_s"].as_f64().unwrap() >= 40.0);
+}
+
+#[test]
+fn afpacket_orphans_age_out_at_the_default_timeout_in_a_42s_run() {
+    if skip() {
+        return;
+    }
+    orphans_age_out_at_the_default_timeout("afpacket");
+}
+
+#[test]
+fn afxdp_orphans_age_out_at_the_default_timeout_in_a_42s_run() {
+    if skip() {
+        return;
+    }
+    orphans_age_out_at_the_default_timeout("afxdp");
+}
+
+/// `--xdp-mode auto` says which mode it attached in: native on a plain
+/// veth pair; generic, with why native was refused, when the peer's MTU
+/// (9000) is too large for native XDP on a veth. In `--json` (`run.xdp`,
+/// and a warning for the fallback) and in the text header.
+#[test]
+fn afxdp_run_says_which_xdp_mode_it_attached() {
+    if skip() {
+        return;
+    }
+    for (mtu, want) in [(None, "native"), (Some("9000"), "generic")] {
+        let lab = Lab::new("lhxm", &LabConfig::default()).unwrap();
+        if let Some(m) = mtu {
+            lab.ip_in(Side::A, &["link", "set", lab.dev(Side::A), "mtu", m]).unwrap();
+        }
+        let src = format!("afxdp:{}", lab.dev(Side::B));
+        let listen = format!("udp:{PORT}");
+        let base = ["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "1"];
+        let (code, out, err) = finish(spawn_run(&lab, &[&base[..], &["--json"]].concat()), Duration::from_secs(20));
+        assert_eq!(code, Some(0), "{err}\n{out}");
+        let v = final_doc(&out);
+        assert_eq!(v["run"]["xdp"]["mode"], want, "{}", v["run"]);
+        let warned = v["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("generic (skb)"));
+        assert_eq!(v["run"]["xdp"]["fallback"].is_string(), want == "generic", "{}", v["run"]);
+        assert_eq!(warned, want == "generic", "{}", v["warnings"]);
+        let (code, out, err) = finish(spawn_run(&lab, &base), Duration::from_secs(20));
+        assert_eq!(code, Some(0), "{err}\n{out}");
+        let line = out.lines().find(|l| l.starts_with("xdp: ")).unwrap_or_else(|| panic!("no xdp line:\n{out}"));
+        println!("{line}");
+        assert!(line.contains(if want == "native" { "native (driver) mode" } else { "generic (skb) mode" }), "{line}");
+        assert_eq!(line.contains("fell back"), want == "generic", "{line}");
+    }
+}
