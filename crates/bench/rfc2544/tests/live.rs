@@ -278,7 +278,11 @@ fn bidirectional_every_frame_arrives_both_ways() {
             let mut c = with_io(FrameSize::Fixed(64), io);
             c.bidirectional = true;
             let mut runner = LiveRunner::new(&topo.ports(), c, None).expect("runner");
-            let (out, d) = runner.trial(20_000.0, Duration::from_millis(300)).expect("trial");
+            // 5,000 fps each way: both directions' softirq work lands on two
+            // CPUs; at 20,000 under two busy loops the kernel's backlog
+            // overflowed in the patch (a loss of the DUT under load, not of
+            // what this test is about).
+            let (out, d) = runner.trial(5_000.0, Duration::from_millis(400)).expect("trial");
             let rev = d.reverse.as_ref().expect("reverse direction");
             let agg = d.aggregate.as_ref().expect("aggregate");
             assert!(d.sent >= MIN_SENT && rev.sent >= MIN_SENT, "{dut:?} {io:?}: {d:?}");
