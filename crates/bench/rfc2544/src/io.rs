@@ -61,6 +61,17 @@ pub const PACKET_TX_BATCH: usize = 256;
 pub const PACKET_TX_CALL: usize = 64;
 /// Longest an AF_PACKET receive block waits before user space sees it, ms.
 pub const PACKET_RETIRE_MS: u32 = 1;
+/// The receive ring's blocks: a block goes to the receiver when full or
+/// [`PACKET_RETIRE_MS`] old, so at low rates each holds about a millisecond
+/// of frames and the ring rides out a receiver descheduled for about as
+/// many milliseconds as it has blocks. 16 blocks (the crate's default)
+/// overflowed at 20,000 fps on a machine with two busy loops (the
+/// receiver's own loss, which a trial would have charged to the DUT); 256
+/// blocks of 64 KiB (16 MiB) ride out a quarter of a second.
+pub const PACKET_RX_BLOCK_COUNT: usize = 256;
+/// Bytes of each receive block (any test frame, 9,000-byte jumbo ones
+/// included, fits).
+pub const PACKET_RX_BLOCK_SIZE: usize = 64 << 10;
 
 /// An AF_PACKET port: a transmit socket with its frame buffers (each with
 /// a tag naming the template it holds, `u32::MAX`: none), and a receive
@@ -84,6 +95,8 @@ impl PacketPort {
                 &RxConfig {
                     filter: udp_dst_port_filter(p),
                     retire_blk_tov_ms: PACKET_RETIRE_MS,
+                    block_size: PACKET_RX_BLOCK_SIZE,
+                    block_count: PACKET_RX_BLOCK_COUNT,
                     ..RxConfig::default()
                 },
             )?),
