@@ -211,6 +211,16 @@ fn cleanup_stops_what_a_gone_run_left() {
     std::fs::create_dir_all(&dir).expect("dir");
     let mut left =
         std::process::Command::new("sh").args(["-c", "sleep 5; :"]).arg(&dir).spawn().expect("a stand-in daemon");
+    // Until the child has exec'd, its command line is this test's: wait for
+    // it to name the directory (a loaded machine takes a while).
+    let cmdline = format!("/proc/{}/cmdline", left.id());
+    let named = dir.to_string_lossy().into_owned();
+    for _ in 0..500 {
+        if std::fs::read(&cmdline).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&named)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     std::fs::write(dir.join("ovsdb-server.pid"), format!("{}\n", left.id())).expect("pid file");
     // Our own process does not name the directory: left alone.
     std::fs::write(dir.join("ovs-vswitchd.pid"), format!("{}\n", std::process::id())).expect("pid file");
