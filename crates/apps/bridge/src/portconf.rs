@@ -155,11 +155,9 @@ impl Default for PortFlags {
     }
 }
 
-/// The boolean flags by the names `link set` takes.
-pub const FLAG_NAMES: [&str; 5] = ["learning", "flood", "mcast_flood", "bcast_flood", "isolated"];
-
 impl PortFlags {
-    /// Sets the boolean flag `name` (one of [`FLAG_NAMES`]).
+    /// Sets the boolean flag `name`: `learning`, `flood`, `mcast_flood`,
+    /// `bcast_flood` or `isolated`.
     pub fn set(&mut self, name: &str, on: bool) -> Result<(), ConfigError> {
         match name {
             "learning" => self.learning = on,
