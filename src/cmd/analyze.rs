@@ -16,7 +16,7 @@
 //! unhashed packets, split flows, encapsulation, inner spread, top flows,
 //! drops, conservation), or with `--json` one JSON document (schema
 //! `flowsteer.analyze.v2`, see `flowsteer_analyze::report`: the report,
-//! `inputs` (each capture's size, SHA-256, packets and time span),
+//! `inputs` (each capture's size, BLAKE3, packets and time span),
 //! `flowsteer_version`, `warnings`, and `state`, what `--merge` combines).
 //! Warnings go to stderr prefixed `warning: ` (and into the JSON `warnings`
 //! array). A progress bar (files, packets, bytes, rate, time left) is drawn

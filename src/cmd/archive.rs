@@ -1,6 +1,6 @@
 //! `flowsteer analyze` over many captures, and `analyze --merge` of reports
 //! made elsewhere: the inputs (files, directories, glob patterns), what a
-//! report says it was made from (size, SHA-256, packets, time span of each
+//! report says it was made from (size, BLAKE3, packets, time span of each
 //! capture), the pool of readers whose states are merged in time order, and
 //! the reading of reports.
 //!
@@ -24,7 +24,6 @@ use flowsteer_analyze::{AnalyzeOptions, Analyzer, Merger, State, SCHEMA};
 use flowsteer_capture::{CaptureError, CaptureReader, Decompressed, Format};
 use flowsteer_rss::RssConfig;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -46,8 +45,8 @@ pub struct Input {
     pub compression: String,
     /// Bytes of the file (compressed, when it is).
     pub file_bytes: u64,
-    /// SHA-256 of the file's bytes, hex (what `sha256sum` prints).
-    pub sha256: String,
+    /// BLAKE3 of the file's bytes, hex (what `b3sum` prints).
+    pub blake3: String,
     /// Packets fed to the analyzer.
     pub packets: u64,
     /// Their wire bytes.
@@ -127,10 +126,10 @@ pub fn expand(args: &[PathBuf], warnings: &mut Vec<String>) -> Result<Vec<PathBu
     Ok(unique)
 }
 
-/// Reads the file through the SHA-256 and the progress counters.
+/// Reads the file through the BLAKE3 and the progress counters.
 struct Source {
     file: File,
-    hashed: Rc<RefCell<(Sha256, u64)>>,
+    hashed: Rc<RefCell<(blake3::Hasher, u64)>>,
     progress: Arc<FilesProgress>,
 }
 
@@ -162,7 +161,7 @@ fn open_capture(path: &Path, source: Source) -> Result<(CaptureReader<Decompress
 /// file cannot be read; reading it for the analysis says why).
 fn first_timestamp(path: &Path) -> Option<u64> {
     let file = File::open(path).ok()?;
-    let hashed = Rc::new(RefCell::new((Sha256::new(), 0)));
+    let hashed = Rc::new(RefCell::new((blake3::Hasher::new(), 0)));
     let source = Source { file, hashed, progress: Arc::new(FilesProgress::default()) };
     let (mut reader, _) = open_capture(path, source).ok()?;
     loop {
@@ -181,7 +180,7 @@ struct Analysed {
     warnings: Vec<String>,
 }
 
-/// Streams the capture at `path` through an analyzer: read + SHA-256 +
+/// Streams the capture at `path` through an analyzer: read + BLAKE3 +
 /// parse + hash + flow table, on the calling thread.
 fn analyze_one(
     path: &Path,
@@ -192,7 +191,7 @@ fn analyze_one(
 ) -> Result<Analysed> {
     let file = File::open(path).with_context(|| path.display().to_string())?;
     let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let hashed = Rc::new(RefCell::new((Sha256::new(), 0u64)));
+    let hashed = Rc::new(RefCell::new((blake3::Hasher::new(), 0u64)));
     // No BufReader: the capture reader fills its own 128 KiB buffer.
     let source = Source { file, hashed: Rc::clone(&hashed), progress: Arc::clone(progress) };
     let (mut reader, compression) = open_capture(path, source)?;
@@ -254,7 +253,7 @@ fn analyze_one(
         rest.seek(SeekFrom::Start(read)).with_context(|| path.display().to_string())?;
         std::io::copy(&mut rest, &mut hasher).with_context(|| path.display().to_string())?;
     }
-    input.sha256 = format!("{:x}", hasher.finalize());
+    input.blake3 = hasher.finalize().to_hex().to_string();
     let state = analyzer.into_state();
     input.packets = state.packets_read;
     input.bytes = state.bytes_read;
@@ -384,9 +383,9 @@ fn overlaps(inputs: &[Input]) -> Vec<String> {
 fn same_content(inputs: &[Input]) -> Vec<String> {
     let mut by_hash: HashMap<&str, &str> = HashMap::new();
     let mut out = Vec::new();
-    for i in inputs.iter().filter(|i| !i.sha256.is_empty()) {
-        if let Some(first) = by_hash.insert(&i.sha256, &i.path) {
-            out.push(format!("{first} and {} have the same content (sha256 {}): both are counted", i.path, i.sha256));
+    for i in inputs.iter().filter(|i| !i.blake3.is_empty()) {
+        if let Some(first) = by_hash.insert(&i.blake3, &i.path) {
+            out.push(format!("{first} and {} have the same content (blake3 {}): both are counted", i.path, i.blake3));
         }
     }
     out
@@ -449,16 +448,16 @@ pub fn merge_reports(paths: &[PathBuf], version: &str) -> Result<Combined> {
     let mut warnings = Vec::new();
     let mut seen: HashMap<String, (String, usize)> = HashMap::new();
     for (i, head) in heads.iter().enumerate() {
-        for input in head.inputs.iter().filter(|x| !x.sha256.is_empty()) {
-            if let Some((other, j)) = seen.insert(input.sha256.clone(), (input.path.clone(), i)) {
+        for input in head.inputs.iter().filter(|x| !x.blake3.is_empty()) {
+            if let Some((other, j)) = seen.insert(input.blake3.clone(), (input.path.clone(), i)) {
                 let where_ = if j == i {
                     format!("twice in {}", paths[i].display())
                 } else {
                     format!("in {} and in {}", paths[j].display(), paths[i].display())
                 };
                 bail!(
-                    "the capture {other} (sha256 {}) is {where_}{}: merging would count it twice",
-                    input.sha256,
+                    "the capture {other} (blake3 {}) is {where_}{}: merging would count it twice",
+                    input.blake3,
                     if other != input.path { format!(" (also as {})", input.path) } else { String::new() }
                 );
             }
