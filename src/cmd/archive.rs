@@ -173,22 +173,15 @@ fn first_timestamp(path: &Path) -> Option<u64> {
     }
 }
 
-/// One capture analysed: its state, what it was, its warnings.
-struct Analysed {
-    state: State,
-    input: Input,
-    warnings: Vec<String>,
-}
-
-/// Streams the capture at `path` through an analyzer: read + BLAKE3 +
-/// parse + hash + flow table, on the calling thread.
-fn analyze_one(
+/// Streams the capture at `path` into `analyzer` (after whatever it was
+/// fed before): read + BLAKE3 + parse + hash + flow table, on the calling
+/// thread. Returns what the capture was and its warnings.
+fn read_into(
     path: &Path,
-    config: &RssConfig,
-    opts: AnalyzeOptions,
+    analyzer: &mut Analyzer,
     progress: &Arc<FilesProgress>,
     abort: &AtomicBool,
-) -> Result<Analysed> {
+) -> Result<(Input, Vec<String>)> {
     let file = File::open(path).with_context(|| path.display().to_string())?;
     let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
     let hashed = Rc::new(RefCell::new((blake3::Hasher::new(), 0u64)));
@@ -208,8 +201,8 @@ fn analyze_one(
         file_bytes,
         ..Input::default()
     };
+    let (packets_before, bytes_before) = (analyzer.packets_read(), analyzer.bytes_read());
     let mut warnings = Vec::new();
-    let mut analyzer = Analyzer::new(config, opts);
     let mut unpublished = 0u64;
     loop {
         match reader.next_packet() {
@@ -234,10 +227,13 @@ fn analyze_one(
                 warnings.push(format!("capture truncated after {packets_read} packets"));
             }
             Err(CaptureError::UnknownInterface(_)) => input.skipped_unknown_interface += 1,
-            Err(e) => bail!("{}: {e} (after {} packets)", path.display(), analyzer.packets_read()),
+            Err(e) => {
+                bail!("{}: {e} (after {} packets)", path.display(), analyzer.packets_read() - packets_before)
+            }
         }
     }
     progress.packets.fetch_add(unpublished, Ordering::Relaxed);
+    progress.files.fetch_add(1, Ordering::Relaxed);
     if input.skipped_unknown_interface > 0 {
         warnings.push(format!(
             "{} pcapng packets name an undescribed interface and were skipped",
@@ -254,15 +250,72 @@ fn analyze_one(
         std::io::copy(&mut rest, &mut hasher).with_context(|| path.display().to_string())?;
     }
     input.blake3 = hasher.finalize().to_hex().to_string();
-    let state = analyzer.into_state();
-    input.packets = state.packets_read;
-    input.bytes = state.bytes_read;
-    Ok(Analysed { state, input, warnings })
+    input.packets = analyzer.packets_read() - packets_before;
+    input.bytes = analyzer.bytes_read() - bytes_before;
+    Ok((input, warnings))
 }
 
-/// Analyses `paths` with `threads` readers (one file each at a time) and
-/// merges their states in time order; one progress bar over all of them
-/// when `progress`.
+/// Consecutive captures (in time order) analysed by one analyzer: what one
+/// run over them concatenated gives.
+struct Chunk {
+    state: State,
+    inputs: Vec<Input>,
+    /// Per input.
+    warnings: Vec<Vec<String>>,
+}
+
+fn analyze_chunk(
+    paths: &[&Path],
+    config: &RssConfig,
+    opts: AnalyzeOptions,
+    progress: &Arc<FilesProgress>,
+    abort: &AtomicBool,
+) -> Result<Chunk> {
+    let mut analyzer = Analyzer::new(config, opts);
+    let mut inputs = Vec::with_capacity(paths.len());
+    let mut warnings = Vec::with_capacity(paths.len());
+    for path in paths {
+        let (input, w) = read_into(path, &mut analyzer, progress, abort)?;
+        inputs.push(input);
+        warnings.push(w);
+    }
+    Ok(Chunk { state: analyzer.into_state(), inputs, warnings })
+}
+
+/// Cuts `sizes` (in order) into at most `n` non-empty runs of consecutive
+/// items of about equal total size; returns each run's end.
+fn runs_by_size(sizes: &[u64], n: usize) -> Vec<usize> {
+    let len = sizes.len();
+    let n = n.clamp(1, len.max(1));
+    let total: u128 = sizes.iter().map(|&s| u128::from(s.max(1))).sum();
+    let mut ends = Vec::with_capacity(n);
+    let mut acc = 0u128;
+    for (i, &s) in sizes.iter().enumerate() {
+        acc += u128::from(s.max(1));
+        let closed = ends.len();
+        if closed + 1 == n {
+            break; // the last run takes the rest
+        }
+        let (items_left, runs_after) = (len - i - 1, n - closed - 1);
+        // Close the run when it has its share, or when the items left are
+        // just enough for one run each.
+        let share = acc * n as u128 >= total * (closed as u128 + 1);
+        if items_left >= runs_after && (share || items_left == runs_after) {
+            ends.push(i + 1);
+        }
+    }
+    ends.push(len);
+    ends
+}
+
+/// Analyses `paths` with `threads` readers and merges the results in time
+/// order; one progress bar over all of them when `progress`.
+///
+/// The captures, in time order, are cut into at most `2 x threads` runs of
+/// consecutive files of about equal size; a reader takes the next run and
+/// feeds its files, one after the other, to one analyzer (a run's state is
+/// the single run's over those files); the runs' states are merged in
+/// order as they come.
 pub fn analyze_files(
     paths: &[PathBuf],
     config: &RssConfig,
@@ -276,25 +329,33 @@ pub fn analyze_files(
         let starts: Vec<Option<u64>> = paths.iter().map(|p| first_timestamp(p)).collect();
         order.sort_by_key(|&i| starts[i].unwrap_or(0));
     }
-    let total_bytes = paths.iter().map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).sum();
+    let ordered: Vec<&Path> = order.iter().map(|&i| paths[i].as_path()).collect();
+    let sizes: Vec<u64> = ordered.iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).collect();
     let counters = Arc::new(FilesProgress::default());
-    let bar = progress.then(|| FilesBar::start(n, total_bytes, Arc::clone(&counters)));
+    let bar = progress.then(|| FilesBar::start(n, sizes.iter().sum(), Arc::clone(&counters)));
     let threads = threads.clamp(1, n.max(1));
+    let ends = runs_by_size(&sizes, 2 * threads);
+    let runs: Vec<&[&Path]> = ends
+        .iter()
+        .scan(0, |start, &end| {
+            let run = &ordered[*start..end];
+            *start = end;
+            Some(run)
+        })
+        .collect();
     let window = 2 * threads;
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
     let merged_upto = (Mutex::new(0usize), Condvar::new());
 
     let result = std::thread::scope(|s| -> Result<Combined> {
-        let (tx, rx) = mpsc::channel::<(usize, Result<Analysed>)>();
+        let (tx, rx) = mpsc::channel::<(usize, Result<Chunk>)>();
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, abort, merged_upto, counters, order) = (&next, &abort, &merged_upto, &counters, &order);
+            let (next, abort, merged_upto, counters, runs) = (&next, &abort, &merged_upto, &counters, &runs);
             s.spawn(move || loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= n {
-                    break;
-                }
+                let Some(run) = runs.get(k) else { break };
                 {
                     let (lock, cvar) = merged_upto;
                     let mut upto = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -305,8 +366,7 @@ pub fn analyze_files(
                 if abort.load(Ordering::Relaxed) {
                     break;
                 }
-                let r = analyze_one(&paths[order[k]], config, opts, counters, abort);
-                counters.files.fetch_add(1, Ordering::Relaxed);
+                let r = analyze_chunk(run, config, opts, counters, abort);
                 if tx.send((k, r)).is_err() {
                     break;
                 }
@@ -318,27 +378,30 @@ pub fn analyze_files(
             merged_upto.1.notify_all();
             e
         };
-        let mut pending: BTreeMap<usize, Analysed> = BTreeMap::new();
+        let mut pending: BTreeMap<usize, Chunk> = BTreeMap::new();
         let mut merger: Option<Merger> = None;
         let mut inputs = Vec::with_capacity(n);
         let mut warnings = Vec::new();
         let mut upto = 0;
         for (k, r) in rx {
             pending.insert(k, r.map_err(stop)?);
-            while let Some(a) = pending.remove(&upto) {
+            while let Some(c) = pending.remove(&upto) {
+                let what = c.inputs.first().map_or_else(String::new, |i| i.path.clone());
                 merger = Some(
                     match merger.take() {
-                        None => Merger::new(a.state),
-                        Some(mut m) => m.push(a.state).map(|()| m),
+                        None => Merger::new(c.state),
+                        Some(mut m) => m.push(c.state).map(|()| m),
                     }
-                    .map_err(|e| stop(anyhow!("{}: {e}", a.input.path)))?,
+                    .map_err(|e| stop(anyhow!("{what}: {e}")))?,
                 );
-                if n > 1 {
-                    warnings.extend(a.warnings.iter().map(|w| format!("{}: {w}", a.input.path)));
-                } else {
-                    warnings.extend(a.warnings);
+                for (input, w) in c.inputs.into_iter().zip(c.warnings) {
+                    if n > 1 {
+                        warnings.extend(w.iter().map(|w| format!("{}: {w}", input.path)));
+                    } else {
+                        warnings.extend(w);
+                    }
+                    inputs.push(input);
                 }
-                inputs.push(a.input);
                 upto += 1;
                 *merged_upto.0.lock().unwrap_or_else(|e| e.into_inner()) = upto;
                 merged_upto.1.notify_all();
@@ -488,4 +551,27 @@ pub fn merge_reports(paths: &[PathBuf], version: &str) -> Result<Combined> {
     let state = merger.ok_or_else(|| anyhow!("no report"))?.finish();
     warnings.extend(overlaps(&inputs));
     Ok(Combined { state, inputs, reports, warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_by_size;
+
+    #[test]
+    fn runs_are_consecutive_non_empty_and_balanced() {
+        assert_eq!(runs_by_size(&[10; 16], 4), [4, 8, 12, 16]);
+        assert_eq!(runs_by_size(&[10; 3], 4), [1, 2, 3]);
+        assert_eq!(runs_by_size(&[10], 4), [1]);
+        assert_eq!(runs_by_size(&[100, 1, 1, 1], 2), [1, 4]);
+        assert_eq!(runs_by_size(&[1, 1, 1, 100], 4), [1, 2, 3, 4]);
+        assert_eq!(runs_by_size(&[0, 0, 0, 0], 2), [2, 4]);
+        for n in 1..6 {
+            for len in 1..9 {
+                let sizes: Vec<u64> = (0..len).map(|i| (i * 37 % 11) as u64).collect();
+                let ends = runs_by_size(&sizes, n);
+                assert_eq!(ends.len(), n.min(len), "{sizes:?} {n}");
+                assert!(ends.windows(2).all(|w| w[0] < w[1]) && ends[0] > 0 && *ends.last().unwrap() == len);
+            }
+        }
+    }
 }

@@ -323,6 +323,11 @@ impl Analyzer {
         self.packets_read
     }
 
+    /// Their wire bytes.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
     /// Accounts one captured frame: its pcap `LINKTYPE_*`, the captured
     /// bytes and the original (wire) length.
     pub fn feed(&mut self, linktype: u32, data: &[u8], orig_len: u32) {
