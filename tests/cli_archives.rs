@@ -187,6 +187,9 @@ fn inputs_say_what_the_report_was_made_from() {
         let want = blake3::hash(&std::fs::read(part).unwrap()).to_hex().to_string();
         assert_eq!(input["blake3"], want.as_str(), "what b3sum prints");
     }
+    let fast = json(&flowsteer(&["analyze", pattern.to_str().unwrap(), "--json", "--no-hash"]));
+    assert!(fast["inputs"].as_array().unwrap().iter().all(|i| i["blake3"].is_null()));
+    assert_eq!(fast["state"], doc["state"]);
     // A pattern that matches nothing, and a directory without files.
     let out = flowsteer(&["analyze", dir.path("none-*.pcap").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));

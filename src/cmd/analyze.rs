@@ -71,7 +71,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<i32> {
     };
     let progress = !args.quiet && crate::progress::wanted(args.json);
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let combined = archive::analyze_files(&files, &config, opts, threads, progress)?;
+    let combined = archive::analyze_files(&files, &config, opts, threads, progress, !args.no_hash)?;
     crate::cmd::warn_all(&combined.warnings);
     warnings.extend(combined.warnings.iter().cloned());
     output(args, &combined, &warnings, Some(config.key()), &inputs)
@@ -97,6 +97,7 @@ fn run_merge(args: &AnalyzeArgs) -> Result<i32> {
         (args.vxlan_port != flowsteer_wire::VXLAN_PORT, "--vxlan-port"),
         (args.max_flows != flowsteer_analyze::DEFAULT_MAX_FLOWS, "--max-flows"),
         (args.threads.is_some(), "--threads"),
+        (args.no_hash, "--no-hash"),
     ]
     .into_iter()
     .filter_map(|(on, flag)| on.then_some(flag))

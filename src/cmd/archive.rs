@@ -45,8 +45,9 @@ pub struct Input {
     pub compression: String,
     /// Bytes of the file (compressed, when it is).
     pub file_bytes: u64,
-    /// BLAKE3 of the file's bytes, hex (what `b3sum` prints).
-    pub blake3: String,
+    /// BLAKE3 of the file's bytes, hex (what `b3sum` prints); null with
+    /// `--no-hash`.
+    pub blake3: Option<String>,
     /// Packets fed to the analyzer.
     pub packets: u64,
     /// Their wire bytes.
@@ -129,6 +130,8 @@ pub fn expand(args: &[PathBuf], warnings: &mut Vec<String>) -> Result<Vec<PathBu
 /// Reads the file through the BLAKE3 and the progress counters.
 struct Source {
     file: File,
+    /// Hash what is read (else only count it).
+    hash: bool,
     hashed: Rc<RefCell<(blake3::Hasher, u64)>>,
     progress: Arc<FilesProgress>,
 }
@@ -137,7 +140,9 @@ impl Read for Source {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.file.read(buf)?;
         let mut h = self.hashed.borrow_mut();
-        h.0.update(&buf[..n]);
+        if self.hash {
+            h.0.update(&buf[..n]);
+        }
         h.1 += n as u64;
         self.progress.bytes.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
@@ -162,7 +167,7 @@ fn open_capture(path: &Path, source: Source) -> Result<(CaptureReader<Decompress
 fn first_timestamp(path: &Path) -> Option<u64> {
     let file = File::open(path).ok()?;
     let hashed = Rc::new(RefCell::new((blake3::Hasher::new(), 0)));
-    let source = Source { file, hashed, progress: Arc::new(FilesProgress::default()) };
+    let source = Source { file, hash: false, hashed, progress: Arc::new(FilesProgress::default()) };
     let (mut reader, _) = open_capture(path, source).ok()?;
     loop {
         match reader.next_packet() {
@@ -178,6 +183,7 @@ fn first_timestamp(path: &Path) -> Option<u64> {
 /// thread. Returns what the capture was and its warnings.
 fn read_into(
     path: &Path,
+    hash: bool,
     analyzer: &mut Analyzer,
     progress: &Arc<FilesProgress>,
     abort: &AtomicBool,
@@ -186,7 +192,7 @@ fn read_into(
     let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
     let hashed = Rc::new(RefCell::new((blake3::Hasher::new(), 0u64)));
     // No BufReader: the capture reader fills its own 128 KiB buffer.
-    let source = Source { file, hashed: Rc::clone(&hashed), progress: Arc::clone(progress) };
+    let source = Source { file, hash, hashed: Rc::clone(&hashed), progress: Arc::clone(progress) };
     let (mut reader, compression) = open_capture(path, source)?;
     let mut input = Input {
         path: path.display().to_string(),
@@ -243,13 +249,13 @@ fn read_into(
     warnings.extend(reader.stats().warnings());
     drop(reader);
     let (mut hasher, read) = Rc::try_unwrap(hashed).map(RefCell::into_inner).map_err(|_| anyhow!("reader kept"))?;
-    if read < file_bytes {
+    if hash && read < file_bytes {
         // The reader stopped before the end (trailing bytes): hash them too.
         let mut rest = File::open(path).with_context(|| path.display().to_string())?;
         rest.seek(SeekFrom::Start(read)).with_context(|| path.display().to_string())?;
         std::io::copy(&mut rest, &mut hasher).with_context(|| path.display().to_string())?;
     }
-    input.blake3 = hasher.finalize().to_hex().to_string();
+    input.blake3 = hash.then(|| hasher.finalize().to_hex().to_string());
     input.packets = analyzer.packets_read() - packets_before;
     input.bytes = analyzer.bytes_read() - bytes_before;
     Ok((input, warnings))
@@ -268,6 +274,7 @@ fn analyze_chunk(
     paths: &[&Path],
     config: &RssConfig,
     opts: AnalyzeOptions,
+    hash: bool,
     progress: &Arc<FilesProgress>,
     abort: &AtomicBool,
 ) -> Result<Chunk> {
@@ -275,7 +282,7 @@ fn analyze_chunk(
     let mut inputs = Vec::with_capacity(paths.len());
     let mut warnings = Vec::with_capacity(paths.len());
     for path in paths {
-        let (input, w) = read_into(path, &mut analyzer, progress, abort)?;
+        let (input, w) = read_into(path, hash, &mut analyzer, progress, abort)?;
         inputs.push(input);
         warnings.push(w);
     }
@@ -309,7 +316,8 @@ fn runs_by_size(sizes: &[u64], n: usize) -> Vec<usize> {
 }
 
 /// Analyses `paths` with `threads` readers and merges the results in time
-/// order; one progress bar over all of them when `progress`.
+/// order; one progress bar over all of them when `progress`; each file
+/// hashed (BLAKE3) as it is read when `hash`.
 ///
 /// The captures, in time order, are cut into at most `2 x threads` runs of
 /// consecutive files of about equal size; a reader takes the next run and
@@ -322,6 +330,7 @@ pub fn analyze_files(
     opts: AnalyzeOptions,
     threads: usize,
     progress: bool,
+    hash: bool,
 ) -> Result<Combined> {
     let n = paths.len();
     let mut order: Vec<usize> = (0..n).collect();
@@ -366,7 +375,7 @@ pub fn analyze_files(
                 if abort.load(Ordering::Relaxed) {
                     break;
                 }
-                let r = analyze_chunk(run, config, opts, counters, abort);
+                let r = analyze_chunk(run, config, opts, hash, counters, abort);
                 if tx.send((k, r)).is_err() {
                     break;
                 }
@@ -446,9 +455,9 @@ fn overlaps(inputs: &[Input]) -> Vec<String> {
 fn same_content(inputs: &[Input]) -> Vec<String> {
     let mut by_hash: HashMap<&str, &str> = HashMap::new();
     let mut out = Vec::new();
-    for i in inputs.iter().filter(|i| !i.blake3.is_empty()) {
-        if let Some(first) = by_hash.insert(&i.blake3, &i.path) {
-            out.push(format!("{first} and {} have the same content (blake3 {}): both are counted", i.path, i.blake3));
+    for (i, hash) in inputs.iter().filter_map(|i| Some((i, i.blake3.as_deref()?))) {
+        if let Some(first) = by_hash.insert(hash, &i.path) {
+            out.push(format!("{first} and {} have the same content (blake3 {hash}): both are counted", i.path));
         }
     }
     out
@@ -511,16 +520,15 @@ pub fn merge_reports(paths: &[PathBuf], version: &str) -> Result<Combined> {
     let mut warnings = Vec::new();
     let mut seen: HashMap<String, (String, usize)> = HashMap::new();
     for (i, head) in heads.iter().enumerate() {
-        for input in head.inputs.iter().filter(|x| !x.blake3.is_empty()) {
-            if let Some((other, j)) = seen.insert(input.blake3.clone(), (input.path.clone(), i)) {
+        for (input, hash) in head.inputs.iter().filter_map(|x| Some((x, x.blake3.as_deref()?))) {
+            if let Some((other, j)) = seen.insert(hash.to_string(), (input.path.clone(), i)) {
                 let where_ = if j == i {
                     format!("twice in {}", paths[i].display())
                 } else {
                     format!("in {} and in {}", paths[j].display(), paths[i].display())
                 };
                 bail!(
-                    "the capture {other} (blake3 {}) is {where_}{}: merging would count it twice",
-                    input.blake3,
+                    "the capture {other} (blake3 {hash}) is {where_}{}: merging would count it twice",
                     if other != input.path { format!(" (also as {})", input.path) } else { String::new() }
                 );
             }
