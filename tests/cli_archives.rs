@@ -162,6 +162,9 @@ fn a_capture_cut_into_n_files_gives_the_single_file_report_both_ways() {
         let mut args: Vec<&str> = vec!["analyze", "--merge", "--json", "--top", "25"];
         args.extend(reports.iter().map(|r| r.to_str().unwrap()));
         let merged = json(&flowsteer(&args));
+        // The directory of reports, too.
+        let by_dir = json(&flowsteer(&["analyze", "--merge", reports_dir.to_str().unwrap(), "--json", "--top", "25"]));
+        assert_eq!(by_dir["state"], merged["state"]);
         assert_same_figures(&merged, &single, &format!("{n} reports merged"));
         assert_eq!(merged["inputs"], multi["inputs"]);
         assert_eq!(merged["merged_reports"].as_array().unwrap().len(), n);

@@ -108,14 +108,17 @@ fn run_merge(args: &AnalyzeArgs) -> Result<i32> {
             given.join(", ")
         )));
     }
-    let inputs: Vec<&Path> = args.inputs.iter().map(PathBuf::as_path).collect();
+    let mut warnings = Vec::new();
+    let reports = archive::expand(&args.inputs, &mut warnings)?;
+    let inputs: Vec<&Path> = reports.iter().map(PathBuf::as_path).collect();
     if let Some(path) = &args.plot {
         ChartFormat::from_path(path)?;
         check_not_input(path, &inputs)?;
     }
-    let combined = archive::merge_reports(&args.inputs, VERSION)?;
-    crate::cmd::warn_all(&combined.warnings);
-    output(args, &combined, &combined.warnings, None, &inputs)
+    let combined = archive::merge_reports(&reports, VERSION)?;
+    warnings.extend(combined.warnings.iter().cloned());
+    crate::cmd::warn_all(&warnings);
+    output(args, &combined, &warnings, None, &inputs)
 }
 
 /// Prints the report (text or `--json`) and writes the chart.
