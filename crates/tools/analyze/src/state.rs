@@ -258,6 +258,9 @@ impl fmt::Display for MergeError {
 
 impl std::error::Error for MergeError {}
 
+/// The most packets or bytes a state may count (merges stay below 2^64).
+const MAX_TOTAL: u64 = 1 << 62;
+
 /// 64-bit FNV-1a, hex.
 pub(crate) fn fingerprint(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -442,6 +445,57 @@ impl State {
         }
         if self.untracked_sketch.iter().any(|&(i, _)| i as usize >= DistinctCounter::WORDS) {
             return bad("the untracked-flow sketch is out of range".into());
+        }
+        self.validate_counts()
+    }
+
+    /// Every count within what `packets_read` and `bytes_read` allow (so
+    /// sums cannot overflow), every position within the input.
+    fn validate_counts(&self) -> Result<(), MergeError> {
+        let (packets, bytes) = (self.packets_read, self.bytes_read);
+        if packets > MAX_TOTAL || bytes > MAX_TOTAL {
+            return Err(MergeError::Malformed(format!("{packets} packets of {bytes} bytes")));
+        }
+        let sum = |v: &mut dyn Iterator<Item = u64>| v.fold(0u64, |a, b| a.saturating_add(b));
+        let within = |what: &str, p: u64, b: u64| {
+            if p > packets || b > bytes {
+                Err(MergeError::Malformed(format!("{what} count more than the packets read")))
+            } else {
+                Ok(())
+            }
+        };
+        within("the queues", sum(&mut self.queues.iter().map(|l| l.0)), sum(&mut self.queues.iter().map(|l| l.1)))?;
+        if let Some(i) = &self.inner {
+            within("the inner queues", sum(&mut i.queues.iter().map(|l| l.0)), sum(&mut i.queues.iter().map(|l| l.1)))?;
+            let outer = sum(&mut i.hashed_on_outer.values().copied());
+            within("the inner-header reasons", i.hashed_on_inner.saturating_add(outer), 0)?;
+        }
+        for (name, e) in &self.encap {
+            within(name, e.packets, e.bytes)?;
+            within(name, sum(&mut e.queues.iter().copied()), 0)?;
+            within(name, sum(&mut e.inner_queues.iter().copied()), 0)?;
+        }
+        let u = self.unhashed;
+        within("the unhashed packets", u.non_ip.saturating_add(u.pppoe).saturating_add(u.no_hash_type), 0)?;
+        let dropped = sum(&mut self.parse_errors.values().copied())
+            .saturating_add(sum(&mut self.unsupported_linktypes.values().copied()));
+        within("the drops", dropped, 0)?;
+        let f = self.fragments;
+        within("the fragments", f.packets, 0)?;
+        if f.first > f.packets || f.unmatched > f.packets || f.unheld > f.unmatched {
+            return Err(MergeError::Malformed("fragment counts that do not add up".into()));
+        }
+        let flow_packets = sum(&mut self.flows.iter().map(|r| r.6))
+            .saturating_add(sum(&mut self.held_fragments.iter().map(|h| h.6)))
+            .saturating_add(self.untracked_packets);
+        let flow_bytes =
+            sum(&mut self.flows.iter().map(|r| r.7)).saturating_add(sum(&mut self.held_fragments.iter().map(|h| h.7)));
+        within("the flows", flow_packets, flow_bytes)?;
+        within("the accuracy bounds", self.accuracy.flow_packets.saturating_add(self.accuracy.fragment_packets), 0)?;
+        if self.flows.iter().any(|r| r.4 >= packets)
+            || self.held_fragments.iter().any(|h| h.4 >= packets || h.9 > h.10 || h.10 > f.first)
+        {
+            return Err(MergeError::Malformed("a position beyond the packets read".into()));
         }
         Ok(())
     }
@@ -794,6 +848,9 @@ impl Merger {
     pub fn push(&mut self, next: State) -> Result<(), MergeError> {
         compatible((&self.acc.rss, &self.acc.options), (&next.rss, &next.options))?;
         next.validate()?;
+        if self.acc.packets_read + next.packets_read > MAX_TOTAL || self.acc.bytes_read + next.bytes_read > MAX_TOTAL {
+            return Err(MergeError::Malformed("more than 2^62 packets or bytes in all".into()));
+        }
         let p0 = self.acc.packets_read;
         let r0 = self.acc.fragments.first;
         let w = self.window;
@@ -854,14 +911,13 @@ impl Merger {
         }
 
         // Flows, in the order of their first packets.
-        let settled = records.len();
         records.extend(next.flows.iter().map(|f| {
             let t = FlowTuple { src: f.0, dst: f.1, proto: f.2, ports: ports(f.3) };
             (t, Agg { first: f.4 + p0, queue: f.5, packets: f.6, bytes: f.7, split: f.8 })
         }));
-        if settled > 0 {
-            records.sort_by_key(|(_, a)| a.first);
-        }
+        // (Already in order but for the settled fragments: a stable sort of
+        // sorted runs is linear.)
+        records.sort_by_key(|(_, a)| a.first);
         for (t, a) in records {
             let key = FlowKey::of(&t);
             if let Some((_, e)) = self.table.get_mut(&key) {

@@ -696,7 +696,15 @@ mod merging {
         bad3.parse_errors.insert("no_such_reason".into(), 1);
         let mut bad4 = good.clone();
         bad4.untracked_sketch.push((1 << 20, 1));
-        for b in [bad, bad2, bad3, bad4] {
+        let mut bad5 = good.clone();
+        bad5.queues[0].0 = u64::MAX;
+        let mut bad6 = good.clone();
+        bad6.flows[0].6 = u64::MAX - 1;
+        let mut bad7 = good.clone();
+        bad7.flows[0].4 = good.packets_read;
+        let mut bad8 = good.clone();
+        bad8.packets_read = u64::MAX;
+        for b in [bad, bad2, bad3, bad4, bad5, bad6, bad7, bad8] {
             assert!(matches!(Merger::new(good.clone()).unwrap().push(b), Err(MergeError::Malformed(_))));
         }
     }
