@@ -787,7 +787,10 @@ fn rss_summary(r: &RssIdentity) -> RssSummary {
 /// the states pushed are consumed one at a time.
 pub struct Merger {
     acc: State,
-    table: FxHashMap<FlowKey, (FlowTuple, Agg)>,
+    table: FxHashMap<FlowKey, Agg>,
+    /// The first input, kept as it is until a second one comes (a merge of
+    /// one input is that input).
+    first: Option<State>,
     held: FxHashMap<FragKey, Held>,
     /// Datagram -> (ports of its flow, sequence number in the merged inputs).
     memory: FxHashMap<FragKey, (Option<[u16; 2]>, u64)>,
@@ -835,17 +838,25 @@ impl Merger {
         let mut m = Merger {
             acc,
             table: FxHashMap::default(),
+            first: None,
             held: FxHashMap::default(),
             memory: FxHashMap::default(),
             sketch: DistinctCounter::default(),
             window,
         };
-        m.push(first)?;
+        m.first = Some(first);
         Ok(m)
     }
 
     /// Adds the next input (later in time than every input pushed before).
     pub fn push(&mut self, next: State) -> Result<(), MergeError> {
+        if let Some(first) = self.first.take() {
+            self.add(first)?;
+        }
+        self.add(next)
+    }
+
+    fn add(&mut self, next: State) -> Result<(), MergeError> {
         compatible((&self.acc.rss, &self.acc.options), (&next.rss, &next.options))?;
         next.validate()?;
         if self.acc.packets_read + next.packets_read > MAX_TOTAL || self.acc.bytes_read + next.bytes_read > MAX_TOTAL {
@@ -878,7 +889,7 @@ impl Merger {
                         FlowTuple { src: key.src, dst: key.dst, proto: key.proto, ports: ports.map(|[s, d]| (s, d)) };
                     let fk = FlowKey::of(&flow);
                     match self.table.get_mut(&fk) {
-                        Some((_, a)) => a.absorb(&agg),
+                        Some(a) => a.absorb(&agg),
                         None => {
                             self.acc.untracked_packets += agg.packets;
                             self.sketch.insert_flow(&fk);
@@ -920,10 +931,10 @@ impl Merger {
         records.sort_by_key(|(_, a)| a.first);
         for (t, a) in records {
             let key = FlowKey::of(&t);
-            if let Some((_, e)) = self.table.get_mut(&key) {
+            if let Some(e) = self.table.get_mut(&key) {
                 e.absorb(&a);
             } else if self.table.len() < max_flows {
-                self.table.insert(key, (t, a));
+                self.table.insert(key, a);
             } else {
                 self.acc.untracked_packets += a.packets;
                 self.sketch.insert_flow(&key);
@@ -979,7 +990,10 @@ impl Merger {
     /// The merged state.
     pub fn finish(self) -> State {
         let mut acc = self.acc;
-        let mut flows: Vec<FlowRecord> = self.table.values().map(|(t, a)| flow_record(t, a)).collect();
+        if let Some(first) = self.first {
+            return first;
+        }
+        let mut flows: Vec<FlowRecord> = self.table.iter().map(|(k, a)| flow_record(&k.tuple(), a)).collect();
         flows.sort_unstable_by_key(|f| f.4);
         acc.flows = flows;
         let mut held: Vec<HeldRecord> = self
