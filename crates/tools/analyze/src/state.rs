@@ -929,6 +929,7 @@ impl Merger {
         // (Already in order but for the settled fragments: a stable sort of
         // sorted runs is linear.)
         records.sort_by_key(|(_, a)| a.first);
+        self.table.reserve(records.len().min(max_flows.saturating_sub(self.table.len())));
         for (t, a) in records {
             let key = FlowKey::of(&t);
             if let Some(e) = self.table.get_mut(&key) {
