@@ -12,16 +12,15 @@
 //! table tracks) follow the order above; every other figure is the same in
 //! any order.
 //!
-//! Work: the captures, in time order, are cut into one run of consecutive
-//! files per reader, of about equal bytes; each reader feeds its run to one
-//! analyzer, so only the runs' boundaries are merged (a state and a merge
-//! cost in proportion to flows, not packets). A run that reads slower than
-//! the others (compressed files, say) leaves the other readers idle at the
-//! end.
+//! Work: the captures, in time order, are cut into two runs of consecutive
+//! files per reader, of about equal bytes; a reader takes the next run and
+//! feeds it to one analyzer, so only the runs' boundaries are merged (a
+//! state and a merge cost in proportion to flows, not packets), and a
+//! reader that finishes early takes the runs left.
 //!
-//! Memory: each reader holds one analyzer (bounded by `--max-flows`), then
-//! its run's state until it is merged; the merge holds one flow table of at
-//! most `--max-flows` flows.
+//! Memory: each reader holds one analyzer (bounded by `--max-flows`); at
+//! most `2 x threads` finished states wait to be merged, and the merge holds
+//! one flow table of at most `--max-flows` flows.
 
 use crate::progress::{FilesBar, FilesProgress};
 use anyhow::{anyhow, bail, Context, Result};
@@ -325,7 +324,7 @@ fn runs_by_size(sizes: &[u64], n: usize) -> Vec<usize> {
 /// order; one progress bar over all of them when `progress`; each file
 /// hashed (BLAKE3) as it is read when `hash`.
 ///
-/// The captures, in time order, are cut into at most `threads` runs of
+/// The captures, in time order, are cut into at most `2 x threads` runs of
 /// consecutive files of about equal size; a reader takes the next run and
 /// feeds its files, one after the other, to one analyzer (a run's state is
 /// the single run's over those files); the runs' states are merged in
@@ -349,9 +348,10 @@ pub fn analyze_files(
     let counters = Arc::new(FilesProgress::default());
     let bar = progress.then(|| FilesBar::start(n, sizes.iter().sum(), Arc::clone(&counters)));
     let threads = threads.clamp(1, n.max(1));
-    // One run per reader: every run costs a state and a merge in proportion
-    // to its flows, not its packets.
-    let ends = runs_by_size(&sizes, threads);
+    // Two runs per reader: readers that finish early take the runs left
+    // (a run costs a state and a merge in proportion to its flows, so not
+    // more).
+    let ends = runs_by_size(&sizes, 2 * threads);
     let runs: Vec<&[&Path]> = ends
         .iter()
         .scan(0, |start, &end| {
