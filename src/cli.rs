@@ -273,7 +273,7 @@ pub struct AnalyzeArgs {
     /// reports of another schema or made under another RSS configuration (exit 1, naming the difference).
     #[arg(long)]
     pub merge: bool,
-    /// Do not hash the captures (BLAKE3, about a fifth of one thread's time): their `blake3` is null in the report
+    /// Do not hash the captures (BLAKE3, about 12 % of a one-thread run): their `blake3` is null in the report
     /// and --merge cannot tell a capture merged twice.
     #[arg(long)]
     pub no_hash: bool,
