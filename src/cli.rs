@@ -267,8 +267,22 @@ pub struct ExportArgs {
 pub struct AnalyzeArgs {
     #[command(flatten)]
     pub rss: RssArgs,
-    /// Capture file (pcap or pcapng, gzip or zstd compressed or not).
-    pub capture: PathBuf,
+    /// Captures (pcap or pcapng, gzip or zstd compressed or not): files, directories (their files) or quoted glob
+    /// patterns ('caps/**/*.pcap'); several are read in parallel and reported as one, as if concatenated in the order
+    /// of their first packets. With --merge: reports written by `analyze --json`.
+    #[arg(required = true, value_name = "CAPTURE")]
+    pub inputs: Vec<PathBuf>,
+    /// Files read at once, one reader thread each [default: every CPU this process may use].
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 1024>, long)]
+    pub threads: Option<usize>,
+    /// Combine reports written by `analyze --json` (on other hosts, by a batch runner) into one, exactly; refuses
+    /// reports of another schema or made under another RSS configuration (exit 1, naming the difference).
+    #[arg(long)]
+    pub merge: bool,
+    /// Do not hash the captures (BLAKE3, about 12 % of a one-thread run): their `blake3` is null in the report
+    /// and --merge cannot tell a capture merged twice.
+    #[arg(long)]
+    pub no_hash: bool,
     /// Also hash the inner headers of VXLAN, Geneve, VXLAN-GPE, GTP-U, GRE, IP-in-IP and PPPoE traffic and show the spread.
     #[arg(long)]
     pub inner: bool,

@@ -101,7 +101,7 @@ fn json_report_adds_up() {
     let frames = mixed_frames(50);
     write_capture(&cap, &frames);
     let doc = json(&analyze(&cap, &["--json", "--queues", "8", "--top", "3"]));
-    assert_eq!(doc["schema"], "flowsteer.analyze.v1");
+    assert_eq!(doc["schema"], "flowsteer.analyze.v2");
     let queues = doc["queues"].as_array().unwrap();
     assert_eq!(queues.len(), 8);
     for q in queues {

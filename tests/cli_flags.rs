@@ -103,6 +103,7 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
             ("--vxlan-port", Kind::Int(1, 65535)),
             ("--max-flows", Kind::Int(1, 1 << 28)),
             ("--top", Kind::Int(0, 100_000)),
+            ("--threads", Kind::Int(1, 1024)),
         ],
     );
     add(

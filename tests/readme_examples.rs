@@ -31,6 +31,11 @@ const SKIP: &[(&str, &str)] = &[
     ("flowsteer bench steer", "a sweep of about 2 minutes (BENCHMARKS.md)"),
     ("flowsteer bench reasm", "a sweep of about 1.5 minutes (BENCHMARKS.md)"),
     ("flowsteer bench tcp", "needs root and iperf3"),
+    (
+        "reports/*.json",
+        "the fleet recipe needs a directory of captures (tests/cli_archives.rs runs it with GNU parallel)",
+    ),
+    ("/captures/", "runs in a Kubernetes pod"),
 ];
 
 /// Every example line (continuation lines joined, trailing comment cut)
@@ -89,9 +94,14 @@ fn skip_reason(line: &str) -> Option<String> {
     None
 }
 
-/// Splits a shell line into words (no quotes are used in the examples).
-fn words(line: &str) -> Vec<String> {
-    line.split_whitespace().map(str::to_string).collect()
+/// Splits a shell line into its words and the file its standard output is
+/// redirected to (`> FILE`, the one shell feature the examples use).
+fn words(line: &str) -> (Vec<String>, Option<String>) {
+    let (cmd, out) = match line.split_once(" > ") {
+        Some((cmd, file)) => (cmd, Some(file.trim().to_string())),
+        None => (line, None),
+    };
+    (cmd.split_whitespace().map(str::to_string).collect(), out)
 }
 
 #[test]
@@ -111,11 +121,14 @@ fn every_quick_example_runs_as_written() {
             skipped.push(format!("{line}: {why}"));
             continue;
         }
-        let w = words(line);
+        let (w, stdout_to) = words(line);
         let started = Instant::now();
         let out =
             Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(&w[1..]).current_dir(dir.path(".")).output().unwrap();
         ran += 1;
+        if let Some(file) = stdout_to {
+            std::fs::write(dir.path(&file), &out.stdout).unwrap();
+        }
         let took = started.elapsed();
         if !out.status.success() {
             failed.push(format!(

@@ -1,50 +1,62 @@
-//! `flowsteer analyze CAPTURE`: predict per-queue load and ordering hazards
-//! of a pcap/pcapng capture under an RSS configuration.
+//! `flowsteer analyze CAPTURE...`: predict per-queue load and ordering
+//! hazards of pcap/pcapng captures under an RSS configuration;
+//! `flowsteer analyze --merge REPORT...`: the same report for captures
+//! analysed separately (other hosts, a batch runner).
 //!
-//! The capture is streamed record by record into a
-//! [`flowsteer_analyze::Analyzer`]; memory is bounded by `--max-flows`
-//! (default 1,000,000 flows, about 128 MB when full; flows first seen after
-//! that are counted as `untracked_flows` (an estimate) and
-//! `untracked_packets`, and still counted per queue).
+//! Each capture is streamed record by record into a
+//! [`flowsteer_analyze::Analyzer`], one reader thread per file and
+//! `--threads` at once; their states are merged in the time order of the
+//! captures (see [`crate::cmd::archive`]) into one report whose figures
+//! are those of the captures concatenated. Memory is bounded by
+//! `--max-flows` per reader (default 1,000,000 flows, about 128 MB when
+//! full; flows first seen after that are counted as `untracked_flows` (an
+//! estimate) and `untracked_packets`, and still counted per queue).
 //!
 //! Output: an aligned text report on stdout (per-queue table, imbalance,
 //! unhashed packets, split flows, encapsulation, inner spread, top flows,
 //! drops, conservation), or with `--json` one JSON document (schema
-//! `flowsteer.analyze.v1`, see `flowsteer_analyze::report`). Warnings go to
-//! stderr prefixed `warning: ` (and into the JSON `warnings` array). A
-//! progress bar (by bytes of the file) is drawn on stderr only when stderr
-//! is a terminal and `--quiet` is not given.
+//! `flowsteer.analyze.v2`, see `flowsteer_analyze::report`: the report,
+//! `inputs` (each capture's size, BLAKE3, packets and time span),
+//! `flowsteer_version`, `warnings`, and `state`, what `--merge` combines).
+//! Warnings go to stderr prefixed `warning: ` (and into the JSON `warnings`
+//! array). A progress bar (files, packets, bytes, rate, time left) is drawn
+//! on stderr only when stderr is a terminal and `--quiet` is not given.
 //!
 //! Exit codes: 0 the report was printed, including for a capture cut short
 //! (the warning `capture truncated after N packets` says where; the report
-//! covers the packets before the cut); 1 error: the file cannot be read,
+//! covers the packets before the cut); 1 error: a file cannot be read,
 //! is not a pcap or pcapng capture, is malformed (a record or block that
-//! cannot be a real one), a flag is invalid, or the chart cannot be written
+//! cannot be a real one), a report to merge is of another schema or
+//! configuration, a flag is invalid, or the chart cannot be written
 //! (among others: `--plot` names one of the files read, refused before the
-//! capture is read).
+//! capture is read); 2 usage (with `--merge`, a flag that the reports
+//! decide, such as `--key`).
 
 use crate::cli::AnalyzeArgs;
+use crate::cmd::archive::{self, Combined, Input};
 use crate::plot::{self, ChartFormat, Series};
 use crate::report::count;
 use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
-use anyhow::{bail, Context, Result};
-use flowsteer_analyze::{report, AnalyzeOptions, Analyzer, Report};
+use anyhow::{anyhow, Result};
+use flowsteer_analyze::{report, AnalyzeOptions, Report, State};
 use flowsteer_capture::output::check_not_input;
-use flowsteer_capture::{CaptureError, CaptureReader, Decompressed, Format};
-use flowsteer_rss::RssConfig;
-use indicatif::{ProgressBar, ProgressStyle};
+use flowsteer_rss::RssKey;
 use serde::Serialize;
-use std::cell::Cell;
-use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::IpAddr;
-use std::path::Path;
-use std::rc::Rc;
+use std::path::{Path, PathBuf};
+
+/// The flowsteer version a report names.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub fn run(args: &AnalyzeArgs) -> Result<i32> {
+    if args.merge {
+        return run_merge(args);
+    }
     let Resolved { config, mut warnings } = resolve(&args.rss, None)?;
+    let files = archive::expand(&args.inputs, &mut warnings)?;
     // The files read: a chart may be none of them.
-    let mut inputs = vec![args.capture.as_path()];
+    let mut inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     inputs.extend(args.rss.ethtool_x.as_deref());
     if let Some(path) = &args.plot {
         ChartFormat::from_path(path)?;
@@ -59,176 +71,142 @@ pub fn run(args: &AnalyzeArgs) -> Result<i32> {
         ..AnalyzeOptions::default()
     };
     let progress = !args.quiet && crate::progress::wanted(args.json);
-    let analysis = analyze_file(&args.capture, &config, opts, progress)?;
-    crate::cmd::warn_all(&analysis.warnings);
-    warnings.extend(analysis.warnings.iter().cloned());
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let combined = archive::analyze_files(&files, &config, opts, threads, progress, !args.no_hash)?;
+    crate::cmd::warn_all(&combined.warnings);
+    warnings.extend(combined.warnings.iter().cloned());
+    output(args, &combined, &warnings, Some(config.key()), &inputs)
+}
 
+/// `--merge REPORT...`: the reports' configuration and options are theirs,
+/// so the flags that would set them are refused.
+fn run_merge(args: &AnalyzeArgs) -> Result<i32> {
+    let r = &args.rss;
+    let given: Vec<&str> = [
+        (r.key != "default", "--key"),
+        (r.seed.is_some(), "--seed"),
+        (r.key_len != 52, "--key-len"),
+        (r.reta_size != 128, "--reta-size"),
+        (r.queues.is_some(), "--queues"),
+        (!r.cpus.is_empty(), "--cpus"),
+        (r.hash_types != "default", "--hash-types"),
+        (r.frag_4tuple, "--frag-4tuple"),
+        (r.ethtool_x.is_some(), "--ethtool-x"),
+        (r.mapping != "reta", "--mapping"),
+        (r.imp != "auto", "--impl"),
+        (args.inner, "--inner"),
+        (args.vxlan_port != flowsteer_wire::VXLAN_PORT, "--vxlan-port"),
+        (args.max_flows != flowsteer_analyze::DEFAULT_MAX_FLOWS, "--max-flows"),
+        (args.threads.is_some(), "--threads"),
+        (args.no_hash, "--no-hash"),
+    ]
+    .into_iter()
+    .filter_map(|(on, flag)| on.then_some(flag))
+    .collect();
+    if !given.is_empty() {
+        return Err(crate::cmd::usage(format!(
+            "--merge takes the RSS configuration and the analysis options from the reports: drop {}",
+            given.join(", ")
+        )));
+    }
+    let mut warnings = Vec::new();
+    let reports = archive::expand(&args.inputs, &mut warnings)?;
+    let inputs: Vec<&Path> = reports.iter().map(PathBuf::as_path).collect();
+    if let Some(path) = &args.plot {
+        ChartFormat::from_path(path)?;
+        check_not_input(path, &inputs)?;
+    }
+    let combined = archive::merge_reports(&reports, VERSION)?;
+    warnings.extend(combined.warnings.iter().cloned());
+    crate::cmd::warn_all(&warnings);
+    output(args, &combined, &warnings, None, &inputs)
+}
+
+/// Prints the report (text or `--json`) and writes the chart.
+fn output(
+    args: &AnalyzeArgs,
+    combined: &Combined,
+    warnings: &[String],
+    key: Option<&RssKey>,
+    read: &[&Path],
+) -> Result<i32> {
+    let report = combined.state.report(args.top);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {
-        let doc = JsonReport { report: &analysis.report, capture: &analysis.capture, warnings: &warnings };
+        let doc = JsonReport {
+            report: &report,
+            capture: match combined.inputs.as_slice() {
+                [one] => Some(one),
+                _ => None,
+            },
+            inputs: &combined.inputs,
+            merged_reports: (!combined.reports.is_empty()).then_some(&combined.reports),
+            flowsteer_version: VERSION,
+            warnings,
+        };
         let mut doc = serde_json::to_value(doc)?;
-        add_drawn_key(&mut doc, config.key());
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        if let Some(key) = key {
+            add_drawn_key(&mut doc, key);
+        }
+        write_json(&mut out, &doc, &combined.state)?;
     } else {
-        write_text(&mut out, &analysis.report, &analysis.capture, drawn_key_line(config.key()).as_deref())?;
+        let key_line = key.and_then(drawn_key_line);
+        write_text(&mut out, &report, &combined.inputs, key_line.as_deref())?;
+        if !combined.reports.is_empty() {
+            writeln!(out, "Merged from {} reports", combined.reports.len())?;
+        }
     }
     out.flush()?;
 
     if let Some(path) = &args.plot {
-        write_chart(path, &inputs, &analysis.report, &analysis.capture)?;
+        let name = match combined.inputs.as_slice() {
+            [one] => {
+                Path::new(&one.path).file_name().map_or_else(|| one.path.clone(), |n| n.to_string_lossy().into_owned())
+            }
+            many => format!("{} captures", many.len()),
+        };
+        write_chart(path, read, &report, &name)?;
     }
     Ok(0)
 }
 
-/// The `--json` document: the report's fields, then the capture and warnings.
+/// The `--json` document (schema `flowsteer.analyze.v2`): the report's
+/// fields, what it was made from, the warnings, then the mergeable state.
 #[derive(Serialize)]
 struct JsonReport<'a> {
     #[serde(flatten)]
     report: &'a Report,
-    capture: &'a CaptureSummary,
+    /// The capture, when there is one (as in v1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capture: Option<&'a Input>,
+    /// Every capture, in the order analysed.
+    inputs: &'a [Input],
+    /// With --merge: the reports merged, in that order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    merged_reports: Option<&'a Vec<String>>,
+    flowsteer_version: &'static str,
     warnings: &'a [String],
 }
 
-/// What the file held, beside what the analyzer saw.
-#[derive(Clone, Debug, Serialize)]
-struct CaptureSummary {
-    path: String,
-    /// `pcap` or `pcapng` (null when the file ends inside its header).
-    format: Option<&'static str>,
-    /// `none`, `gzip` or `zstd`: recognised by content, decompressed as read.
-    compression: &'static str,
-    /// Bytes of the file (compressed, when it is).
-    file_bytes: u64,
-    /// The file ends inside a record; the report covers the records before.
-    truncated: bool,
-    /// pcapng packets naming an interface their section does not describe:
-    /// skipped, not fed to the analyzer (so not in `packets_read`).
-    skipped_unknown_interface: u64,
-}
-
-struct Analysis {
-    report: Report,
-    capture: CaptureSummary,
-    warnings: Vec<String>,
-}
-
-/// Counts the bytes read through it (for the progress bar).
-struct CountingReader<R> {
-    inner: R,
-    read: Rc<Cell<u64>>,
-}
-
-impl<R: Read> Read for CountingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read.set(self.read.get() + n as u64);
-        Ok(n)
-    }
-}
-
-/// Streams the capture at `path` through an analyzer: read + parse + hash +
-/// flow table, single-threaded.
-fn analyze_file(path: &Path, config: &RssConfig, opts: AnalyzeOptions, progress: bool) -> Result<Analysis> {
-    let file = File::open(path).with_context(|| path.display().to_string())?;
-    let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let read = Rc::new(Cell::new(0u64));
-    // No BufReader: the capture reader fills its own 128 KiB buffer.
-    let source = CountingReader { inner: file, read: Rc::clone(&read) };
-    let mut capture = CaptureSummary {
-        path: path.display().to_string(),
-        format: None,
-        compression: "none",
-        file_bytes,
-        truncated: false,
-        skipped_unknown_interface: 0,
-    };
-    let mut warnings = Vec::new();
-    let mut analyzer = Analyzer::new(config, opts);
-    let source = Decompressed::new(source).with_context(|| path.display().to_string())?;
-    capture.compression = source.compression().name();
-    let mut reader = match CaptureReader::new(source) {
-        Ok(r) => r,
-        Err(CaptureError::NotACapture) => bail!("{}: not a pcap or pcapng capture", path.display()),
-        Err(CaptureError::Truncated { .. }) => {
-            bail!("{}: not a readable capture: the file ends inside its file header", path.display())
-        }
-        Err(e) => bail!("{}: {e}", path.display()),
-    };
-    capture.format = Some(match reader.format() {
-        Format::Pcap => "pcap",
-        Format::PcapNg => "pcapng",
-    });
-    let bar = progress.then(|| progress_bar(file_bytes));
-    let mut records = 0u64;
-    loop {
-        match reader.next_packet() {
-            Ok(Some(p)) => {
-                analyzer.feed(p.linktype, p.data, p.orig_len);
-                records += 1;
-                if records.is_multiple_of(65_536) {
-                    if let Some(bar) = &bar {
-                        bar.set_position(read.get());
-                    }
-                }
-            }
-            Ok(None) => break,
-            Err(CaptureError::Truncated { packets_read }) => {
-                capture.truncated = true;
-                warnings.push(format!("capture truncated after {}", count(packets_read, "packet", "packets")));
-            }
-            Err(CaptureError::UnknownInterface(_)) => capture.skipped_unknown_interface += 1,
-            Err(e) => {
-                if let Some(bar) = &bar {
-                    bar.finish_and_clear();
-                }
-                bail!("{}: {e} (after {} packets)", path.display(), analyzer.packets_read());
-            }
-        }
-    }
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    if capture.skipped_unknown_interface > 0 {
-        warnings.push(if capture.skipped_unknown_interface == 1 {
-            "1 pcapng packet names an undescribed interface and was skipped".to_string()
-        } else {
-            format!(
-                "{} pcapng packets name an undescribed interface and were skipped",
-                capture.skipped_unknown_interface
-            )
-        });
-    }
-    warnings.extend(reader.stats().warnings());
-    Ok(Analysis { report: analyzer.finish(), capture, warnings })
-}
-
-fn progress_bar(len: u64) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    if let Ok(style) = ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
-        bar.set_style(style);
-    }
-    bar
+/// The document pretty-printed, then `state` on one line: the state holds
+/// one entry per tracked flow, so it is written as it is serialised, never
+/// held as a JSON tree.
+fn write_json(out: &mut impl Write, doc: &serde_json::Value, state: &State) -> Result<()> {
+    let text = serde_json::to_string_pretty(doc)?;
+    let head = text.strip_suffix("\n}").ok_or_else(|| anyhow!("the report is not a JSON object"))?;
+    out.write_all(head.as_bytes())?;
+    out.write_all(b",\n  \"state\": ")?;
+    serde_json::to_writer(&mut *out, state)?;
+    out.write_all(b"\n}\n")?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------- text output
 
-fn write_text(
-    out: &mut impl Write,
-    r: &Report,
-    capture: &CaptureSummary,
-    key_line: Option<&str>,
-) -> std::io::Result<()> {
+fn write_text(out: &mut impl Write, r: &Report, inputs: &[Input], key_line: Option<&str>) -> std::io::Result<()> {
     let rss = &r.rss;
-    writeln!(
-        out,
-        "capture: {} ({}, {} bytes){}",
-        capture.path,
-        capture.format.unwrap_or("?"),
-        capture.file_bytes,
-        if capture.truncated { ", truncated" } else { "" }
-    )?;
+    write_inputs(out, inputs)?;
     writeln!(
         out,
         "rss: key {} ({}), hash types {} (fragments on the {}), RETA {} over {}, mapping {}",
@@ -385,7 +363,46 @@ fn write_text(
         r.analysed_packets,
         r.drops.total,
         if r.conservation_ok { "ok" } else { "MISMATCH" }
-    )
+    )?;
+    write_accuracy(out, r)
+}
+
+/// The capture line: the file, or how many and which first and last.
+fn write_inputs(out: &mut impl Write, inputs: &[Input]) -> std::io::Result<()> {
+    match inputs {
+        [one] => writeln!(
+            out,
+            "capture: {} ({}, {} bytes){}",
+            one.path,
+            one.format.as_deref().unwrap_or("?"),
+            one.file_bytes,
+            if one.truncated { ", truncated" } else { "" }
+        ),
+        many => {
+            let bytes: u64 = many.iter().map(|i| i.file_bytes).sum();
+            let truncated = many.iter().filter(|i| i.truncated).count();
+            writeln!(
+                out,
+                "captures: {} files, {bytes} bytes, in time order from {} to {}{}",
+                many.len(),
+                many.first().map_or("?", |i| i.path.as_str()),
+                many.last().map_or("?", |i| i.path.as_str()),
+                if truncated > 0 { format!(", {truncated} truncated") } else { String::new() }
+            )
+        }
+    }
+}
+
+/// The figures a merge left bounded, if any (the untracked-flow estimate
+/// is always one and goes without saying).
+fn write_accuracy(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
+    let bounded: Vec<&report::Bounded> =
+        r.accuracy.bounded.iter().filter(|b| b.field != "flows.untracked_flows").collect();
+    if let Some(first) = bounded.first() {
+        let fields: Vec<&str> = bounded.iter().map(|b| b.field).collect();
+        writeln!(out, "Not exact after the merge: {} ({})", fields.join(", "), first.bound)?;
+    }
+    Ok(())
 }
 
 struct QueueRow {
@@ -471,15 +488,13 @@ fn endpoint(addr: IpAddr, port: Option<u16>) -> String {
     }
 }
 
-fn write_chart(path: &Path, inputs: &[&Path], r: &Report, capture: &CaptureSummary) -> Result<()> {
+fn write_chart(path: &Path, inputs: &[&Path], r: &Report, name: &str) -> Result<()> {
     let outer: Vec<u64> = r.queues.iter().map(|q| q.packets).collect();
     let inner: Vec<u64> = r.inner.as_ref().map(|i| i.queues.iter().map(|q| q.packets).collect()).unwrap_or_default();
     let mut series = vec![Series { name: "NIC RSS (outer headers)", values: &outer }];
     if r.inner.is_some() {
         series.push(Series { name: "hashed on inner headers", values: &inner });
     }
-    let name =
-        Path::new(&capture.path).file_name().map_or_else(|| capture.path.clone(), |n| n.to_string_lossy().into_owned());
     let title = format!(
         "{name}: packets per queue (key {}, {}, max/mean {:.2})",
         r.rss.key, r.rss.hash_types, r.imbalance.max_mean

@@ -1,15 +1,18 @@
 //! [`Analyzer`]: frames in, [`Report`] out.
 
-use crate::flows::{FlowStats, FlowTable, FragTable};
-use crate::report::{
-    DirectionSplit, Drops, EncapStats, FlowSummary, FragmentSummary, Imbalance, InnerQueueLoad, InnerSpread,
-    OuterHashed, QueueLoad, Report, RssSummary, SplitCount, SplitFlows, TopFlow, Unhashed, SCHEMA,
+use crate::flows::{FlowTable, FragKey, FragTable};
+use crate::report::Report;
+use crate::state::{
+    fingerprint, EncapState, FlowRecord, FragMemory, FragmentState, HeldRecord, InnerState, Load as LoadState,
+    RssIdentity, State, StateAccuracy, StateOptions, UnhashedState,
 };
 use flowsteer_rss::{Fields, KeyKind, Mapping, Placement, QueueId, RssConfig};
 use flowsteer_wire::{
     parse_frame, proto, Encap, FlowTuple, InnerMiss, L3Info, LinkType, ParseError, ParseOptions, Parsed,
 };
+use rustc_hash::FxHashMap;
 use std::cmp::Ordering;
+use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
 
 /// Default [`AnalyzeOptions::max_flows`].
@@ -212,11 +215,33 @@ fn is_unknown_tunnel(l3: &L3Info) -> bool {
     }
 }
 
+/// Every encapsulation kind: (name, what a NIC's RSS does with it).
+pub(crate) fn encap_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
+    EncapKind::ALL.iter().map(|k| (k.name(), k.nic()))
+}
+
+/// Every reason for hashing on the outer headers under `inner`, by name.
+pub(crate) fn outer_reasons() -> [&'static str; OuterReason::ALL.len()] {
+    OuterReason::ALL.map(OuterReason::name)
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct UnhashedCounts {
     non_ip: u64,
     pppoe: u64,
     no_hash_type: u64,
+}
+
+/// Later fragments of one datagram seen before any offset-0 fragment of it.
+#[derive(Clone, Copy, Debug)]
+struct HeldGroup {
+    first: u64,
+    queue: QueueId,
+    packets: u64,
+    bytes: u64,
+    split: bool,
+    before_first: u64,
+    before_last: u64,
 }
 
 /// Predicts what a NIC with one RSS configuration does with a stream of
@@ -250,7 +275,11 @@ pub struct Analyzer {
     hashed_on_outer: [u64; OuterReason::ALL.len()],
     flows: FlowTable,
     frags: FragTable,
-    fragments: FragmentSummary,
+    fragments: FragmentState,
+    /// Later fragments that no offset-0 fragment of this input named, early
+    /// enough in the input for one of a previous input to name them (kept
+    /// apart so a merge can attribute them; see [`crate::state`]).
+    held: FxHashMap<FragKey, HeldGroup>,
     encap: Vec<EncapCounter>,
     unhashed: UnhashedCounts,
     /// Parse errors by reason, one fixed slot each (named only in the report).
@@ -280,7 +309,8 @@ impl Analyzer {
             hashed_on_outer: [0; OuterReason::ALL.len()],
             flows: FlowTable::new(opts.max_flows),
             frags: FragTable::new(opts.max_fragments),
-            fragments: FragmentSummary { packets: 0, first: 0, unmatched: 0 },
+            fragments: FragmentState::default(),
+            held: FxHashMap::default(),
             encap: vec![counter; EncapKind::ALL.len()],
             unhashed: UnhashedCounts::default(),
             parse_errors: [0; ParseError::COUNT],
@@ -293,9 +323,15 @@ impl Analyzer {
         self.packets_read
     }
 
+    /// Their wire bytes.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
     /// Accounts one captured frame: its pcap `LINKTYPE_*`, the captured
     /// bytes and the original (wire) length.
     pub fn feed(&mut self, linktype: u32, data: &[u8], orig_len: u32) {
+        let position = self.packets_read;
         self.packets_read += 1;
         let bytes = u64::from(orig_len).max(data.len() as u64);
         self.bytes_read += bytes;
@@ -318,8 +354,9 @@ impl Analyzer {
             load.add(bytes);
         }
         if let Some(l3) = flow_header {
-            let tuple = self.flow_tuple(l3);
-            self.flows.record(tuple, placement.queue, bytes);
+            if let Some(tuple) = self.flow_tuple(l3, placement.queue, bytes, position) {
+                self.flows.record(tuple, placement.queue, bytes, position);
+            }
         }
         let inner_queue = if self.opts.inner {
             let p = match &parsed.inner {
@@ -385,208 +422,196 @@ impl Analyzer {
 
     /// The flow a packet belongs to: its tuple, except that a later
     /// fragment (no ports) belongs to the flow its datagram's offset-0
-    /// fragment named, when that was seen.
+    /// fragment named, when that was seen within the window. `None`: a
+    /// later fragment held apart (its datagram's offset-0 fragment may be in
+    /// a previous input).
     #[inline]
-    fn flow_tuple(&mut self, l3: &L3Info) -> FlowTuple {
+    fn flow_tuple(&mut self, l3: &L3Info, queue: QueueId, bytes: u64, position: u64) -> Option<FlowTuple> {
         let Some(frag) = l3.frag else {
-            return l3.tuple;
+            return Some(l3.tuple);
         };
         self.fragments.packets += 1;
         if frag.is_first() {
             self.fragments.first += 1;
             self.frags.remember(&l3.tuple, frag.id);
-            return l3.tuple;
+            return Some(l3.tuple);
         }
-        match self.frags.flow_of(&l3.tuple, frag.id) {
-            Some(flow) => flow,
-            None => {
-                self.fragments.unmatched += 1;
-                l3.tuple
+        if let Some(flow) = self.frags.flow_of(&l3.tuple, frag.id) {
+            return Some(flow);
+        }
+        let before = self.frags.remembered();
+        if before <= self.frags.window() {
+            // No offset-0 fragment of this datagram in this input so far.
+            let held_len = self.held.len();
+            match self.held.entry(FragKey::of(&l3.tuple, frag.id)) {
+                Entry::Occupied(mut e) => {
+                    let g = e.get_mut();
+                    g.packets += 1;
+                    g.bytes += bytes;
+                    g.split |= g.queue != queue;
+                    g.before_last = before;
+                    return None;
+                }
+                Entry::Vacant(e) if held_len < self.opts.max_fragments => {
+                    e.insert(HeldGroup {
+                        first: position,
+                        queue,
+                        packets: 1,
+                        bytes,
+                        split: false,
+                        before_first: before,
+                        before_last: before,
+                    });
+                    return None;
+                }
+                Entry::Vacant(_) => self.fragments.unheld += 1,
             }
         }
+        self.fragments.unmatched += 1;
+        Some(l3.tuple)
     }
 
     /// The report.
-    pub fn finish(mut self) -> Report {
+    pub fn finish(self) -> Report {
+        let top = self.opts.top;
+        self.into_state().report(top)
+    }
+
+    /// The mergeable state the report is derived from ([`State::report`]);
+    /// see [`crate::state`] for merging it with other inputs' states.
+    pub fn into_state(mut self) -> State {
         self.flows.flush();
         let config = &self.config;
-        let cpu = |q: usize| config.cpu_for(QueueId(q as u16)).0;
-        let mut flows_per_queue = vec![0u64; self.queues.len()];
-        let mut frag_split = SplitCount { flows: 0, packets: 0 };
-        let mut directions = DirectionSplit { connections: 0, split: 0, packets: 0 };
-        for (tuple, stats) in self.flows.iter() {
-            if let Some(n) = flows_per_queue.get_mut(usize::from(stats.queue.0)) {
-                *n += 1;
-            }
-            if stats.split {
-                frag_split.flows += 1;
-                frag_split.packets += stats.packets;
-            }
-            let reverse = tuple.reversed();
-            if tuple_order(&tuple, &reverse) == Ordering::Less {
-                if let Some(back) = self.flows.get(&reverse) {
-                    directions.connections += 1;
-                    if back.queue != stats.queue {
-                        directions.split += 1;
-                        directions.packets += stats.packets + back.packets;
-                    }
-                }
-            }
-        }
-
-        let queues: Vec<QueueLoad> = self
-            .queues
+        let queue_count = self.queues.len();
+        let mut flows: Vec<FlowRecord> = self
+            .flows
             .iter()
-            .zip(&flows_per_queue)
-            .enumerate()
-            .map(|(q, (load, &flows))| QueueLoad {
-                queue: q as u16,
-                cpu: cpu(q),
-                packets: load.packets,
-                bytes: load.bytes,
-                flows,
+            .map(|(t, s)| {
+                FlowRecord(
+                    t.src,
+                    t.dst,
+                    t.proto,
+                    t.ports.map(|(a, b)| [a, b]),
+                    s.first,
+                    s.queue.0,
+                    s.packets,
+                    s.bytes,
+                    s.split,
+                )
             })
             .collect();
-        let analysed_packets = queues.iter().map(|q| q.packets).sum();
-        let analysed_bytes = queues.iter().map(|q| q.bytes).sum();
-        let imbalance = imbalance_of(self.queues.iter());
-
-        let inner = self.opts.inner.then(|| InnerSpread {
-            queues: self
-                .inner_queues
-                .iter()
-                .enumerate()
-                .map(|(q, l)| InnerQueueLoad { queue: q as u16, cpu: cpu(q), packets: l.packets, bytes: l.bytes })
-                .collect(),
-            imbalance: imbalance_of(self.inner_queues.iter()),
+        flows.sort_unstable_by_key(|f| f.4);
+        let mut held: Vec<HeldRecord> = self
+            .held
+            .iter()
+            .map(|(k, g)| {
+                HeldRecord(
+                    k.src,
+                    k.dst,
+                    k.proto,
+                    k.id,
+                    g.first,
+                    g.queue.0,
+                    g.packets,
+                    g.bytes,
+                    g.split,
+                    g.before_first,
+                    g.before_last,
+                )
+            })
+            .collect();
+        held.sort_unstable_by_key(|h| h.4);
+        let fragment_memory = self
+            .frags
+            .memory()
+            .into_iter()
+            .map(|(k, t, seq)| FragMemory(k.src, k.dst, k.proto, k.id, t.ports.map(|(a, b)| [a, b]), seq))
+            .collect();
+        let load = |l: &Load| LoadState(l.packets, l.bytes);
+        let inner = self.opts.inner.then(|| InnerState {
+            queues: self.inner_queues.iter().map(load).collect(),
             hashed_on_inner: self.hashed_on_inner,
-            hashed_on_outer: OuterHashed {
-                packets: self.hashed_on_outer.iter().sum(),
-                by_reason: OuterReason::ALL
-                    .iter()
-                    .map(|&r| (r.name(), self.hashed_on_outer.get(r as usize).copied().unwrap_or(0)))
-                    .collect(),
-            },
+            hashed_on_outer: OuterReason::ALL
+                .iter()
+                .map(|&r| (r.name().to_string(), self.hashed_on_outer.get(r as usize).copied().unwrap_or(0)))
+                .collect(),
         });
-
         let encap = EncapKind::ALL
             .iter()
             .zip(&self.encap)
             .map(|(kind, c)| {
-                let hit = |v: &[u64]| v.iter().filter(|&&n| n > 0).count();
-                let stats = EncapStats {
+                let state = EncapState {
                     packets: c.load.packets,
                     bytes: c.load.bytes,
-                    queues_hit: hit(&c.outer_queues),
-                    inner_queues_hit: self.opts.inner.then(|| hit(&c.inner_queues)),
-                    nic: kind.nic(),
+                    queues: c.outer_queues.clone(),
+                    inner_queues: c.inner_queues.clone(),
                 };
-                (kind.name(), stats)
+                (kind.name().to_string(), state)
             })
             .collect();
-
         let parse_errors = ParseError::ALL
             .iter()
             .filter_map(|e| {
                 let n = self.parse_errors.get(e.index()).copied().unwrap_or(0);
-                (n > 0).then_some((e.reason(), n))
+                (n > 0).then(|| (e.reason().to_string(), n))
             })
             .collect();
-        let mut drops = Drops { total: 0, parse_errors, unsupported_linktypes: self.unsupported_linktypes };
-        drops.total = drops.parse_errors.values().sum::<u64>() + drops.unsupported_linktypes.values().sum::<u64>();
         let u = self.unhashed;
-
-        Report {
-            schema: SCHEMA,
-            rss: rss_summary(config),
+        State {
+            rss: rss_identity(config, queue_count, self.unhashed_placement.queue.0),
+            options: StateOptions {
+                inner: self.opts.inner,
+                vxlan_port: self.opts.vxlan_port,
+                max_flows: self.opts.max_flows,
+                max_fragments: self.opts.max_fragments,
+            },
             packets_read: self.packets_read,
             bytes_read: self.bytes_read,
-            analysed_packets,
-            analysed_bytes,
-            conservation_ok: self.packets_read == analysed_packets + drops.total,
-            queues,
-            imbalance,
-            flows: FlowSummary {
-                tracked: self.flows.len() as u64,
-                max_flows: self.opts.max_flows,
-                untracked_flows: self.flows.untracked.estimate(),
-                untracked_packets: self.flows.untracked_packets,
-            },
-            fragments: self.fragments,
-            split_flows: SplitFlows { fragments: frag_split, directions },
-            unhashed: Unhashed {
-                packets: u.non_ip + u.pppoe + u.no_hash_type,
-                queue: self.unhashed_placement.queue.0,
-                non_ip: u.non_ip,
-                pppoe: u.pppoe,
-                no_hash_type: u.no_hash_type,
-            },
-            encap,
+            queues: self.queues.iter().map(load).collect(),
             inner,
-            top_flows: top_flows(&self.flows, self.opts.top, config),
-            drops,
+            encap,
+            unhashed: UnhashedState { non_ip: u.non_ip, pppoe: u.pppoe, no_hash_type: u.no_hash_type },
+            parse_errors,
+            unsupported_linktypes: self.unsupported_linktypes,
+            fragments: self.fragments,
+            flows,
+            held_fragments: held,
+            fragment_memory,
+            untracked_packets: self.flows.untracked_packets,
+            untracked_sketch: self.flows.untracked.words(),
+            accuracy: StateAccuracy::default(),
         }
     }
 }
 
-fn imbalance_of<'a>(loads: impl Iterator<Item = &'a Load> + Clone) -> Imbalance {
-    let packets: Vec<u64> = loads.clone().map(|l| l.packets).collect();
-    let bytes: Vec<u64> = loads.map(|l| l.bytes).collect();
-    Imbalance::of(&packets, &bytes)
-}
-
 /// A total order on tuples (for stable reports and to visit each
 /// connection once).
-fn tuple_order(a: &FlowTuple, b: &FlowTuple) -> Ordering {
+pub(crate) fn tuple_order(a: &FlowTuple, b: &FlowTuple) -> Ordering {
     (a.src, a.dst, a.proto, a.ports).cmp(&(b.src, b.dst, b.proto, b.ports))
 }
 
-fn top_flows(flows: &FlowTable, n: usize, config: &RssConfig) -> Vec<TopFlow> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let mut all: Vec<(FlowTuple, &FlowStats)> = flows.iter().collect();
-    let heavier = |a: &(FlowTuple, &FlowStats), b: &(FlowTuple, &FlowStats)| {
-        b.1.packets.cmp(&a.1.packets).then(b.1.bytes.cmp(&a.1.bytes)).then_with(|| tuple_order(&a.0, &b.0))
-    };
-    if all.len() > n {
-        all.select_nth_unstable_by(n - 1, heavier);
-        all.truncate(n);
-    }
-    all.sort_unstable_by(heavier);
-    all.into_iter()
-        .map(|(t, s)| TopFlow {
-            src: t.src,
-            dst: t.dst,
-            proto: t.proto,
-            sport: t.ports.map(|p| p.0),
-            dport: t.ports.map(|p| p.1),
-            queue: s.queue.0,
-            cpu: config.cpu_for(s.queue).0,
-            packets: s.packets,
-            bytes: s.bytes,
-            split: s.split,
-        })
-        .collect()
-}
-
-fn rss_summary(config: &RssConfig) -> RssSummary {
-    RssSummary {
+fn rss_identity(config: &RssConfig, queues: usize, unhashed_queue: u16) -> RssIdentity {
+    RssIdentity {
         key: match config.key().kind() {
             KeyKind::MicrosoftDefault => "microsoft",
             KeyKind::Symmetric => "symmetric",
             KeyKind::Random | KeyKind::Seeded(_) => "random",
             KeyKind::User => "user",
-        },
+        }
+        .to_string(),
         key_len: config.key().len(),
+        key_fingerprint: fingerprint(config.key().as_bytes()),
         hash_types: config.types.to_string(),
         fragments_on_2tuple: config.types.fragments_on_2tuple,
-        reta_size: config.reta.len(),
-        queues: config.queue_count(),
+        reta: config.reta.entries().iter().map(|q| q.0).collect(),
+        queues,
         mapping: match config.mapping {
             Mapping::Reta => "reta",
             Mapping::RpsScale => "rps",
-        },
-        hash_impl: config.hasher().implementation().name(),
+        }
+        .to_string(),
+        cpus: (0..queues).map(|q| config.cpu_for(QueueId(q as u16)).0).collect(),
+        hash_impl: config.hasher().implementation().name().to_string(),
+        unhashed_queue,
     }
 }

@@ -11,7 +11,10 @@
 //!   from the datagram's offset-0 fragment, at most `max_fragments` entries
 //!   (default [`crate::DEFAULT_MAX_FRAGMENTS`]). Overflow policy: two
 //!   generations; when the current one holds half the budget the previous
-//!   one is dropped, so the oldest datagrams are forgotten first.
+//!   one is dropped, so the oldest datagrams are forgotten first. A later
+//!   fragment matches only an offset-0 fragment followed by at most half the
+//!   budget of others (the window), which keeps the answer the same when an
+//!   archive is analysed file by file and merged.
 //!
 //! Memory: a flow takes one 64-byte slot and the table is at most 5/8
 //! full, so the default cap of 1,000,000 flows needs 2^21 slots, 128 MB. A
@@ -41,6 +44,46 @@ pub(crate) struct FlowStats {
     pub queue: QueueId,
     /// Some packet of the flow landed on another queue than the first.
     pub split: bool,
+    /// Position of the flow's first packet in the input (0 = the first
+    /// packet fed), saturating at [`MAX_POSITION`].
+    pub first: u64,
+}
+
+/// The largest packet position a slot stores (47 bits: 1.4e14 packets).
+pub(crate) const MAX_POSITION: u64 = (1 << 47) - 1;
+
+/// [`FlowStats`] as a slot stores it: the queue, the split flag and the
+/// first packet's position packed into one word, so that key and counters
+/// still fit one cache line.
+#[derive(Clone, Copy, Debug)]
+struct PackedStats {
+    packets: u64,
+    bytes: u64,
+    /// `first << 17 | split << 16 | queue`.
+    tag: u64,
+}
+
+impl PackedStats {
+    const EMPTY: PackedStats = PackedStats { packets: 0, bytes: 0, tag: 0 };
+
+    fn new(queue: QueueId, first: u64) -> PackedStats {
+        PackedStats { packets: 0, bytes: 0, tag: (first.min(MAX_POSITION) << 17) | u64::from(queue.0) }
+    }
+
+    #[inline]
+    fn queue(&self) -> u16 {
+        self.tag as u16
+    }
+
+    fn unpack(&self) -> FlowStats {
+        FlowStats {
+            packets: self.packets,
+            bytes: self.bytes,
+            queue: QueueId(self.queue()),
+            split: self.tag & (1 << 16) != 0,
+            first: self.tag >> 17,
+        }
+    }
 }
 
 /// A [`FlowTuple`] packed into five words: source, destination (IPv4 as
@@ -75,7 +118,7 @@ impl FlowKey {
     const HAS_PORTS: u64 = 1 << 41;
 
     #[inline]
-    fn of(t: &FlowTuple) -> FlowKey {
+    pub(crate) fn of(t: &FlowTuple) -> FlowKey {
         let addr = |a: IpAddr| match a {
             IpAddr::V4(a) => (u128::from(u32::from(a)), false),
             IpAddr::V6(a) => (u128::from(a), true),
@@ -91,7 +134,7 @@ impl FlowKey {
         FlowKey([src as u64, (src >> 64) as u64, dst as u64, (dst >> 64) as u64, meta])
     }
 
-    fn tuple(&self) -> FlowTuple {
+    pub(crate) fn tuple(&self) -> FlowTuple {
         let [s0, s1, d0, d1, meta] = self.0;
         let addr = |lo: u64, hi: u64, v6: bool| {
             let bits = (u128::from(hi) << 64) | u128::from(lo);
@@ -120,12 +163,17 @@ impl FlowKey {
 #[repr(align(64))]
 struct Slot {
     key: FlowKey,
-    stats: FlowStats,
+    stats: PackedStats,
 }
 
 impl Slot {
-    const EMPTY: Slot =
-        Slot { key: FlowKey::EMPTY, stats: FlowStats { packets: 0, bytes: 0, queue: QueueId(0), split: false } };
+    const EMPTY: Slot = Slot { key: FlowKey::EMPTY, stats: PackedStats::EMPTY };
+}
+
+/// The table's hash of a flow (also what the untracked-flow estimate counts).
+#[inline]
+pub(crate) fn flow_hash(key: &FlowKey) -> u64 {
+    FxBuildHasher.hash_one(key)
 }
 
 /// A flow-table update waiting for its slot's cache line.
@@ -135,6 +183,7 @@ struct Pending {
     hash: u64,
     queue: QueueId,
     bytes: u64,
+    position: u64,
 }
 
 /// Updates applied together; their slots are loaded first, all at once.
@@ -165,7 +214,7 @@ impl FlowTable {
     const MIN_SLOTS: usize = 1024;
 
     pub fn new(cap: usize) -> FlowTable {
-        let idle = Pending { key: FlowKey::EMPTY, hash: 0, queue: QueueId(0), bytes: 0 };
+        let idle = Pending { key: FlowKey::EMPTY, hash: 0, queue: QueueId(0), bytes: 0, position: 0 };
         FlowTable {
             slots: vec![Slot::EMPTY; Self::MIN_SLOTS],
             len: 0,
@@ -177,14 +226,14 @@ impl FlowTable {
         }
     }
 
-    /// Counts one packet of `tuple` that landed on `queue` (applied at the
-    /// next flush).
+    /// Counts one packet of `tuple` that landed on `queue`, the packet at
+    /// `position` in the input (applied at the next flush).
     #[inline]
-    pub fn record(&mut self, tuple: FlowTuple, queue: QueueId, bytes: u64) {
+    pub fn record(&mut self, tuple: FlowTuple, queue: QueueId, bytes: u64, position: u64) {
         let key = FlowKey::of(&tuple);
         let hash = FxBuildHasher.hash_one(key);
         if let Some(p) = self.pending.get_mut(self.pending_len) {
-            *p = Pending { key, hash, queue, bytes };
+            *p = Pending { key, hash, queue, bytes, position };
             self.pending_len += 1;
         }
         if self.pending_len == BATCH {
@@ -222,8 +271,7 @@ impl FlowTable {
                     self.grow();
                     i = self.find(&p.key, p.hash).unwrap_or_else(|empty| empty);
                 }
-                self.slots[i] =
-                    Slot { key: p.key, stats: FlowStats { packets: 0, bytes: 0, queue: p.queue, split: false } };
+                self.slots[i] = Slot { key: p.key, stats: PackedStats::new(p.queue, p.position) };
                 self.len += 1;
                 i
             }
@@ -231,7 +279,7 @@ impl FlowTable {
         let stats = &mut self.slots[i].stats;
         stats.packets += 1;
         stats.bytes += p.bytes;
-        stats.split |= stats.queue != p.queue;
+        stats.tag |= u64::from(stats.queue() != p.queue.0) << 16;
     }
 
     /// `Ok(slot)` holding `key`, or `Err(empty slot)` where it would go.
@@ -263,48 +311,82 @@ impl FlowTable {
     }
 
     /// Tracked flows (after [`FlowTable::flush`]).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
 
-    pub fn get(&self, tuple: &FlowTuple) -> Option<&FlowStats> {
+    #[cfg(test)]
+    pub fn get(&self, tuple: &FlowTuple) -> Option<FlowStats> {
         let key = FlowKey::of(tuple);
-        self.find(&key, FxBuildHasher.hash_one(key)).ok().map(|i| &self.slots[i].stats)
+        self.find(&key, FxBuildHasher.hash_one(key)).ok().map(|i| self.slots[i].stats.unpack())
     }
 
     /// Every tracked flow, in table order.
-    pub fn iter(&self) -> impl Iterator<Item = (FlowTuple, &FlowStats)> + '_ {
-        self.slots.iter().filter(|s| s.key.is_used()).map(|s| (s.key.tuple(), &s.stats))
+    pub fn iter(&self) -> impl Iterator<Item = (FlowTuple, FlowStats)> + '_ {
+        self.slots.iter().filter(|s| s.key.is_used()).map(|s| (s.key.tuple(), s.stats.unpack()))
     }
 }
 
 /// The identity of one fragmented datagram (RFC 791 / RFC 8200: addresses,
 /// protocol and identification).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct FragKey {
-    src: IpAddr,
-    dst: IpAddr,
-    proto: u8,
-    id: u32,
+pub(crate) struct FragKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub id: u32,
 }
 
 impl FragKey {
-    fn of(tuple: &FlowTuple, id: u32) -> FragKey {
+    pub(crate) fn of(tuple: &FlowTuple, id: u32) -> FragKey {
         FragKey { src: tuple.src, dst: tuple.dst, proto: tuple.proto, id }
+    }
+
+    /// The port-less tuple a fragment of this datagram carries.
+    pub(crate) fn tuple(&self) -> FlowTuple {
+        FlowTuple { src: self.src, dst: self.dst, proto: self.proto, ports: None }
     }
 }
 
 /// Fragment datagram -> flow tuple, bounded; see the module docs.
+///
+/// Matching rule: a later fragment joins the flow of the latest offset-0
+/// fragment of its datagram when at most [`FragTable::window`] offset-0
+/// fragments (of any datagram) were remembered after it. The two
+/// generations guarantee every such entry is still held (forgetting one
+/// takes two generation swaps, so more than a generation of remembers), and
+/// entries further back are refused even when still held: the rule depends
+/// on the distance alone, so it gives the same answer over a whole archive
+/// as over its files one by one ([`crate::state`]).
 pub(crate) struct FragTable {
-    current: FxHashMap<FragKey, FlowTuple>,
-    previous: FxHashMap<FragKey, FlowTuple>,
-    /// Entries per generation (half the budget, at least 1).
+    current: FxHashMap<FragKey, (FlowTuple, u64)>,
+    previous: FxHashMap<FragKey, (FlowTuple, u64)>,
+    /// Entries per generation (half the budget, at least 1); also the window.
     generation_cap: usize,
+    /// Offset-0 fragments remembered so far (the next one's sequence number).
+    remembered: u64,
 }
 
 impl FragTable {
     pub fn new(cap: usize) -> FragTable {
-        FragTable { current: FxHashMap::default(), previous: FxHashMap::default(), generation_cap: (cap / 2).max(1) }
+        FragTable {
+            current: FxHashMap::default(),
+            previous: FxHashMap::default(),
+            generation_cap: (cap / 2).max(1),
+            remembered: 0,
+        }
+    }
+
+    /// How many later offset-0 fragments a datagram's own may be followed by
+    /// and still name its flow.
+    pub fn window(&self) -> u64 {
+        self.generation_cap as u64
+    }
+
+    /// Offset-0 fragments remembered so far.
+    pub fn remembered(&self) -> u64 {
+        self.remembered
     }
 
     /// Remembers the flow of the datagram whose offset-0 fragment is `tuple`.
@@ -313,14 +395,30 @@ impl FragTable {
             std::mem::swap(&mut self.current, &mut self.previous);
             self.current.clear();
         }
-        self.current.insert(FragKey::of(tuple, id), *tuple);
+        self.current.insert(FragKey::of(tuple, id), (*tuple, self.remembered));
+        self.remembered += 1;
     }
 
     /// The flow of the datagram a later fragment (`tuple` without ports)
-    /// belongs to, if its first fragment was seen and not yet forgotten.
+    /// belongs to, if its first fragment was seen within the window.
     pub fn flow_of(&self, tuple: &FlowTuple, id: u32) -> Option<FlowTuple> {
         let key = FragKey::of(tuple, id);
-        self.current.get(&key).or_else(|| self.previous.get(&key)).copied()
+        let (flow, seq) = self.current.get(&key).or_else(|| self.previous.get(&key))?;
+        (self.remembered - 1 - seq <= self.window()).then_some(*flow)
+    }
+
+    /// The entries a later fragment could still match: (datagram, flow,
+    /// sequence number), oldest first.
+    pub fn memory(&self) -> Vec<(FragKey, FlowTuple, u64)> {
+        let mut v: Vec<(FragKey, FlowTuple, u64)> = self
+            .current
+            .iter()
+            .chain(self.previous.iter().filter(|(k, _)| !self.current.contains_key(k)))
+            .filter(|(_, (_, seq))| self.remembered - 1 - seq <= self.window())
+            .map(|(k, (t, seq))| (*k, *t, *seq))
+            .collect();
+        v.sort_unstable_by_key(|e| e.2);
+        v
     }
 }
 
@@ -332,7 +430,7 @@ impl FragTable {
 /// item's table hash through a full-avalanche finaliser first: FxHash alone
 /// spreads consecutive inputs too evenly (it is multiplicative), which
 /// would make the estimate high.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct DistinctCounter {
     bits: Vec<u64>,
 }
@@ -340,7 +438,10 @@ pub(crate) struct DistinctCounter {
 impl DistinctCounter {
     const BITS_LOG2: u32 = 20;
     const BITS: usize = 1 << Self::BITS_LOG2;
+    /// Words of the bitmap.
+    pub const WORDS: usize = Self::BITS / 64;
 
+    /// Counts an item by its hash.
     pub fn insert(&mut self, hash: u64) {
         if self.bits.is_empty() {
             self.bits = vec![0; Self::BITS / 64];
@@ -349,6 +450,31 @@ impl DistinctCounter {
         if let Some(word) = self.bits.get_mut(bit / 64) {
             *word |= 1 << (bit % 64);
         }
+    }
+
+    /// Counts a flow by its table hash ([`flow_hash`]).
+    pub fn insert_flow(&mut self, key: &FlowKey) {
+        self.insert(flow_hash(key));
+    }
+
+    /// The non-zero words of the bitmap, as (index, word).
+    pub fn words(&self) -> Vec<(u32, u64)> {
+        self.bits.iter().enumerate().filter(|(_, w)| **w != 0).map(|(i, w)| (i as u32, *w)).collect()
+    }
+
+    /// Adds another counter's words (the union of what both counted).
+    /// `None` when an index is out of range.
+    pub fn or_words(&mut self, words: &[(u32, u64)]) -> Option<()> {
+        if words.is_empty() {
+            return Some(());
+        }
+        if self.bits.is_empty() {
+            self.bits = vec![0; Self::BITS / 64];
+        }
+        for &(i, w) in words {
+            *self.bits.get_mut(i as usize)? |= w;
+        }
+        Some(())
     }
 
     pub fn estimate(&self) -> u64 {
@@ -376,7 +502,7 @@ mod tests {
         let mut t = FlowTable::new(2);
         for round in 0..3 {
             for i in 0..5 {
-                t.record(tuple(i, Some((1, 2))), QueueId(0), 100);
+                t.record(tuple(i, Some((1, 2))), QueueId(0), 100, 0);
             }
             t.flush();
             assert_eq!(t.len(), 2, "round {round}");
@@ -390,12 +516,12 @@ mod tests {
     fn flow_split_is_sticky() {
         let mut t = FlowTable::new(10);
         let f = tuple(1, Some((1, 2)));
-        t.record(f, QueueId(1), 10);
-        t.record(f, QueueId(2), 10);
-        t.record(f, QueueId(1), 10);
+        t.record(f, QueueId(1), 10, 7);
+        t.record(f, QueueId(2), 10, 8);
+        t.record(f, QueueId(1), 10, 9);
         t.flush();
-        let s = *t.get(&f).unwrap();
-        assert_eq!((s.packets, s.bytes, s.queue, s.split), (3, 30, QueueId(1), true));
+        let s = t.get(&f).unwrap();
+        assert_eq!((s.packets, s.bytes, s.queue, s.split, s.first), (3, 30, QueueId(1), true, 7));
     }
 
     #[test]
@@ -430,14 +556,17 @@ mod tests {
         let mut t = FlowTable::new(usize::MAX);
         for round in 0..2u64 {
             for i in 0..20_000u32 {
-                t.record(tuple(i, Some((i as u16, 9))), QueueId((i % 4) as u16), u64::from(i));
+                t.record(tuple(i, Some((i as u16, 9))), QueueId((i % 4) as u16), u64::from(i), u64::from(i));
             }
             t.flush();
             assert_eq!(t.len(), 20_000, "round {round}");
         }
         for i in (0..20_000u32).step_by(97) {
             let s = t.get(&tuple(i, Some((i as u16, 9)))).unwrap();
-            assert_eq!((s.packets, s.bytes, s.queue, s.split), (2, 2 * u64::from(i), QueueId((i % 4) as u16), false));
+            assert_eq!(
+                (s.packets, s.bytes, s.queue, s.split, s.first),
+                (2, 2 * u64::from(i), QueueId((i % 4) as u16), false, u64::from(i))
+            );
         }
         assert!(t.get(&tuple(20_001, None)).is_none());
         assert_eq!(t.iter().count(), 20_000);
@@ -459,6 +588,38 @@ mod tests {
         assert_eq!(t.flow_of(&later, 1), None);
         assert_eq!(t.flow_of(&later, 3), Some(first));
         assert_eq!(t.flow_of(&later, 5), Some(first));
+        assert_eq!(t.memory().iter().map(|e| e.0.id).collect::<Vec<_>>(), [3, 4, 5]);
+        // Held but beyond the window: id 1, then 3 more remembered.
+        let mut t = FragTable::new(4);
+        for id in 1..=3 {
+            t.remember(&first, id);
+        }
+        assert_eq!(t.flow_of(&later, 1), Some(first));
+        t.remember(&first, 4);
+        assert!(t.previous.contains_key(&FragKey::of(&later, 1)));
+        assert_eq!(t.flow_of(&later, 1), None);
+    }
+
+    #[test]
+    fn position_and_flags_survive_packing() {
+        let p = PackedStats::new(QueueId(65535), MAX_POSITION + 5);
+        let s = p.unpack();
+        assert_eq!((s.queue, s.first, s.split), (QueueId(65535), MAX_POSITION, false));
+    }
+
+    #[test]
+    fn distinct_counter_words_merge_as_a_union() {
+        let mut a = DistinctCounter::default();
+        let mut b = DistinctCounter::default();
+        for i in 0u64..5000 {
+            a.insert(FxBuildHasher.hash_one(i));
+            b.insert(FxBuildHasher.hash_one(i + 2500));
+        }
+        let mut u = a.clone();
+        u.or_words(&b.words()).unwrap();
+        let e = u.estimate() as f64;
+        assert!((e - 7500.0).abs() < 300.0, "{e}");
+        assert!(u.or_words(&[(1 << 20, 1)]).is_none());
     }
 
     #[test]

@@ -49,18 +49,29 @@
 //! (the `rustc-hash` crate), a fast unkeyed hasher: fine for a capture the
 //! user chose, not for tables fed live from the network. Cost: see `flowsteer bench analyze`.
 //!
+//! # Merging
+//!
+//! [`Analyzer::into_state`] gives the [`State`] a report is derived from;
+//! states of inputs given in time order merge ([`Merger`], [`merge`]) into
+//! the state one analyzer fed the inputs concatenated would have made, so
+//! an archive can be analysed file by file, on many cores or hosts, and
+//! reported as one. [`state`] says what is exact (everything, unless an
+//! input after the first filled its flow table) and the bound otherwise.
+//!
 //! # Thread safety
 //!
-//! An [`Analyzer`] is `Send` and used by one thread; analyses do not merge
-//! (a known debt: one analyzer per capture).
+//! An [`Analyzer`] is `Send` and used by one thread; run one per input and
+//! merge their states.
 #![forbid(unsafe_code)]
 
 mod analyzer;
 pub mod flows;
 pub mod report;
+pub mod state;
 
 pub use analyzer::{AnalyzeOptions, Analyzer, DEFAULT_MAX_FLOWS, DEFAULT_MAX_FRAGMENTS, DEFAULT_TOP};
 pub use report::{Report, SCHEMA};
+pub use state::{merge, MergeError, Merger, State};
 
 #[cfg(test)]
 mod tests;

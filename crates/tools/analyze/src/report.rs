@@ -8,15 +8,19 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-/// JSON schema name and version of [`Report`].
-pub const SCHEMA: &str = "flowsteer.analyze.v1";
+/// JSON schema name and version of [`Report`]. v2 (from v1): the
+/// `accuracy` member; the CLI adds `inputs` (what the report was made
+/// from), `flowsteer_version` and `state` (the mergeable state,
+/// [`crate::state::State`]).
+pub const SCHEMA: &str = "flowsteer.analyze.v2";
 
-/// Everything `flowsteer analyze` predicts for one capture.
+/// Everything `flowsteer analyze` predicts for one capture (or for several,
+/// merged: [`crate::state`]).
 ///
 /// Conservation: `packets_read = analysed_packets + drops.total`, where
 /// `analysed_packets` is the sum of `queues[].packets`; `conservation_ok`
 /// records whether it holds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     pub schema: &'static str,
     /// The RSS configuration the prediction is for.
@@ -47,10 +51,31 @@ pub struct Report {
     pub top_flows: Vec<TopFlow>,
     pub drops: Drops,
     pub conservation_ok: bool,
+    /// Which figures are exact and which bounded (a merge of reports can
+    /// leave some bounded; see [`crate::state`]).
+    pub accuracy: Accuracy,
+}
+
+/// Which figures of a [`Report`] are exact and which only bounded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Accuracy {
+    /// The exact figures, as JSON paths (`queues[].packets`).
+    pub exact: Vec<&'static str>,
+    /// The others, each with its bound.
+    pub bounded: Vec<Bounded>,
+}
+
+/// A figure that is not exact, and how far off it may be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Bounded {
+    /// JSON path of the figure.
+    pub field: &'static str,
+    /// The bound, in words.
+    pub bound: String,
 }
 
 /// The configuration in words.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RssSummary {
     /// `microsoft`, `symmetric`, `random` or `user`.
     pub key: &'static str,
@@ -200,7 +225,7 @@ pub struct EncapStats {
 /// The same packets hashed on their innermost IP header (the inner header
 /// of VXLAN, Geneve, VXLAN-GPE, GTP-U, GRE, IP-in-IP and PPPoE; the outer
 /// one otherwise, counted by reason in `hashed_on_outer`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InnerSpread {
     pub queues: Vec<InnerQueueLoad>,
     pub imbalance: Imbalance,
@@ -212,7 +237,7 @@ pub struct InnerSpread {
 }
 
 /// Packets `--inner` hashed on their outer headers.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OuterHashed {
     pub packets: u64,
     /// Every reason, zeros included: `not_tunnelled` (no encapsulation),

@@ -431,3 +431,281 @@ fn inner_says_how_many_packets_were_hashed_on_outer_headers_and_why() {
         assert_eq!(o.by_reason[reason], n, "{reason}: {o:?}");
     }
 }
+
+// ------------------------------------------------------------------ merging
+
+mod merging {
+    use super::*;
+    use crate::state::{merge, MergeError, Merger, State};
+
+    const UNKNOWN_LINKTYPE: u32 = 147;
+
+    /// Deterministic xorshift.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// A mixed capture, (linktype, frame) per record: TCP conversations seen
+    /// both ways, UDP over IPv4 and IPv6, datagrams in three fragments (some
+    /// later fragments before their first, some firsts never seen,
+    /// identifications reused), ICMP, VXLAN, QinQ, ARP, garbage and an
+    /// unknown link type.
+    fn archive(records: usize, seed: u64) -> Vec<(u32, Vec<u8>)> {
+        let mut rng = Rng(seed);
+        let mut out = Vec::with_capacity(records + 4);
+        while out.len() < records {
+            match rng.below(20) {
+                0..=6 => {
+                    let i = rng.below(150) as u32;
+                    let (c, s, port) = (v4(100 + i), v4(1), 40000 + i as u16);
+                    out.push(if rng.below(2) == 0 {
+                        build::tcp_frame(c, s, port, 443, 1, 0x10, b"x")
+                    } else {
+                        build::tcp_frame(s, c, 443, port, 1, 0x10, b"yy")
+                    });
+                }
+                7..=9 => {
+                    let i = rng.below(60) as u32;
+                    out.push(build::udp_frame(v6(i), v6(9999), 5000 + i as u16, 53, b"q"));
+                }
+                10..=12 => {
+                    let i = rng.below(30) as u32;
+                    let IpAddr::V4(src) = v4(7000 + i) else { unreachable!() };
+                    let IpAddr::V4(dst) = v4(2) else { unreachable!() };
+                    if rng.below(3) == 0 {
+                        // A whole datagram of the same flow (4-tuple under `all`).
+                        out.push(build::udp_frame(src.into(), dst.into(), 2000 + i as u16, 53, b"whole"));
+                        continue;
+                    }
+                    let id = rng.below(12) as u16;
+                    let mut frags = build::ipv4_fragments(src, dst, 2000 + i as u16, 53, id, &[7; 64], 24);
+                    match rng.below(8) {
+                        0 => frags.reverse(),
+                        1 => {
+                            frags.remove(0);
+                        }
+                        _ => {}
+                    }
+                    for f in frags {
+                        out.push(f);
+                        if rng.below(4) == 0 {
+                            out.push(build::udp_frame(v4(3), v4(4), 9, 9, b"between"));
+                        }
+                    }
+                }
+                13 => {
+                    let i = rng.below(10) as u32;
+                    out.push(build::ip_frame(&build::ip_packet(v4(500 + i), v4(501), proto::ICMP, &[8, 0, 0, 0])));
+                }
+                14..=15 => {
+                    let i = rng.below(40) as u32;
+                    let inner = build::udp_frame(v4(9000 + i), v4(9999), 6000 + i as u16, 80, b"in");
+                    let vx = build::vxlan_frame(v4(50), v4(51), 49152 + (i % 4) as u16, 7, &inner);
+                    out.push(vx);
+                }
+                16 => {
+                    let f = build::udp_frame(v4(60), v4(61 + rng.below(5) as u32), 1, 2, b"tagged");
+                    out.push(build::with_vlans(&f, &[VlanTag::dot1ad(10), VlanTag::dot1q(20)]));
+                }
+                17 => {
+                    let mut arp = vec![0xff; 12];
+                    arp.extend_from_slice(&[0x08, 0x06]);
+                    arp.extend_from_slice(&[0; 28]);
+                    out.push(arp);
+                }
+                18 => out.push(vec![1, 2, 3]),
+                _ => {
+                    out.push(Vec::new());
+                    continue;
+                }
+            }
+        }
+        out.truncate(records);
+        out.into_iter().map(|f| if f.is_empty() { (UNKNOWN_LINKTYPE, b"??".to_vec()) } else { (ETHERNET, f) }).collect()
+    }
+
+    fn state_of(cfg: &RssConfig, opts: AnalyzeOptions, records: &[(u32, Vec<u8>)]) -> State {
+        let mut a = Analyzer::new(cfg, opts);
+        for (lt, f) in records {
+            a.feed(*lt, f, f.len() as u32);
+        }
+        a.into_state()
+    }
+
+    /// `n - 1` distinct cut points in `1..len`, sorted.
+    fn cuts(len: usize, n: usize, rng: &mut Rng) -> Vec<usize> {
+        let mut c = std::collections::BTreeSet::new();
+        while c.len() < n - 1 {
+            c.insert(1 + rng.below(len as u64 - 1) as usize);
+        }
+        c.into_iter().collect()
+    }
+
+    fn pieces<'a>(records: &'a [(u32, Vec<u8>)], cuts: &[usize]) -> Vec<&'a [(u32, Vec<u8>)]> {
+        let mut bounds = vec![0];
+        bounds.extend_from_slice(cuts);
+        bounds.push(records.len());
+        bounds.windows(2).map(|w| &records[w[0]..w[1]]).collect()
+    }
+
+    /// Through JSON, as a report written by one run and read by another.
+    fn round_trip(s: &State) -> State {
+        serde_json::from_str(&serde_json::to_string(s).unwrap()).unwrap()
+    }
+
+    fn options(max_flows: usize, max_fragments: usize) -> AnalyzeOptions {
+        AnalyzeOptions { inner: true, max_flows, max_fragments, top: 20, ..AnalyzeOptions::default() }
+    }
+
+    #[test]
+    fn a_capture_cut_anywhere_merges_back_to_its_own_report() {
+        let records = archive(3000, 0x5eed);
+        let mut rng = Rng(0xc0ffee);
+        // Large tables; a fragment window of 4 (crossed by cuts); a flow cap
+        // the whole capture exceeds but no piece does.
+        for (types, key, opts) in [
+            ("all", RssKey::microsoft(), options(1_000_000, 65_536)),
+            ("all", RssKey::microsoft(), options(1_000_000, 8)),
+            ("default", RssKey::symmetric(40).unwrap(), options(400, 8)),
+        ] {
+            let cfg = config(types, key);
+            let whole = state_of(&cfg, opts, &records);
+            let report = whole.report(20);
+            assert_eq!(whole.untracked_packets > 0, opts.max_flows == 400);
+            assert!(report.fragments.unmatched > 0);
+            assert_eq!(report.split_flows.fragments.flows > 0, types == "all");
+            assert_eq!(round_trip(&whole), whole);
+            for n in [2, 7, 64] {
+                let cut = cuts(records.len(), n, &mut rng);
+                let states: Vec<State> =
+                    pieces(&records, &cut).iter().map(|p| round_trip(&state_of(&cfg, opts, p))).collect();
+                // (The first piece may fill its table: that merges exactly too.)
+                assert!(states[1..].iter().all(|s| s.untracked_packets == 0), "no later piece fills its table");
+                let merged = merge(states.clone()).unwrap().unwrap();
+                assert_eq!(merged, whole, "{types} n={n} cuts {cut:?}");
+                assert_eq!(merged.report(20), report);
+                assert!(merged.is_exact());
+                // Merges of merges: groups of consecutive pieces.
+                let groups: Vec<State> =
+                    states.chunks(3).map(|g| round_trip(&merge(g.to_vec()).unwrap().unwrap())).collect();
+                assert_eq!(merge(groups).unwrap().unwrap(), whole, "{types} n={n} in groups of 3");
+            }
+        }
+    }
+
+    #[test]
+    fn empty_pieces_merge_to_nothing_added() {
+        let cfg = config("default", RssKey::microsoft());
+        let records = archive(500, 3);
+        let whole = state_of(&cfg, options(1000, 64), &records);
+        let empty = state_of(&cfg, options(1000, 64), &[]);
+        let merged = merge([empty.clone(), whole.clone(), empty]).unwrap().unwrap();
+        assert_eq!(merged, whole);
+        assert!(merge(Vec::new()).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_first_input_may_fill_its_table_later_ones_are_bounded() {
+        let cfg = config("default", RssKey::microsoft());
+        let records = archive(2000, 11);
+        let opts = options(40, 64);
+        let whole = state_of(&cfg, opts, &records);
+        assert!(whole.untracked_packets > 0);
+        let (a, b) = records.split_at(1000);
+        let (sa, sb) = (state_of(&cfg, opts, a), state_of(&cfg, opts, b));
+        assert!(sa.untracked_packets > 0 && sb.untracked_packets > 0);
+        // Only the first input full: still exact.
+        let small = state_of(&cfg, opts, &records[1000..1003]);
+        assert_eq!(merge([sa.clone(), small]).unwrap().unwrap(), state_of(&cfg, opts, &records[..1003]));
+        // A later input full: counters exact, flows bounded by its untracked packets.
+        let merged = merge([sa, sb.clone()]).unwrap().unwrap();
+        assert!(!merged.is_exact());
+        assert_eq!(merged.accuracy.flow_packets, sb.untracked_packets);
+        let (m, w) = (merged.report(10), whole.report(10));
+        assert_eq!(
+            (m.queues.iter().map(|q| q.packets).collect::<Vec<_>>(), m.drops.clone(), m.encap.clone()),
+            (w.queues.iter().map(|q| q.packets).collect::<Vec<_>>(), w.drops.clone(), w.encap.clone())
+        );
+        assert_eq!(m.flows.tracked, w.flows.tracked);
+        assert!(m.accuracy.exact.contains(&"queues[].packets"));
+        assert!(!m.accuracy.exact.contains(&"top_flows"));
+        assert!(m
+            .accuracy
+            .bounded
+            .iter()
+            .any(|b| b.field == "top_flows" && b.bound.contains(&sb.untracked_packets.to_string())));
+        assert!(w.accuracy.exact.contains(&"top_flows"));
+    }
+
+    #[test]
+    fn different_configurations_refuse_to_merge_and_say_how() {
+        let records = archive(200, 5);
+        let base = config("default", RssKey::microsoft());
+        let s = |cfg: &RssConfig, opts: AnalyzeOptions| state_of(cfg, opts, &records);
+        let a = s(&base, AnalyzeOptions::default());
+        let cases: Vec<(State, &str)> = vec![
+            (
+                s(&config("default", RssKey::symmetric(40).unwrap()), AnalyzeOptions::default()),
+                "RSS key microsoft (40 bytes",
+            ),
+            (s(&config("all", RssKey::microsoft()), AnalyzeOptions::default()), "hash types"),
+            (
+                s(
+                    &RssConfig::new(
+                        RssKey::microsoft(),
+                        HashTypes::parse("default").unwrap(),
+                        Reta::round_robin(128, 8).unwrap(),
+                    ),
+                    AnalyzeOptions::default(),
+                ),
+                "RETA of 128 entries over 4 queues vs 128 entries over 8 queues",
+            ),
+            (s(&base, AnalyzeOptions { inner: true, ..AnalyzeOptions::default() }), "--inner off vs on"),
+            (s(&base, AnalyzeOptions { max_flows: 5, ..AnalyzeOptions::default() }), "--max-flows 1000000 vs 5"),
+        ];
+        for (b, want) in cases {
+            let err = merge([a.clone(), b]).unwrap_err();
+            assert!(matches!(&err, MergeError::Mismatch(m) if m.contains(want)), "{err} lacks {want:?}");
+        }
+        let mut reta = base.clone();
+        reta.reta.set(5, QueueId(0));
+        let err = merge([a.clone(), s(&reta, AnalyzeOptions::default())]).unwrap_err();
+        assert!(err.to_string().contains("RETA entry 5: queue 1 vs queue 0"), "{err}");
+    }
+
+    #[test]
+    fn a_malformed_state_is_refused_not_trusted() {
+        let cfg = config("default", RssKey::microsoft());
+        let good = state_of(&cfg, AnalyzeOptions::default(), &archive(300, 9));
+        let mut bad = good.clone();
+        bad.queues.pop();
+        let mut bad2 = good.clone();
+        bad2.flows[0].5 = 4;
+        let mut bad3 = good.clone();
+        bad3.parse_errors.insert("no_such_reason".into(), 1);
+        let mut bad4 = good.clone();
+        bad4.untracked_sketch.push((1 << 20, 1));
+        let mut bad5 = good.clone();
+        bad5.queues[0].0 = u64::MAX;
+        let mut bad6 = good.clone();
+        bad6.flows[0].6 = u64::MAX - 1;
+        let mut bad7 = good.clone();
+        bad7.flows[0].4 = good.packets_read;
+        let mut bad8 = good.clone();
+        bad8.packets_read = u64::MAX;
+        for b in [bad, bad2, bad3, bad4, bad5, bad6, bad7, bad8] {
+            assert!(matches!(Merger::new(good.clone()).unwrap().push(b), Err(MergeError::Malformed(_))));
+        }
+    }
+}
