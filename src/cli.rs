@@ -439,6 +439,12 @@ pub struct RunArgs {
     /// With --source afxdp: also the ports the XDP program claims (needed, unless --xdp-claim all).
     #[arg(long, value_delimiter = ',')]
     pub listen: Vec<String>,
+    /// Destinations the listener takes besides unicast to this host: comma list of broadcast (ff:ff:ff:ff:ff:ff,
+    /// 255.255.255.255), multicast (group MACs, 224.0.0.0/4, ff00::/8), other-host (unicast to other MACs, as a
+    /// promiscuous listener), or all. Other frames are dropped as dst_broadcast, dst_multicast, dst_other_host
+    /// [default: none: unicast to the interface's MAC; for gen and pcap: every unicast].
+    #[arg(long, value_delimiter = ',', value_parser = ["broadcast", "multicast", "other-host", "all"])]
+    pub listen_dst: Vec<String>,
     /// Do not pin worker threads.
     #[arg(long)]
     pub no_pin: bool,

@@ -296,6 +296,7 @@ fn not_numeric(command: &[&str]) -> Vec<&'static str> {
             "--fanout",
             "--frag-steer",
             "--listen",
+            "--listen-dst",
             "--queues", // refused by `run` whatever its value (see --rx-queues)
         ],
         ["defrag"] => vec!["--output"],
@@ -342,6 +343,7 @@ const CHOICES: &[(&[&str], &str)] = &[
     (&["run"], "--xdp-claim"),
     (&["run"], "--fanout"),
     (&["run"], "--frag-steer"),
+    (&["run"], "--listen-dst"),
     (&["bench", "reasm"], "--set"),
     (&["bench", "reasm"], "--delivery"),
     (&["bench", "reasm"], "--family"),

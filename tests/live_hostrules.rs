@@ -11,7 +11,11 @@
 //!   core; a 42 s run at the default timeout (30 s for IPv4) shows them aged
 //!   out, not before 30 s after they came;
 //! * at the end of every run `received = delivered + dropped` (by reason),
-//!   nothing in flight, and every frame sent is in the source's sum.
+//!   nothing in flight, and every frame sent is in the source's sum;
+//! * by default the listener takes unicast to its interface only: frames
+//!   to the broadcast MAC or 255.255.255.255, to multicast MACs or groups,
+//!   and to other hosts' MACs are dropped as `dst_broadcast`,
+//!   `dst_multicast` and `dst_other_host`; `--listen-dst` takes them.
 //!
 //! Root only (skipped with a printed reason otherwise).
 
@@ -56,7 +60,12 @@ fn wait_ready(lab: &Lab, xdp: bool) {
                 .args(["netns", "exec", lab.ns(Side::B), "cat", "/proc/net/packet"])
                 .output()
                 .unwrap();
-            String::from_utf8_lossy(&out.stdout).lines().count() > 1
+            // A socket counts once bound (`Iface` not 0): one being set up
+            // is not a receiver yet.
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .skip(1)
+                .any(|l| l.split_whitespace().nth(4).is_some_and(|i| i != "0"))
         }
     };
     let t = Instant::now();
@@ -407,4 +416,86 @@ fn afxdp_run_says_which_xdp_mode_it_attached() {
         assert!(line.contains(if want == "native" { "native (driver) mode" } else { "generic (skb) mode" }), "{line}");
         assert_eq!(line.contains("fell back"), want == "generic", "{line}");
     }
+}
+
+/// UDP to the listener's port with every kind of destination: unicast to
+/// B (10), to another host's MAC (11), the broadcast MAC with B's address
+/// (12) and with 255.255.255.255 (13), a multicast MAC and group (14), a
+/// group in a frame to B's MAC (15). By default only the first reaches the
+/// listener; with `--listen-dst all`, all of them.
+fn destinations_into(source: &str, listen_dst: Option<&str>) {
+    let tag = if source == "afxdp" { "ldsx" } else { "ldsp" };
+    let lab = Lab::new(tag, &LabConfig::default()).unwrap();
+    quiet(&lab);
+    let src = format!("{source}:{}", lab.dev(Side::B));
+    let listen = format!("udp:{PORT}");
+    let mut args = vec!["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "60", "--json"];
+    if let Some(d) = listen_dst {
+        args.extend(["--listen-dst", d]);
+    }
+    let child = spawn_run(&lab, &args);
+    wait_ready(&lab, source == "afxdp");
+    let (a, b) = (lab.v4(Side::A), lab.v4(Side::B));
+    let frame = |dst_mac: [u8; 6], dst: std::net::Ipv4Addr, n: usize| {
+        let mut f = FrameBuilder::udp(IpAddr::V4(a), IpAddr::V4(dst), 41_100, PORT, &[9u8; 32]);
+        f.src_mac = lab.mac(Side::A);
+        f.dst_mac = dst_mac;
+        vec![f.build(); n]
+    };
+    let group = std::net::Ipv4Addr::new(239, 1, 2, 3);
+    let kinds = [
+        ("host", frame(lab.mac(Side::B), b, 10)),
+        ("other_host", frame([0x02, 0x99, 0, 0, 0, 1], b, 11)),
+        ("broadcast_mac", frame([0xff; 6], b, 12)),
+        ("broadcast_ip", frame([0xff; 6], std::net::Ipv4Addr::BROADCAST, 13)),
+        ("multicast_mac", frame([0x01, 0x00, 0x5e, 0x01, 0x02, 0x03], group, 14)),
+        ("multicast_ip", frame(lab.mac(Side::B), group, 15)),
+    ];
+    let frames: Vec<Vec<u8>> = kinds.iter().flat_map(|k| k.1.iter().cloned()).collect();
+    let sent = send_frames(&lab, frames.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    sigterm(&child);
+    let (code, out, err) = finish(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    let v = final_doc(&out);
+    let t = &v["totals"];
+    println!("{source} --listen-dst {listen_dst:?}: {}\ndrops {}", v["conservation"], t["drops"]);
+    let d = &v["run"]["listen_dst"];
+    let mac_b: Vec<String> = lab.mac(Side::B).iter().map(|x| format!("{x:02x}")).collect();
+    assert_eq!(d["host_mac"].as_str(), Some(mac_b.join(":").as_str()), "{d}");
+    let count = |k: &str| kinds.iter().find(|x| x.0 == k).map_or(0, |x| x.1.len() as u64);
+    if listen_dst == Some("all") {
+        check_end(&v, sent, sent);
+        assert_eq!(drop_of(t, "dst_other_host") + drop_of(t, "dst_broadcast") + drop_of(t, "dst_multicast"), 0);
+    } else {
+        check_end(&v, sent, count("host"));
+        assert_eq!(drop_of(t, "dst_other_host"), count("other_host"), "{t}");
+        assert_eq!(drop_of(t, "dst_broadcast"), count("broadcast_mac") + count("broadcast_ip"), "{t}");
+        assert_eq!(drop_of(t, "dst_multicast"), count("multicast_mac") + count("multicast_ip"), "{t}");
+    }
+}
+
+#[test]
+fn afpacket_listener_takes_unicast_to_its_interface_by_default() {
+    if skip() {
+        return;
+    }
+    destinations_into("afpacket", None);
+}
+
+#[test]
+fn afxdp_listener_takes_unicast_to_its_interface_by_default() {
+    if skip() {
+        return;
+    }
+    destinations_into("afxdp", None);
+}
+
+#[test]
+fn listen_dst_all_takes_broadcast_multicast_and_other_hosts() {
+    if skip() {
+        return;
+    }
+    destinations_into("afpacket", Some("all"));
+    destinations_into("afxdp", Some("all"));
 }

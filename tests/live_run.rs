@@ -48,9 +48,14 @@ fn xdp_attached(lab: &Lab) -> bool {
 }
 
 /// Packet sockets open in namespace B (`/proc/net/packet` is per namespace).
+/// Packet sockets in namespace B bound to an interface (`/proc/net/packet`'s
+/// `Iface` column, 0 while a socket is not yet bound: a socket being set up
+/// is not a receiver yet, and on a loaded machine setting one up takes a
+/// while).
 fn packet_sockets(lab: &Lab) -> usize {
     let out = Command::new("ip").args(["netns", "exec", lab.ns(Side::B), "cat", "/proc/net/packet"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().count().saturating_sub(1)
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().skip(1).filter(|l| l.split_whitespace().nth(4).is_some_and(|i| i != "0")).count()
 }
 
 /// Waits (bounded) until the receiver is ready: the XDP program is attached
@@ -119,8 +124,12 @@ fn per_worker_delivered(v: &serde_json::Value) -> Vec<u64> {
         .unwrap()
         .iter()
         .map(|w| {
-            let drops: u64 = w["drops"].as_object().map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum());
-            w["handled"].as_u64().unwrap() - drops
+            // A worker's own drops, of what it handled (its receive side's,
+            // such as the kernel's multicast neighbour discovery refused as
+            // dst_multicast, never reached a worker).
+            let worker_drops: u64 =
+                ["no_listener", "flow_table_full"].iter().filter_map(|r| w["drops"][*r].as_u64()).sum();
+            w["handled"].as_u64().unwrap() - worker_drops
         })
         .collect()
 }
@@ -348,7 +357,9 @@ fn an_idle_live_source_does_not_spin_unless_asked() {
             idle * 100.0,
             busy * 100.0
         );
-        assert!(idle_sleeps >= 200, "{source}: an idle worker slept only {idle_sleeps} times in 2 s: is it spinning?");
+        // At most 2,000 (a 1 ms poll timeout); a loaded machine wakes the
+        // worker late and it sleeps less often, but hundreds of times still.
+        assert!(idle_sleeps >= 100, "{source}: an idle worker slept only {idle_sleeps} times in 2 s: is it spinning?");
         assert!(
             busy_sleeps * 4 < idle_sleeps,
             "{source}: --busy-poll slept {busy_sleeps} times against {idle_sleeps} idle: it does not spin"

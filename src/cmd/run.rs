@@ -9,8 +9,10 @@ use flowsteer_engine::counters::Snapshot;
 use flowsteer_engine::engine::{Engine, EngineConfig};
 use flowsteer_engine::runtime::{run as run_engine, RunOptions, RunReport, StopReason};
 use flowsteer_engine::source::{GenSource, ReplaySource, RxSource};
+use flowsteer_engine::DestFilter;
 use flowsteer_flow::FlowTableConfig;
 use flowsteer_gen::{GenConfig, SizeDist, Spread};
+use flowsteer_live::link::LinkReader;
 use flowsteer_live::source::{FanoutChoice, Guard, LiveOptions, LiveSpec};
 use flowsteer_live::{available_cpus, replay, LiveError};
 use flowsteer_rss::RssConfig;
@@ -98,6 +100,9 @@ pub fn run(args: &RunArgs) -> Result<i32> {
         println!("workload: {}", workload.text);
         if let Some(x) = &xdp {
             println!("{}", x.line(&args.xdp_mode));
+        }
+        if args.source != "gen" || !args.listen_dst.is_empty() {
+            println!("{}", listener_line(&engine.cfg.dest));
         }
         if let Some(line) = drawn_key_line(&key) {
             println!("{line}");
@@ -476,6 +481,7 @@ pub fn build(args: &RunArgs) -> Result<Built> {
     // Captures carry no generator stamps: no per-flow order check for them.
     cfg.order_stamps = args.source == "gen";
     cfg.listen = listen;
+    cfg.dest = dest_filter(&args.listen_dst, live.as_ref())?;
     let engine = Engine::build(cfg, sources)?;
     let opts = RunOptions {
         duration: Some(Duration::from_secs_f64(args.duration)),
@@ -880,7 +886,41 @@ fn run_json(cfg: &EngineConfig, args: &RunArgs, workload: &Workload) -> serde_js
         "duration_limit_s": args.duration,
         "packet_limit": args.packets,
         "interval_s": args.interval,
+        "listen_dst": {
+            "host_mac": cfg.dest.host_mac.map(|m| mac_text(&m)),
+            "other_host": cfg.dest.other_host,
+            "broadcast": cfg.dest.broadcast,
+            "multicast": cfg.dest.multicast,
+        },
     })
+}
+
+fn mac_text(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// The `listener:` header line: which destinations reach the listener,
+/// and under which reasons the others are dropped.
+fn listener_line(d: &DestFilter) -> String {
+    let mut refused = Vec::new();
+    if d.host_mac.is_some() && !d.other_host {
+        refused.push("dst_other_host");
+    }
+    if !d.broadcast {
+        refused.push("dst_broadcast");
+    }
+    if !d.multicast {
+        refused.push("dst_multicast");
+    }
+    let taken = match d.host_mac {
+        Some(m) => d.describe().replacen("this host", &format!("this host ({})", mac_text(&m)), 1),
+        None => d.describe(),
+    };
+    if refused.is_empty() {
+        format!("listener: takes {taken}")
+    } else {
+        format!("listener: takes {taken}; drops the rest as {} (--listen-dst adds them)", refused.join(", "))
+    }
 }
 
 /// Version of the `run --json` document (`schema`). v2: the `run` object
@@ -892,7 +932,9 @@ fn run_json(cfg: &EngineConfig, args: &RunArgs, workload: &Workload) -> serde_js
 /// whether a second signal cut the drain short), `rate` (the `rate:` or
 /// `offered:` line's figures; null for a live source) and the generator
 /// workload's `rate_pps`; `run.xdp` for an AF_XDP source (`mode`: native
-/// or generic; `fallback`: null, or why native mode was refused).
+/// or generic; `fallback`: null, or why native mode was refused);
+/// `run.listen_dst` (the interface's MAC, null for gen and pcap sources,
+/// and which of other hosts' unicast, broadcast and multicast are taken).
 const RUN_SCHEMA: &str = "flowsteer.run.v2";
 
 /// What `--json` adds to the engine's report: how a signal ended the run,
@@ -935,6 +977,22 @@ fn fanout_choice(mode: &str) -> Result<FanoutChoice> {
         "lb" => FanoutChoice::LoadBalance,
         m => return Err(usage(format!("--fanout '{m}': expected rss, hash, cpu, qm or lb"))),
     })
+}
+
+/// `--listen-dst` with, for a live source, its interface's MAC (what
+/// "unicast to this host" means).
+fn dest_filter(list: &[String], live: Option<&LiveSpec>) -> Result<DestFilter> {
+    let on = |what: &str| list.iter().any(|l| l == what || l == "all");
+    let host_mac = match live {
+        Some(LiveSpec::Xdp { iface, .. } | LiveSpec::Packet { iface }) => {
+            let link = LinkReader::new()
+                .and_then(|mut r| r.read_name(iface))
+                .with_context(|| format!("--source: reading {iface}'s address"))?;
+            link.and_then(|l| l.mac)
+        }
+        None => None,
+    };
+    Ok(DestFilter { host_mac, other_host: on("other-host"), broadcast: on("broadcast"), multicast: on("multicast") })
 }
 
 /// `--listen` as (protocol, port) pairs.

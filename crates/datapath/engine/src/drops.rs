@@ -45,6 +45,15 @@ pub enum DropReason {
     /// Policy `owner`: a fragment still waiting for its first fragment when
     /// the run ended (`frag_hold_pending_at_end`).
     FragHoldPendingAtEnd,
+    /// A unicast frame to another interface's MAC (`dst_other_host`; see
+    /// [`crate::dest::DestFilter`]).
+    DstOtherHost,
+    /// A frame to the broadcast MAC or to 255.255.255.255, which the
+    /// listener does not take (`dst_broadcast`).
+    DstBroadcast,
+    /// A frame to a multicast MAC or IP address, which the listener does
+    /// not take (`dst_multicast`).
+    DstMulticast,
     /// The worker's flow table was full (`flow_table_full`).
     FlowTableFull,
     /// No application listener for the packet's protocol and port
@@ -60,7 +69,7 @@ pub enum DropReason {
 }
 
 /// The reasons that carry no value, in slot order.
-const OWN: [DropReason; 13] = [
+const OWN: [DropReason; 16] = [
     DropReason::NotIp,
     DropReason::FragBytesMissing,
     DropReason::FragUnparsable,
@@ -74,6 +83,9 @@ const OWN: [DropReason; 13] = [
     DropReason::NoListener,
     DropReason::QueueFull,
     DropReason::FragHoldPendingAtEnd,
+    DropReason::DstOtherHost,
+    DropReason::DstBroadcast,
+    DropReason::DstMulticast,
 ];
 
 /// First slot of the length checks, of the value-less reasons, and of the
@@ -132,6 +144,9 @@ impl DropReason {
             DropReason::NoListener => OWN_BASE + 10,
             DropReason::QueueFull => OWN_BASE + 11,
             DropReason::FragHoldPendingAtEnd => OWN_BASE + 12,
+            DropReason::DstOtherHost => OWN_BASE + 13,
+            DropReason::DstBroadcast => OWN_BASE + 14,
+            DropReason::DstMulticast => OWN_BASE + 15,
             DropReason::Reasm(r) => REASM_BASE + r.index(),
         }
     }
@@ -155,6 +170,9 @@ impl DropReason {
             DropReason::NoListener => "no_listener",
             DropReason::QueueFull => "queue_full",
             DropReason::FragHoldPendingAtEnd => "frag_hold_pending_at_end",
+            DropReason::DstOtherHost => "dst_other_host",
+            DropReason::DstBroadcast => "dst_broadcast",
+            DropReason::DstMulticast => "dst_multicast",
             DropReason::Reasm(r) => return Cow::Owned(format!("reasm_{}", r.name())),
         })
     }

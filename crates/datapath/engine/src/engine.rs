@@ -3,6 +3,7 @@
 
 use crate::counters::{snapshot, LcoreCounters, Snapshot};
 use crate::desc::PacketDesc;
+use crate::dest::DestFilter;
 pub use crate::error::EngineError;
 use crate::fraghold::FragHoldConfig;
 pub use crate::fragsteer::FragSteer;
@@ -64,6 +65,9 @@ pub struct EngineConfig {
     /// listener per bucket on the bucket's core and a wildcard on every
     /// core. Empty (the default): every packet is accepted.
     pub listen: Vec<(u8, u16)>,
+    /// The destinations the application takes besides unicast to this
+    /// host (see [`crate::dest`]); the default takes unicast only.
+    pub dest: DestFilter,
 }
 
 impl EngineConfig {
@@ -90,6 +94,7 @@ impl EngineConfig {
             reasm: flowsteer_reasm::ReasmConfig::default(),
             seed: None,
             listen: Vec::new(),
+            dest: DestFilter::default(),
         }
     }
 
@@ -228,6 +233,7 @@ impl Engine {
                 burst: cfg.burst,
                 buckets: shared.buckets.len(),
                 listen: cfg.listen.clone(),
+                dest: cfg.dest,
                 order_stamps: cfg.order_stamps,
                 reasm,
                 frag_steer: cfg.frag_steer,

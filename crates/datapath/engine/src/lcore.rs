@@ -6,6 +6,7 @@
 use crate::carry::{CarryIn, CarryOut};
 use crate::counters::LcoreCounters;
 use crate::desc::{PacketDesc, NO_FLOW_ID};
+use crate::dest::DestFilter;
 use crate::drops::DropReason;
 use crate::error::EngineError;
 use crate::fraghold::{DgramKey, FragHold, FragHoldConfig, HoldVerdict};
@@ -80,6 +81,7 @@ pub struct Lcore {
 
 struct RxSide {
     dispatch: Dispatch,
+    dest: DestFilter,
     rss: RssConfig,
     opts: ParseOptions,
     order_stamps: bool,
@@ -147,6 +149,8 @@ pub struct LcoreParts {
     pub buckets: usize,
     /// `(protocol, port)` the application listens on; empty: everything.
     pub listen: Vec<(u8, u16)>,
+    /// The destinations taken besides unicast to this host.
+    pub dest: DestFilter,
     /// Read generator stamps for the order check.
     pub order_stamps: bool,
     /// This core's reassembler (every fragment policy but `off`).
@@ -186,6 +190,7 @@ impl Lcore {
             source: p.source,
             rx: RxSide {
                 dispatch: p.dispatch,
+                dest: p.dest,
                 rss: p.rss,
                 opts: ParseOptions::default(),
                 order_stamps: p.order_stamps,
@@ -455,6 +460,13 @@ impl RxSide {
     fn on_frame(&mut self, work: &mut WorkSide, c: &mut LcoreCounters, bytes: &[u8], q: QueueId, now: u64) {
         c.received += 1;
         c.rx_bytes += bytes.len() as u64;
+        // The destination first, as a host classifies the frame before IP.
+        if let Some(dst) = bytes.first_chunk::<6>() {
+            if let Some(r) = self.dest.check_mac(*dst) {
+                c.drops.count(r);
+                return;
+            }
+        }
         if let Err(e) = parse_frame_into(bytes, LinkType::Ethernet, &self.opts, &mut self.parsed) {
             c.drops.count(DropReason::Parse(e));
             return;
@@ -463,6 +475,10 @@ impl RxSide {
             c.drops.count(DropReason::NotIp);
             return;
         };
+        if let Some(r) = self.dest.check_ip(l3.tuple.dst) {
+            c.drops.count(r);
+            return;
+        }
         if let Err(m) = check_lengths(bytes, &l3) {
             c.drops.count(DropReason::Malformed(m));
             return;

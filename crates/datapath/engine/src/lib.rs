@@ -13,6 +13,7 @@
 pub mod carry;
 pub mod counters;
 pub mod desc;
+pub mod dest;
 pub mod drops;
 pub mod engine;
 mod error;
@@ -27,6 +28,7 @@ pub mod sim;
 pub mod source;
 
 pub use counters::Snapshot;
+pub use dest::DestFilter;
 pub use drops::{DropCounts, DropReason};
 pub use engine::{Engine, EngineConfig, EngineError};
 pub use ingress::{Ingress, InterfaceCounts, SocketDrops};

@@ -29,6 +29,7 @@ use std::os::fd::OwnedFd;
 const RTM_NEWLINK: u16 = 16;
 const RTM_GETLINK: u16 = 18;
 const IFINFOMSG_LEN: usize = 16;
+const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_LINK: u16 = 5;
 const IFLA_LINKINFO: u16 = 18;
@@ -71,6 +72,8 @@ pub struct LinkInfo {
     pub tx_dropped: u64,
     /// `IFLA_IFNAME`: the interface's name.
     pub name: String,
+    /// `IFLA_ADDRESS` when it is a 6-byte (Ethernet) address.
+    pub mac: Option<[u8; 6]>,
     /// `IFLA_INFO_KIND` ("veth", "vlan", ...); empty for a physical device.
     pub kind: String,
     /// `IFLA_LINK`: for a veth, its peer's index.
@@ -233,6 +236,7 @@ fn parse_link(msg: &[u8]) -> Answer {
                 info.rx_dropped = u64_at(p, 6 * 8).unwrap_or(0);
                 info.tx_dropped = u64_at(p, 7 * 8).unwrap_or(0);
             }
+            IFLA_ADDRESS => info.mac = p.try_into().ok(),
             IFLA_IFNAME => info.name = String::from_utf8_lossy(p).trim_end_matches('\0').to_string(),
             IFLA_LINK => info.link = u32_at(p, 0),
             IFLA_LINK_NETNSID => info.link_netnsid = u32_at(p, 0).map(|v| v as i32),
