@@ -19,6 +19,9 @@
 //!
 //! Root only (skipped with a printed reason otherwise).
 
+#[allow(dead_code)] // the live helpers only
+mod common;
+
 use flowsteer_netns::{skip_reason, Lab, LabConfig, Side};
 use flowsteer_wire::build::{ipv4_fragments, FrameBuilder};
 use std::net::IpAddr;
@@ -46,34 +49,6 @@ fn spawn_run(lab: &Lab, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn flowsteer")
-}
-
-/// Waits (bounded) until the XDP program is attached or a packet socket is open.
-fn wait_ready(lab: &Lab, xdp: bool) {
-    let ready = || {
-        if xdp {
-            let out =
-                Command::new("ip").args(["-n", lab.ns(Side::B), "link", "show", lab.dev(Side::B)]).output().unwrap();
-            String::from_utf8_lossy(&out.stdout).contains("xdp")
-        } else {
-            let out = Command::new("ip")
-                .args(["netns", "exec", lab.ns(Side::B), "cat", "/proc/net/packet"])
-                .output()
-                .unwrap();
-            // A socket counts once bound (`Iface` not 0): one being set up
-            // is not a receiver yet.
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .skip(1)
-                .any(|l| l.split_whitespace().nth(4).is_some_and(|i| i != "0"))
-        }
-    };
-    let t = Instant::now();
-    while !ready() && t.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(ready(), "receiver never became ready");
-    std::thread::sleep(Duration::from_millis(500));
 }
 
 fn finish(mut child: Child, limit: Duration) -> (Option<i32>, String, String) {
@@ -249,7 +224,7 @@ fn hostile_mix_into(source: &str, timeout: Option<u64>) {
         args.extend(["--frag-timeout", s]);
     }
     let child = spawn_run(&lab, &args);
-    wait_ready(&lab, source == "afxdp");
+    common::wait_receiving(&lab, &child, source == "afxdp", 1);
     let m = mix(&lab);
     let sent = send_frames(&lab, m.frames());
     assert_eq!(sent, m.frames().len() as u64);
@@ -329,7 +304,7 @@ fn orphans_age_out_at_the_default_timeout(source: &str) {
     let mut args = args.to_vec();
     args.push("--json");
     let child = spawn_run(&lab, &args);
-    wait_ready(&lab, source == "afxdp");
+    common::wait_receiving(&lab, &child, source == "afxdp", 1);
     let m = mix(&lab);
     let held: Vec<Vec<u8>> = m
         .kinds
@@ -434,7 +409,7 @@ fn destinations_into(source: &str, listen_dst: Option<&str>) {
         args.extend(["--listen-dst", d]);
     }
     let child = spawn_run(&lab, &args);
-    wait_ready(&lab, source == "afxdp");
+    common::wait_receiving(&lab, &child, source == "afxdp", 1);
     let (a, b) = (lab.v4(Side::A), lab.v4(Side::B));
     let frame = |dst_mac: [u8; 6], dst: std::net::Ipv4Addr, n: usize| {
         let mut f = FrameBuilder::udp(IpAddr::V4(a), IpAddr::V4(dst), 41_100, PORT, &[9u8; 32]);

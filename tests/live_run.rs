@@ -10,6 +10,9 @@
 //!
 //! Root only (skipped with a printed reason otherwise).
 
+#[allow(dead_code)] // the live helpers only
+mod common;
+
 use flowsteer_netns::{skip_reason, Lab, LabConfig, Side};
 use flowsteer_plan::plan::{plan, AddrRange, PlanRequest, PortRange};
 use flowsteer_rss::{QueueId, RssConfig};
@@ -47,32 +50,10 @@ fn xdp_attached(lab: &Lab) -> bool {
     text.contains("xdp")
 }
 
-/// Packet sockets open in namespace B (`/proc/net/packet` is per namespace).
-/// Packet sockets in namespace B bound to an interface (`/proc/net/packet`'s
-/// `Iface` column, 0 while a socket is not yet bound: a socket being set up
-/// is not a receiver yet, and on a loaded machine setting one up takes a
-/// while).
-fn packet_sockets(lab: &Lab) -> usize {
-    let out = Command::new("ip").args(["netns", "exec", lab.ns(Side::B), "cat", "/proc/net/packet"]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().skip(1).filter(|l| l.split_whitespace().nth(4).is_some_and(|i| i != "0")).count()
-}
-
-/// Waits (bounded) until the receiver is ready: the XDP program is attached
-/// (its sockets are registered right after), or the AF_PACKET rings are open.
-fn wait_ready(lab: &Lab, xdp: bool) {
-    wait_ready_rings(lab, xdp, 2);
-}
-
-/// [`wait_ready`] for a run of `rings` AF_PACKET rings.
-fn wait_ready_rings(lab: &Lab, xdp: bool, rings: usize) {
-    let t = Instant::now();
-    let ready = || if xdp { xdp_attached(lab) } else { packet_sockets(lab) >= rings };
-    while !ready() && t.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(ready(), "receiver never became ready");
-    std::thread::sleep(Duration::from_millis(500));
+/// Waits until the run receives (see [`common::wait_receiving`]): two
+/// packet rings for AF_PACKET.
+fn wait_ready(lab: &Lab, child: &Child, xdp: bool) {
+    common::wait_receiving(lab, child, xdp, 2);
 }
 
 /// Sends `per` datagrams on each source port from namespace A.
@@ -143,7 +124,7 @@ fn every_datagram_arrives(source: &str, xdp: bool) {
     let listen = format!("udp:{PORT}");
     let child =
         spawn_run(&lab, &["run", "--source", &src, "--cores", "0,1", "--listen", &listen, "--duration", "4", "--json"]);
-    wait_ready(&lab, xdp);
+    wait_ready(&lab, &child, xdp);
     send(&lab, (40_000..40_008).collect(), 250);
     let (code, out, err) = finish(child, Duration::from_secs(20));
     assert_eq!(code, Some(0), "{err}\n{out}");
@@ -224,7 +205,7 @@ fn afpacket_per_bucket_exactness() {
             "--json",
         ],
     );
-    wait_ready(&lab, false);
+    wait_ready(&lab, &child, false);
     send(&lab, ports.clone(), 32);
     let (code, out, err) = finish(child, Duration::from_secs(20));
     assert_eq!(code, Some(0), "{err}\n{out}");
@@ -248,7 +229,7 @@ fn sigterm_stops_a_live_run_prints_counters_and_detaches(source: &str) {
     let src = format!("{source}:{}", lab.dev(Side::B));
     let listen = format!("udp:{PORT}");
     let child = spawn_run(&lab, &["run", "--source", &src, "--cores", "0,1", "--listen", &listen, "--duration", "60"]);
-    wait_ready(&lab, source == "afxdp");
+    wait_ready(&lab, &child, source == "afxdp");
     let (a, b) = (lab.v4(Side::A), lab.v4(Side::B));
     let sender = lab.spawn_in(Side::A, move || {
         let s = UdpSocket::bind((a, 0)).unwrap();
@@ -325,7 +306,7 @@ fn idle_cpu_share(source: &str, extra: &[&str]) -> (f64, u64) {
     let mut args = vec!["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "30"];
     args.extend_from_slice(extra);
     let child = spawn_run(&lab, &args);
-    wait_ready_rings(&lab, source == "afxdp", 1);
+    common::wait_receiving(&lab, &child, source == "afxdp", 1);
     let pid = child.id();
     let span = Duration::from_secs(2);
     let (c0, v0, t0) = (cpu_ticks(pid).unwrap(), voluntary_switches(pid), Instant::now());
@@ -376,7 +357,7 @@ fn run_loses_its_interface(source: &str, how: &str) {
     let listen = format!("udp:{PORT}");
     let child =
         spawn_run(&lab, &["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "60", "--json"]);
-    wait_ready_rings(&lab, source == "afxdp", 1);
+    common::wait_receiving(&lab, &child, source == "afxdp", 1);
     send(&lab, vec![40_100], 50);
     std::thread::sleep(Duration::from_millis(200));
     let t = Instant::now();
@@ -519,7 +500,7 @@ fn every_frame_sent_is_placed(source: &str) -> serde_json::Value {
     let listen = format!("udp:{PORT}");
     let child =
         spawn_run(&lab, &["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "60", "--json"]);
-    wait_ready_rings(&lab, source == "afxdp", 1);
+    common::wait_receiving(&lab, &child, source == "afxdp", 1);
     let kinds = mixed_frames(&lab);
     let mut frames = Vec::new();
     for (_, f, n) in &kinds {
@@ -586,7 +567,7 @@ fn afxdp_frames_dropped_on_an_empty_fill_ring_are_in_the_stated_sum() {
     let listen = format!("udp:{PORT}");
     let child =
         spawn_run(&lab, &["run", "--source", &src, "--cores", "0", "--listen", &listen, "--duration", "60", "--json"]);
-    wait_ready(&lab, true);
+    wait_ready(&lab, &child, true);
     let valid = mixed_frames(&lab).swap_remove(0).1;
     let pid = child.id().to_string();
     let sent_before = send_frames(&lab, vec![valid.clone(); 100]).0;

@@ -37,3 +37,44 @@ impl Drop for TempDir {
 pub fn flowsteer(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(args).output().expect("run flowsteer")
 }
+
+/// Waits (bounded: 30 s) until a live `flowsteer run` started in namespace
+/// B of `lab` receives: its worker threads (`fs-worker-N`) run, which they
+/// do only once every socket is open, bound and registered with the XDP
+/// program; and the XDP program is attached (`xdp`) or `rings` packet
+/// sockets are bound to an interface. Then half a second more.
+///
+/// Judged by what the run has done, not by a sleep: on a loaded machine a
+/// run takes seconds to set up, and a frame sent before its sockets are
+/// registered goes to the kernel instead.
+#[allow(dead_code)] // only the live tests use it
+pub fn wait_receiving(lab: &flowsteer_netns::Lab, child: &std::process::Child, xdp: bool, rings: usize) {
+    use flowsteer_netns::Side;
+    use std::time::{Duration, Instant};
+    let workers = || {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).into_iter().flatten().flatten();
+        tasks
+            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("fs-worker")))
+            .count()
+    };
+    let hooked = || {
+        if xdp {
+            let out = Command::new("ip").args(["-n", lab.ns(Side::B), "link", "show", lab.dev(Side::B)]).output();
+            out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("xdp"))
+        } else {
+            // `/proc/net/packet`'s `Iface` is 0 until a socket is bound.
+            let out = Command::new("ip").args(["netns", "exec", lab.ns(Side::B), "cat", "/proc/net/packet"]).output();
+            let bound = out.map_or(0, |o| {
+                let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                text.lines().skip(1).filter(|l| l.split_whitespace().nth(4).is_some_and(|i| i != "0")).count()
+            });
+            bound >= rings
+        }
+    };
+    let t = Instant::now();
+    while !(workers() > 0 && hooked()) && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(workers() > 0 && hooked(), "the run never became ready: {} worker threads", workers());
+    std::thread::sleep(Duration::from_millis(500));
+}

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{assert_conserved, ping, port, raw_frames_tagged, sh, start, udp_sequence};
+use common::{assert_conserved, ping, port, raw_frames_tagged, sh, start, udp_sequence, FramesFrom};
 use flowsteer_bridge::{PortKind, PortVlans};
 use flowsteer_netns::Star;
 use std::time::Duration;
@@ -37,28 +37,28 @@ fn vlans(kind: PortKind, tag: &str) {
     assert!(ping(&star, 1, 2) && ping(&star, 2, 1), "1 <-> 2 in VLAN 10");
     udp_sequence(&star, 1, 2, 2_000, 10_000).assert_complete_with(2_000, "1 -> 2", ctl.as_ref());
 
-    let rx3 = star.rx_packets(3).unwrap();
+    let from1 = FramesFrom::start(&star, 3, star.mac(1), None);
     let to3 = star.v4(3).into();
     let reached = star.run_in(1, move || flowsteer_netns::ping(to3, Duration::from_secs(1))).unwrap().unwrap();
     assert!(!reached, "1 reached 3 across VLANs");
-    assert_eq!(star.rx_packets(3).unwrap(), rx3, "host 3 saw host 1's frames (VLAN 10 leaked into 20)");
+    assert_eq!(from1.stop(Duration::from_millis(100)), 0, "host 3 saw host 1's frames (VLAN 10 leaked into 20)");
 
     // Tagged VLAN 10 from host 2: to host 1 untagged.
-    let rx1 = star.rx_packets(1).unwrap();
     let mac2 = star.mac(2);
+    let from2 = FramesFrom::start(&star, 1, mac2, Some(0x88b5));
     let tagged = raw_frames_tagged(&star, 2, star.mac(1), Some(10), 50, 10_000, move |_| mac2);
     assert_eq!(tagged.join().unwrap().unwrap(), 50);
-    for _ in 0..200 {
-        if star.rx_packets(1).unwrap() >= rx1 + 50 {
+    for _ in 0..500 {
+        if from2.count() >= 50 {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(star.rx_packets(1).unwrap() - rx1, 50, "host 2's tagged frames to host 1");
+    assert_eq!(from2.stop(Duration::from_millis(100)), 50, "host 2's tagged frames to host 1");
 
     // Tagged VLAN 10 from host 3, whose port has only VLAN 20: dropped there.
     let s0 = common::stats(ctl.as_ref());
-    let rx1 = star.rx_packets(1).unwrap();
+    let from3 = FramesFrom::start(&star, 1, star.mac(3), None);
     let mac3 = star.mac(3);
     let tagged = raw_frames_tagged(&star, 3, star.mac(1), Some(10), 50, 10_000, move |_| mac3);
     assert_eq!(tagged.join().unwrap().unwrap(), 50);
@@ -72,7 +72,7 @@ fn vlans(kind: PortKind, tag: &str) {
         s = common::stats(ctl.as_ref());
     }
     assert_eq!(port(&s, &d3).dropped.get("vlan").copied().unwrap_or(0) - before, 50, "{:?}", port(&s, &d3));
-    assert_eq!(star.rx_packets(1).unwrap(), rx1, "host 1 got frames tagged into VLAN 10 on host 3's port");
+    assert_eq!(from3.stop(Duration::from_millis(100)), 0, "host 1 got frames tagged into VLAN 10 on host 3's port");
     assert_conserved(&s);
     assert_conserved(&bridge.stop());
 }
