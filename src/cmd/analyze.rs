@@ -6,7 +6,7 @@
 //! Each capture is streamed record by record into a
 //! [`flowsteer_analyze::Analyzer`], one reader thread per file and
 //! `--threads` at once; their states are merged in the time order of the
-//! captures (see [`crate::cmd::archive`]) into one report whose figures
+//! captures (see [`archive`]) into one report whose figures
 //! are those of the captures concatenated. Memory is bounded by
 //! `--max-flows` per reader (default 1,000,000 flows, about 128 MB when
 //! full; flows first seen after that are counted as `untracked_flows` (an
@@ -32,12 +32,14 @@
 //! capture is read); 2 usage (with `--merge`, a flag that the reports
 //! decide, such as `--key`).
 
+pub mod archive;
+
 use crate::cli::AnalyzeArgs;
-use crate::cmd::archive::{self, Combined, Input};
 use crate::plot::{self, ChartFormat, Series};
 use crate::report::count;
 use crate::rssopts::{add_drawn_key, drawn_key_line, resolve, Resolved};
 use anyhow::{anyhow, Result};
+use archive::{Combined, Input};
 use flowsteer_analyze::{report, AnalyzeOptions, Report, State};
 use flowsteer_capture::output::check_not_input;
 use flowsteer_rss::RssKey;

@@ -1,7 +1,6 @@
 //! One module per subcommand.
 
 pub mod analyze;
-pub mod archive;
 pub mod bench;
 pub mod bridge;
 pub mod bridge_ctl;

@@ -66,6 +66,7 @@
 
 mod analyzer;
 pub mod flows;
+mod kinds;
 pub mod report;
 pub mod state;
 

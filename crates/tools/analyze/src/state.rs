@@ -37,8 +37,8 @@
 //! be decided (an input whose held-fragment list was full, or a group of
 //! held fragments straddling the window). Counters are always exact.
 
-use crate::analyzer::{encap_kinds, outer_reasons, tuple_order};
 use crate::flows::{DistinctCounter, FlowKey, FragKey};
+use crate::kinds::{encap_kinds, outer_reasons, tuple_order};
 use crate::report::{
     Accuracy, Bounded, DirectionSplit, Drops, EncapStats, FlowSummary, FragmentSummary, Imbalance, InnerQueueLoad,
     InnerSpread, OuterHashed, QueueLoad, Report, RssSummary, SplitCount, SplitFlows, TopFlow, Unhashed, SCHEMA,
