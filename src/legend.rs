@@ -40,6 +40,7 @@ pub const BRIDGE_STATS: Legend = &[
     ("dropped", "of those, dropped (by reason on the line below the tables); received = fast_fwd + forwarded + flooded + dropped"),
     ("transmitted", "frames sent out of the port (a flooded frame counts once per port)"),
     ("tx_dropped", "frames that could not be sent out of the port"),
+    ("tx_padded", "frames shorter than 60 bytes (the Ethernet minimum without FCS) the worker padded with zeros to 60 before sending them out of the port, beside the sums (one the socket refused is in tx_dropped too); the kernel fast path cannot pad, so it leaves them to the workers"),
     ("if_rx_dropped", "the interface's own rx_dropped since the port was added, beside the sum (not in received): frames the kernel dropped on the port before our sockets (too long for the MTU, a full backlog); in generic XDP also the frames our socket could not take (in dropped, kernel)"),
     ("peer_tx_dropped", "a veth port: its peer's tx_dropped since the port was added, frames the peer could not hand over; the port counts each of them in if_rx_dropped too, so it is a part of it, never added (- not a veth)"),
     ("rx_copied", "small frames the worker copied out so their receive buffer returned at once"),

@@ -220,7 +220,7 @@ fn each_command_asks_its_request_and_prints_the_answer() {
     assert_eq!(out.status.code(), Some(0));
     assert!(
         stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
-            == ["veth0", "afxdp", "no", "no", "-", "0", "7", "0", "7", "0", "0", "0", "0", "-", "-"]),
+            == ["veth0", "afxdp", "no", "no", "-", "0", "7", "0", "7", "0", "0", "0", "0", "0", "-", "-"]),
         "{stdout}"
     );
     assert!(stdout.contains("conservation: ok"), "{stdout}");

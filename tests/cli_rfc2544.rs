@@ -291,6 +291,54 @@ fn auto_io_falls_back_and_says_why() {
     assert!(doc["results"][0]["ndr_fps"].as_f64().is_some(), "{}", doc["results"][0]);
 }
 
+/// An XDP program that the driver refuses in native mode (a macvlan has no
+/// native XDP) attaches in generic (skb) mode: the run warns, says why in
+/// the text header, and records it in `machine.xdp_fallback`. The external
+/// DUT is a veth pair whose receiving end carries a macvlan (`--rx`), which
+/// the frames are addressed to.
+#[test]
+fn generic_xdp_fallback_is_warned_and_recorded() {
+    if skip() {
+        return;
+    }
+    let ns = format!("fs2544-{}-cli-xg", std::process::id());
+    let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().expect("ip").success(), "ip {args:?}");
+    ip(&["netns", "add", &ns]);
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _del = Del(ns.clone());
+    ip(&["-n", &ns, "link", "add", "gtx", "type", "veth", "peer", "name", "grx"]);
+    ip(&["-n", &ns, "link", "add", "link", "grx", "name", "gmv", "type", "macvlan", "mode", "bridge"]);
+    for dev in ["gtx", "grx", "gmv"] {
+        ip(&["-n", &ns, "link", "set", dev, "up"]);
+    }
+    let run = |json: bool| {
+        let mut args =
+            vec!["netns", "exec", &ns, env!("CARGO_BIN_EXE_flowsteer"), "rfc2544", "--tx", "gtx", "--rx", "gmv"];
+        if json {
+            args.push("--json");
+        }
+        let out = Command::new("ip").args(&args).args(SHORT).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    };
+    let (stdout, stderr) = run(true);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let why = doc["machine"]["xdp_fallback"].as_str().unwrap_or_else(|| panic!("no xdp_fallback: {}", doc["machine"]));
+    assert!(why.contains("gmv"), "{why}");
+    let warning = format!("warning: XDP attached in generic (skb) mode, slower than native: native refused: {why}");
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert_eq!(doc["results"][0]["dut"], "external");
+    let (stdout, _) = run(false);
+    let line = format!("xdp fallback: generic (skb) mode, native refused: {why}");
+    assert!(stdout.lines().any(|l| l == line), "{stdout}");
+}
+
 fn flowsteer(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(args).output().expect("run")
 }

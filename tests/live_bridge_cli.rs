@@ -12,6 +12,10 @@
 //!   AF_PACKET ports); each SIGUSR1 prints the counters tables; SIGTERM
 //!   then stops it as above.
 //!
+//! * each `afxdp:` port says its XDP mode (native, or generic and why
+//!   native was refused: a veth whose peer has an MTU of 9000) in the
+//!   header, `bridge-ctl stats` and `--json`, and as a warning.
+//!
 //! Root only (skipped with a printed reason otherwise), but for `--cpus`
 //! naming a CPU this process may not run on: a usage error (exit 2) that
 //! names the CPUs it may run on, before anything is opened.
@@ -186,6 +190,59 @@ fn bridge_serves_refuses_a_second_on_its_socket_and_stops_clean_on_sigterm() {
         assert!(!xdp_attached(&star, i), "XDP program left on port {i}");
     }
     assert!(!sock.exists(), "socket file left behind");
+}
+
+/// Each `afxdp:` port says which XDP mode it attached in: native on a plain
+/// veth; generic, with why native was refused, when the veth's peer has an
+/// MTU of 9000 (too large for native XDP on a veth): in the start-up header,
+/// in `bridge-ctl stats` and `--json`, and as a warning on stderr.
+#[test]
+fn each_afxdp_port_says_its_xdp_mode_and_why_native_was_refused() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let star = Star::new("bxm", 2).unwrap();
+    let status = Command::new("ip")
+        .args(["-n", star.host_ns(1), "link", "set", &star.host_dev(1), "mtu", "9000"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dir = TempDir::new("live-bridge-cli", "xdp-mode");
+    let sock = dir.path("bridge.sock");
+    let (d1, d2) = (star.hub_dev(1), star.hub_dev(2));
+    let (p1, p2) = (format!("afxdp:{d1}"), format!("afxdp:{d2}"));
+    let bridge = Running::spawn(&star, &["bridge", "--port", &p1, "--port", &p2, "--ctl", sock.to_str().unwrap()]);
+    wait_up(&sock);
+
+    let out = ctl(&sock, &["stats", "--json"]);
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats --json is JSON");
+    let row = |d: &str| stats["ports"].as_array().unwrap().iter().find(|p| p["name"] == d).unwrap().clone();
+    let (r1, r2) = (row(d1), row(d2));
+    assert_eq!(r1["xdp_mode"], "generic", "{r1}");
+    let why = r1["xdp_fallback"].as_str().unwrap_or_else(|| panic!("no xdp_fallback: {r1}")).to_string();
+    assert!(why.contains("MTU"), "{why}");
+    assert_eq!((r2["xdp_mode"].as_str(), r2.get("xdp_fallback")), (Some("native"), None), "{r2}");
+    let table = text(&ctl(&sock, &["stats"]).stdout);
+    let line = table.lines().find(|l| l.starts_with("xdp: ")).unwrap_or_else(|| panic!("no xdp line:\n{table}"));
+    assert_eq!(line, format!("xdp: {d1} generic (native refused: {why}); {d2} native"), "{table}");
+
+    let (status, stdout, stderr) = bridge.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let header = |d: &str| {
+        let head = format!("  {d}: ");
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("no line for {d}:\n{stdout}"))
+            .to_string()
+    };
+    println!("{}\n{}", header(d1), header(d2));
+    assert!(header(d1).starts_with(&format!("  {d1}: xdp generic (native refused: {why}), fast path ")), "{stdout}");
+    assert!(header(d2).starts_with(&format!("  {d2}: xdp native, fast path ")), "{stdout}");
+    let warning = format!("{d1}: XDP attached in generic (skb) mode, slower than native: native refused: {why}");
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert!(!stderr.contains(&format!("{d2}: XDP attached in generic")), "{stderr}");
 }
 
 #[test]

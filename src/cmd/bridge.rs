@@ -4,6 +4,7 @@
 
 use crate::cli::BridgeArgs;
 use anyhow::{Context, Result};
+use flowsteer_bridge::api::PortStats;
 use flowsteer_bridge::{Bridge, BridgeConfig, BridgeStats};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -55,7 +56,7 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
             ctl_path.display()
         );
         for p in bridge.stats().ports {
-            println!("  {}: fast path {}", p.name, p.fast_path);
+            println!("  {}", port_line(&p));
         }
     }
     let start = Instant::now();
@@ -88,6 +89,18 @@ pub fn run(args: &BridgeArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// A port's line under the start-up header: its XDP mode (an `afxdp:`
+/// port; with why native mode was refused when it fell back to generic)
+/// and its fast path.
+fn port_line(p: &PortStats) -> String {
+    let xdp = match (&p.xdp_mode, &p.xdp_fallback) {
+        (Some(mode), Some(why)) => format!("xdp {mode} (native refused: {why}), "),
+        (Some(mode), None) => format!("xdp {mode}, "),
+        (None, _) => String::new(),
+    };
+    format!("{}: {xdp}fast path {}", p.name, p.fast_path)
+}
+
 /// The tables, and the legend under the final ones (an interval's would
 /// repeat it every few seconds; `--help` has it too).
 fn print_tables(s: &BridgeStats, what: &str) {
@@ -103,4 +116,29 @@ fn print_tables(s: &BridgeStats, what: &str) {
 /// but does not end the bridge.
 fn out(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_line_says_its_xdp_mode_and_why_native_was_refused() {
+        let mut p = PortStats {
+            name: "veth1".into(),
+            fast_path: "xdp".into(),
+            xdp_mode: Some("native".into()),
+            ..PortStats::default()
+        };
+        assert_eq!(port_line(&p), "veth1: xdp native, fast path xdp");
+        p.xdp_mode = Some("generic".into());
+        p.xdp_fallback = Some("its MTU is too large".into());
+        assert_eq!(port_line(&p), "veth1: xdp generic (native refused: its MTU is too large), fast path xdp");
+        let afpacket = PortStats {
+            name: "veth2".into(),
+            fast_path: "off (afpacket port: the workers forward)".into(),
+            ..PortStats::default()
+        };
+        assert_eq!(port_line(&afpacket), "veth2: fast path off (afpacket port: the workers forward)");
+    }
 }

@@ -198,6 +198,9 @@ pub fn text(r: &Report) -> String {
     if let Some(why) = &m.io_fallback {
         out += &format!("io fallback: {why}\n");
     }
+    if let Some(why) = &m.xdp_fallback {
+        out += &format!("xdp fallback: generic (skb) mode, native refused: {why}\n");
+    }
     let c = &r.config;
     out += &format!(
         "trials {:.1} s (short {:.1} s), wait {:.1} s, resolution {} %, {} flow(s), {}, repeat {}\n",
@@ -392,6 +395,7 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
     let report = sweep::run(&cfg, Some(stop), &mut |ev| {
         let note = match &ev {
             Event::IoFallback { reason } => Some(format!("note: {reason}")),
+            Event::XdpFallback { reason } => Some(xdp_fallback_warning(reason)),
             Event::Skipped { dut, reason } => Some(format!("skipped: {}: {reason}", dut.name())),
             _ => None,
         };
@@ -404,7 +408,7 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
         }
         let Some(bar) = &bar else { return };
         match ev {
-            Event::IoFallback { .. } | Event::Skipped { .. } => {}
+            Event::IoFallback { .. } | Event::XdpFallback { .. } | Event::Skipped { .. } => {}
             Event::Cost { dut, size } => bar.set_message(format!("{} {} B: CPU cost trial", dut.name(), size.label())),
             Event::Latency { dut, size, share } => {
                 bar.set_message(format!("{} {} B: latency at {:.0} % of NDR", dut.name(), size.label(), share * 100.0))
@@ -446,6 +450,11 @@ pub fn run(args: &Rfc2544Args) -> Result<i32> {
     Ok(0)
 }
 
+/// The warning when an XDP program of the sweep attached in generic mode.
+fn xdp_fallback_warning(why: &str) -> String {
+    format!("warning: XDP attached in generic (skb) mode, slower than native: native refused: {why}")
+}
+
 /// NDR per DUT over the frame sizes, and the generator's ceiling.
 fn plot(path: &std::path::Path, r: &Report) -> Result<()> {
     use crate::plot::{category_chart, RateSeries};
@@ -470,4 +479,53 @@ fn plot(path: &std::path::Path, r: &Report) -> Result<()> {
     let series: Vec<RateSeries<'_>> = named.iter().map(|(n, v)| RateSeries { name: n, values: v }).collect();
     let title = format!("RFC 2544 throughput, {}, {:.0} s trials", r.machine.driver, r.config.trial.as_secs_f64());
     category_chart(path, &title, "frame size (bytes)", &sizes, "frames/s", &series)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowsteer_rfc2544::sweep::{Machine, SCHEMA};
+
+    fn report(xdp_fallback: Option<&str>) -> Report {
+        Report {
+            schema: SCHEMA,
+            machine: Machine {
+                cpu_model: "Some CPU".into(),
+                cpus: 2,
+                kernel: "6.18.0".into(),
+                driver: "veth".into(),
+                xdp_mode: "skb".into(),
+                xsk_bind: "copy".into(),
+                queues: 1,
+                io: "afxdp".into(),
+                io_fallback: None,
+                xdp_fallback: xdp_fallback.map(str::to_string),
+            },
+            config: SweepConfig::new(vec![DutKind::Patch]),
+            generator: Vec::new(),
+            results: Vec::new(),
+            skipped: Vec::new(),
+            complete: true,
+            elapsed_s: 1.0,
+        }
+    }
+
+    /// The machine header says why native XDP was refused, when it was; the
+    /// JSON carries the same in `machine.xdp_fallback` (null otherwise).
+    #[test]
+    fn the_header_and_the_json_say_why_xdp_fell_back_to_generic() {
+        let why = "interface mv0 has no native XDP support";
+        let text = text(&report(Some(why)));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("machine: Some CPU (2 CPUs), kernel 6.18.0, driver veth, io afxdp, XDP skb"));
+        assert_eq!(lines[1], format!("xdp fallback: generic (skb) mode, native refused: {why}"), "{text}");
+        assert!(!super::text(&report(None)).contains("xdp fallback"));
+        let v = serde_json::to_value(report(Some(why))).unwrap();
+        assert_eq!(v["machine"]["xdp_fallback"], why);
+        assert!(serde_json::to_value(report(None)).unwrap()["machine"]["xdp_fallback"].is_null());
+        assert_eq!(
+            xdp_fallback_warning(why),
+            format!("warning: XDP attached in generic (skb) mode, slower than native: native refused: {why}")
+        );
+    }
 }

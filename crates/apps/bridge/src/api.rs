@@ -327,6 +327,21 @@ pub struct PortStats {
     pub transmitted: u64,
     /// Frames that could not be sent out of this port, by reason.
     pub tx_dropped: BTreeMap<String, u64>,
+    /// Frames shorter than the Ethernet minimum (60 bytes without the
+    /// FCS) that the workers padded with zeros to 60 bytes before sending
+    /// them out of this port, beside the sums (one the socket then refused
+    /// is in `tx_dropped` too). The kernel fast path never forwards such a
+    /// frame: it cannot pad, so they reach the workers.
+    #[serde(default)]
+    pub tx_padded: u64,
+    /// An `afxdp` port: the mode its XDP program attached in, `native` or
+    /// `generic`; `None` for `afpacket` ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp_mode: Option<String>,
+    /// An `afxdp` port in generic mode: why the driver refused native mode
+    /// (the bridge asks for native and falls back); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp_fallback: Option<String>,
     /// The interface's own `rx_packets` since the port was added (read
     /// from the kernel), beside the sum; `None` when it could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -187,6 +187,10 @@ pub struct PortCounters {
     pub transmitted: Counter,
     /// Frames this worker could not send out of this port, by reason.
     pub tx_dropped: ByReason,
+    /// Frames shorter than the Ethernet minimum that this worker padded
+    /// with zeros to 60 bytes and handed to this port's socket (beside the
+    /// sums: one the socket then refused is in `tx_dropped` too).
+    pub tx_padded: Counter,
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@
 //! [`stats_table`] are pure formatting, here so the bridge and the CLI
 //! print the same thing.
 
-use crate::api::{BridgeStats, Control, FdbRow, LinkRow, Request, Response, VlanRow};
+use crate::api::{BridgeStats, Control, FdbRow, LinkRow, PortStats, Request, Response, VlanRow};
 use crate::error::BridgeError;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -550,6 +550,16 @@ fn by_reason(m: &BTreeMap<String, u64>) -> String {
     m.iter().filter(|(_, n)| **n > 0).map(|(r, n)| format!("{r} {n}")).collect::<Vec<_>>().join(", ")
 }
 
+/// An `afxdp` port's XDP mode, e.g. `veth0 native` or `veth0 generic
+/// (native refused: ...)`; `None` for other ports.
+pub fn xdp_text(p: &PortStats) -> Option<String> {
+    let mode = p.xdp_mode.as_ref()?;
+    Some(match &p.xdp_fallback {
+        Some(why) => format!("{} {mode} (native refused: {why})", p.name),
+        None => format!("{} {mode}", p.name),
+    })
+}
+
 /// `bridge-ctl stats`: a per-port table, a per-worker table, the drops by
 /// reason, the MAC table's line and the conservation line.
 pub fn stats_table(s: &BridgeStats) -> String {
@@ -569,6 +579,7 @@ pub fn stats_table(s: &BridgeStats) -> String {
         "dropped",
         "transmitted",
         "tx_dropped",
+        "tx_padded",
         "if_rx_dropped",
         "peer_tx_dropped",
     ]
@@ -590,6 +601,7 @@ pub fn stats_table(s: &BridgeStats) -> String {
             sum(&p.dropped),
             p.transmitted.to_string(),
             sum(&p.tx_dropped),
+            p.tx_padded.to_string(),
             opt(p.if_rx_dropped),
             opt(p.peer_tx_dropped),
         ]);
@@ -626,6 +638,10 @@ pub fn stats_table(s: &BridgeStats) -> String {
         s.ports.iter().filter(|p| p.member).map(|p| format!("{} {}", p.name, p.fast_path)).collect();
     if !fast.is_empty() {
         let _ = writeln!(out, "fast path: {}", fast.join("; "));
+    }
+    let xdp: Vec<String> = s.ports.iter().filter(|p| p.member).filter_map(xdp_text).collect();
+    if !xdp.is_empty() {
+        let _ = writeln!(out, "xdp: {}", xdp.join("; "));
     }
     out.push('\n');
     out.push_str(&table(&workers, 1));
@@ -680,7 +696,7 @@ pub fn stats_table(s: &BridgeStats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{FdbCounters, PortStats, WorkerStats};
+    use crate::api::{FdbCounters, WorkerStats};
     use std::io::Cursor;
 
     #[test]
@@ -752,6 +768,9 @@ mod tests {
                 dropped: BTreeMap::from([("vlan".into(), 3), ("reserved".into(), 2)]),
                 transmitted: 77,
                 tx_dropped: BTreeMap::new(),
+                tx_padded: 4,
+                xdp_mode: Some("generic".into()),
+                xdp_fallback: Some("no native XDP".into()),
                 if_rx_packets: Some(120),
                 if_rx_dropped: Some(20),
                 peer_tx_dropped: Some(12),
@@ -783,12 +802,13 @@ mod tests {
         let cells: Vec<&str> = lines[2].split_whitespace().collect();
         assert_eq!(
             cells,
-            ["veth0", "afxdp", "yes", "yes", "forwarding", "7", "100", "0", "90", "5", "5", "77", "0", "20", "12"],
+            ["veth0", "afxdp", "yes", "yes", "forwarding", "7", "100", "0", "90", "5", "5", "77", "0", "4", "20", "12"],
             "{text}"
         );
         assert_eq!(lines[3], "fast path: veth0 xdp", "{text}");
+        assert_eq!(lines[4], "xdp: veth0 generic (native refused: no native XDP)", "{text}");
         assert_eq!(lines[1].len(), lines[2].len(), "aligned:\n{text}");
-        let cells: Vec<&str> = lines[6].split_whitespace().collect();
+        let cells: Vec<&str> = lines[7].split_whitespace().collect();
         assert_eq!(cells, ["0", "2", "100", "90", "5", "5", "40", "3", "1"], "{text}");
         assert!(text.contains("dropped by reason: port veth0: reserved 2, vlan 3; worker 0: vlan 5"), "{text}");
         assert!(text.contains("fdb: 12 entries (10 learned of at most 65536, 2 static)"), "{text}");

@@ -1,6 +1,7 @@
 //! The little of an Ethernet frame a bridge reads: destination, source,
-//! and an 802.1Q / 802.1ad tag when there is one; and how a frame is
-//! written back out with a tag added, kept or removed.
+//! and an 802.1Q / 802.1ad tag when there is one; how a frame is written
+//! back out with a tag added, kept or removed; and how a frame shorter
+//! than the Ethernet minimum is padded before it is sent.
 
 use flowsteer_fdb::Mac;
 
@@ -8,6 +9,11 @@ use flowsteer_fdb::Mac;
 const ADDRS: usize = 12;
 /// The shortest frame a bridge takes: two addresses and an ethertype.
 pub const MIN_FRAME: usize = 14;
+/// The shortest frame a port sends: 60 bytes, the Ethernet minimum of 64
+/// less the FCS (IEEE 802.3 clause 4.2.3.3; Linux's `ETH_ZLEN`). A NIC
+/// pads a shorter frame with zeros before the FCS; a veth, an AF_PACKET
+/// socket and an AF_XDP socket send it as it is, so the bridge pads it.
+pub const MIN_TX_FRAME: usize = 60;
 /// The 802.1Q (C-tag) TPID, and 802.1ad's (S-tag).
 pub const TPID_8021Q: u16 = 0x8100;
 /// The 802.1ad (S-tag) TPID.
@@ -88,6 +94,15 @@ pub fn write_frame(out: &mut Vec<u8>, frame: &[u8], hdr: &EthHeader, tci: Option
     out.extend_from_slice(&frame[hdr.rest_at.min(frame.len())..]);
 }
 
+/// `frame` padded with zeros to [`MIN_TX_FRAME`] bytes when it is shorter
+/// (`None`: it is long enough to go as it is). The padding is never
+/// summed: an IP header's length says where the packet ends.
+pub fn padded(frame: &[u8]) -> Option<[u8; MIN_TX_FRAME]> {
+    let mut out = [0u8; MIN_TX_FRAME];
+    out.get_mut(..frame.len())?.copy_from_slice(frame);
+    (frame.len() < MIN_TX_FRAME).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +134,19 @@ mod tests {
             assert_eq!(EthHeader::parse(&t[..len], TPID_8021Q), want, "{len}");
         }
         assert!(EthHeader::parse(&frame(None)[..14], TPID_8021Q).is_ok());
+    }
+
+    #[test]
+    fn short_frames_are_padded_with_zeros_and_the_rest_left_alone() {
+        let bytes: Vec<u8> = (1..=70).collect();
+        for len in [0, 14, 42, 59] {
+            let p = padded(&bytes[..len]).expect("short");
+            assert_eq!(&p[..len], &bytes[..len], "{len}: the frame's own bytes intact");
+            assert!(p[len..].iter().all(|b| *b == 0), "{len}: zeros after");
+        }
+        for len in [60, 61, 70] {
+            assert_eq!(padded(&bytes[..len]), None, "{len}");
+        }
     }
 
     #[test]

@@ -390,6 +390,7 @@ fn ports_by_name(ports: &[PortStats]) -> Vec<PortStats> {
         acc.forwarded = acc.forwarded.saturating_add(p.forwarded);
         acc.flooded = acc.flooded.saturating_add(p.flooded);
         acc.transmitted = acc.transmitted.saturating_add(p.transmitted);
+        acc.tx_padded = acc.tx_padded.saturating_add(p.tx_padded);
         let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(x), Some(y)) => Some(x.saturating_add(y)),
             (x, y) => x.or(y),
@@ -453,13 +454,23 @@ pub fn render(stats: &BridgeStats) -> String {
     for p in &ports {
         t.sample(&format!("{P}port_fast_path"), &[("port", &p.name), ("path", fast_path_label(&p.fast_path))], 1);
     }
+    t.family(
+        &format!("{P}port_xdp_mode"),
+        "gauge",
+        "An afxdp port's XDP attach mode: native, or generic when the driver refused native (always 1; the reason is in stats --json, xdp_fallback).",
+    );
+    for p in &ports {
+        if let Some(mode) = &p.xdp_mode {
+            t.sample(&format!("{P}port_xdp_mode"), &[("port", &p.name), ("mode", mode)], 1);
+        }
+    }
     for (name, help, value) in port_gauges {
         t.family(&format!("{P}{name}"), "gauge", help);
         for p in &ports {
             t.sample(&format!("{P}{name}"), &[("port", &p.name)], value(p));
         }
     }
-    let port_counters: [PerRow<PortStats>; 5] = [
+    let port_counters: [PerRow<PortStats>; 6] = [
         (
             "port_received_total",
             "Frames in from the port (including the kernel's drops before our socket and the frames its fast path forwarded).",
@@ -475,6 +486,11 @@ pub fn render(stats: &BridgeStats) -> String {
         ("port_transmitted_total", "Frames sent out of the port (a flooded frame counts once per port).", |p| {
             p.transmitted
         }),
+        (
+            "port_tx_padded_total",
+            "Frames shorter than 60 bytes padded with zeros to 60 before being sent out of the port.",
+            |p| p.tx_padded,
+        ),
     ];
     for (name, help, value) in port_counters {
         t.family(&format!("{P}{name}"), "counter", help);

@@ -19,7 +19,7 @@ use crate::counters::PortCounters;
 use flowsteer_afpacket::{Fanout, FanoutMode, RxConfig, RxRing, TxConfig, TxSocket};
 use flowsteer_fdb::PortId;
 use flowsteer_live::link::{LinkInfo, LinkReader};
-use flowsteer_xsk::{AttachConfig, Claim, FastPathAttach, XdpProgram, XskConfig, XskSocket};
+use flowsteer_xsk::{AttachConfig, Claim, FastPathAttach, XdpMode, XdpProgram, XskConfig, XskSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -159,6 +159,37 @@ pub(crate) struct PortShared {
     pub fast_path: String,
     /// The interface's own counters since the port opened.
     pub link_counts: Mutex<LinkCounts>,
+    /// The mode its XDP program attached in (AF_XDP; `None` for AF_PACKET).
+    pub xdp: Option<XdpAttached>,
+}
+
+/// The mode a port's XDP program attached in: the bridge asks for native
+/// (driver) mode and takes generic (skb) mode when the driver refuses
+/// ([`XdpMode::Auto`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpAttached {
+    /// `native` or `generic`.
+    pub mode: &'static str,
+    /// Why native mode was refused, when it fell back to generic.
+    pub fallback: Option<String>,
+}
+
+impl XdpAttached {
+    /// What `prog` attached in.
+    pub fn of(prog: &XdpProgram) -> XdpAttached {
+        XdpAttached {
+            mode: if prog.mode() == XdpMode::Native { "native" } else { "generic" },
+            fallback: prog.fallback().map(str::to_string),
+        }
+    }
+
+    /// The warning for a port that fell back to generic mode (`None`: it
+    /// did not).
+    pub fn warning(&self, iface: &str) -> Option<String> {
+        self.fallback.as_ref().map(|why| {
+            format!("{iface}: XDP attached in generic (skb) mode, slower than native: native refused: {why}")
+        })
+    }
 }
 
 impl PortShared {
@@ -194,6 +225,7 @@ pub(crate) fn open(
     let mut handles: Vec<WorkerPort> =
         (0..workers).map(|_| WorkerPort { _lock: lock.clone(), ..WorkerPort::default() }).collect();
     let mut program = None;
+    let mut xdp = None;
     let ifindex;
     match spec.kind {
         PortKind::Afxdp => {
@@ -238,6 +270,9 @@ pub(crate) fn open(
                     }
                 }
             }
+            let attached = XdpAttached::of(&prog);
+            warnings.extend(attached.warning(&spec.iface));
+            xdp = Some(attached);
             program = Some(prog);
         }
         PortKind::Afpacket => {
@@ -272,6 +307,7 @@ pub(crate) fn open(
         LinkReader::new().map_or_else(|_| LinkCounts::default(), |mut r| LinkCounts::open(&mut r, ifindex));
     let port = PortShared {
         link_counts: Mutex::new(link_counts),
+        xdp,
         id,
         spec: spec.clone(),
         ifindex,

@@ -1072,7 +1072,7 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
     // Kernel drops per worker (of its sockets, over every port).
     let mut worker_kernel = vec![0u64; nworkers];
     for p in &all {
-        let (mut rx, mut fwd, mut fl, mut tx) = (0, 0, 0, 0);
+        let (mut rx, mut fwd, mut fl, mut tx, mut padded) = (0, 0, 0, 0, 0);
         let mut dropped = [0u64; Reason::COUNT];
         let mut tx_dropped = [0u64; Reason::COUNT];
         for (w, c) in p.counters.iter().enumerate() {
@@ -1080,6 +1080,7 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
             fwd += c.forwarded.get();
             fl += c.flooded.get();
             tx += c.transmitted.get();
+            padded += c.tx_padded.get();
             for (d, v) in dropped.iter_mut().zip(c.dropped.values()) {
                 *d += v;
             }
@@ -1124,6 +1125,9 @@ pub(crate) fn stats(sh: &Shared) -> BridgeStats {
             dropped: reason_map(&dropped),
             transmitted: tx,
             tx_dropped: reason_map(&tx_dropped),
+            tx_padded: padded,
+            xdp_mode: p.xdp.as_ref().map(|x| x.mode.to_string()),
+            xdp_fallback: p.xdp.as_ref().and_then(|x| x.fallback.clone()),
         });
     }
     ports.sort_by_key(|p| !p.member);

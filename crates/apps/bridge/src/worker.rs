@@ -28,7 +28,7 @@
 
 use crate::config::TxQueue;
 use crate::counters::{PortCounters, Reason};
-use crate::frame::{out_len, write_frame, EthHeader};
+use crate::frame::{out_len, padded, write_frame, EthHeader, MIN_TX_FRAME};
 use crate::port::{PortShared, WorkerPort};
 use crate::shared::{Member, PortList, Shared};
 use flowsteer_afpacket::{GsoType, VnetHdr};
@@ -94,6 +94,9 @@ struct Buffers {
     seg_lens: Vec<usize>,
     /// Per egress port id.
     out: Vec<Vec<Out>>,
+    /// The padded copies of one egress batch's short frames, in batch
+    /// order (see [`Worker::send`]).
+    pad: Vec<[u8; MIN_TX_FRAME]>,
     /// Partial checksums completed and GSO frames segmented in this
     /// burst (added to the worker's counters after it).
     completed: u64,
@@ -119,6 +122,7 @@ impl Worker {
             scratch: Vec::new(),
             seg_lens: Vec::new(),
             out: Vec::new(),
+            pad: Vec::with_capacity(burst),
             completed: 0,
             segmented: 0,
         };
@@ -438,13 +442,20 @@ impl Worker {
         self.send(list);
     }
 
-    /// Sends every egress port's batch of this burst.
+    /// Sends every egress port's batch of this burst. A frame shorter than
+    /// the Ethernet minimum goes out padded with zeros to
+    /// [`MIN_TX_FRAME`] bytes, whatever the egress (AF_XDP, AF_PACKET, the
+    /// AF_PACKET fallback of an AF_XDP port) and however it got there
+    /// (forwarded, flooded, retagged, a GSO frame's last segment): a NIC
+    /// pads it, a veth or a socket does not. Each is counted `tx_padded`
+    /// when it is handed to the socket (one the socket then refuses is in
+    /// `tx_dropped` too).
     fn send(&mut self, list: &PortList) {
         let tx_queue = self.shared.cfg.tx_queue;
         let wc = &self.shared.workers[self.w];
         for eg in &list.ports {
             let id = eg.id.0 as usize;
-            let Buffers { arena, rewrite, out, .. } = &mut self.buf;
+            let Buffers { arena, rewrite, out, pad, .. } = &mut self.buf;
             let Some(outs) = out.get_mut(id) else { continue };
             if outs.is_empty() {
                 continue;
@@ -462,6 +473,16 @@ impl Worker {
                 outs.clear();
                 continue;
             };
+            pad.clear();
+            pad.extend(outs.iter().filter_map(|o| padded(bytes(o))));
+            let mut next_pad = pad.iter();
+            let frames: Vec<&[u8]> = outs
+                .iter()
+                .map(|o| match o.len < MIN_TX_FRAME {
+                    true => next_pad.next().map_or(bytes(o), |p| &p[..]),
+                    false => bytes(o),
+                })
+                .collect();
             let mut sent = 0usize;
             if !l.h.xsk.is_empty() {
                 let nsock = l.h.xsk.len();
@@ -470,29 +491,33 @@ impl Worker {
                     TxQueue::Flow => socks.iter().position(|s| s.queue() == rxq).unwrap_or(0),
                 };
                 if nsock == 1 {
-                    let refs: Vec<&[u8]> = outs.iter().map(bytes).collect();
-                    sent += xsk_send(&mut l.h.xsk[0], &refs);
+                    sent += xsk_send(&mut l.h.xsk[0], &frames);
                 } else {
                     for s in 0..nsock {
-                        let refs: Vec<&[u8]> = outs.iter().filter(|o| pick(o.rxq, &l.h.xsk) == s).map(bytes).collect();
+                        let refs: Vec<&[u8]> = outs
+                            .iter()
+                            .zip(&frames)
+                            .filter(|(o, _)| pick(o.rxq, &l.h.xsk) == s)
+                            .map(|(_, f)| *f)
+                            .collect();
                         if !refs.is_empty() {
                             sent += xsk_send(&mut l.h.xsk[s], &refs);
                         }
                     }
                 }
             } else if let Some(tx) = l.h.tx.as_mut() {
-                let refs: Vec<&[u8]> = outs.iter().map(bytes).collect();
                 if eg.takes_offload() {
                     let heads: Vec<VnetHdr> = outs.iter().map(|o| o.vnet).collect();
-                    sent = tx.send_batch_vnet(&refs, &heads);
+                    sent = tx.send_batch_vnet(&frames, &heads);
                 } else {
-                    sent = tx.send_batch(&refs);
+                    sent = tx.send_batch(&frames);
                 }
                 if eg.spec.kind == crate::api::PortKind::Afxdp {
                     wc.tx_fallback.add(sent as u64);
                 }
             }
             pc.transmitted.add(sent as u64);
+            pc.tx_padded.add(pad.len() as u64);
             pc.tx_dropped.add(Reason::TxFailed, (outs.len() - sent) as u64);
             outs.clear();
         }

@@ -511,6 +511,14 @@ impl LiveRunner {
         self.progs.first()
     }
 
+    /// Why native XDP was refused on a port of this runner when
+    /// [`XdpMode::Auto`] fell back to generic (skb) mode: the receiver's
+    /// first, then the generator's (`None`: every program is native, or
+    /// none is attached).
+    pub fn xdp_fallback(&self) -> Option<&str> {
+        self.progs.iter().find_map(XdpProgram::fallback)
+    }
+
     /// The socket family in use (never `auto`).
     pub fn io(&self) -> IoMode {
         self.a.as_ref().map_or(self.cfg.io, Port::io)

@@ -361,6 +361,10 @@ pub struct Machine {
     pub driver: String,
     /// XDP mode of the receiver's program (native or generic).
     pub xdp_mode: String,
+    /// Why native XDP was refused on a port whose program fell back to
+    /// generic (skb) mode (`--xdp-mode auto`, the harness's choice); the
+    /// first such port's reason. `None`: no program fell back.
+    pub xdp_fallback: Option<String>,
     /// AF_XDP bind mode of the generator (copy or zero-copy).
     pub xsk_bind: String,
     /// Receive and transmit queues per port.
@@ -568,6 +572,9 @@ pub enum Event<'a> {
     Skipped { dut: DutKind, reason: &'a str },
     /// `--io auto` fell back to AF_PACKET (once per sweep), and why.
     IoFallback { reason: &'a str },
+    /// An XDP program attached in generic (skb) mode because the driver
+    /// refused native mode (once per sweep), and why.
+    XdpFallback { reason: &'a str },
     /// A trial finished; `interval` is the goal being searched and its
     /// bounds after it.
     Trial { dut: DutKind, size: FrameSize, record: &'a TrialRecord, interval: Option<(&'static str, f64, f64)> },
@@ -716,6 +723,12 @@ fn note_io(m: &mut Machine, runner: &LiveRunner, on: &mut dyn FnMut(Event<'_>)) 
         if let Some(why) = runner.fallback() {
             m.io_fallback = Some(why.to_string());
             on(Event::IoFallback { reason: why });
+        }
+    }
+    if m.xdp_fallback.is_none() {
+        if let Some(why) = runner.xdp_fallback() {
+            m.xdp_fallback = Some(why.to_string());
+            on(Event::XdpFallback { reason: why });
         }
     }
 }
@@ -932,6 +945,7 @@ mod tests {
                 queues: 1,
                 io: "mixed".into(),
                 io_fallback: Some("AF_XDP could not be set up".into()),
+                xdp_fallback: Some("no native XDP".into()),
             },
             generator: vec![CeilingRow {
                 frame_size: FrameSize::Imix.into(),

@@ -621,6 +621,10 @@ pub struct XdpReasons {
     /// Rule a: shorter than an Ethernet header, or to a group address
     /// (multicast, broadcast).
     pub slow_not_unicast: u64,
+    /// Rule a: a unicast frame shorter than the Ethernet minimum (60
+    /// bytes without the FCS): a redirect would send it unpadded, so the
+    /// bridge's workers pad and send it.
+    pub slow_short: u64,
     /// Rule b: its destination MAC is not in the FDB mirror.
     pub slow_unknown_dst: u64,
     /// Rule c: its destination was learned on the port it came in on
@@ -671,6 +675,7 @@ impl XdpReasons {
     /// `slow_*` reasons.
     pub fn slow_path(&self) -> u64 {
         self.slow_not_unicast
+            + self.slow_short
             + self.slow_unknown_dst
             + self.slow_same_port
             + self.slow_src_not_here
@@ -709,6 +714,7 @@ pub(crate) fn read_reasons(counters: &OwnedFd, possible_cpus: usize) -> std::io:
         redirected: read(slot::REDIRECTED)?,
         fast_forwarded: read(slot::FAST_FORWARDED)?,
         slow_not_unicast: read(slot::SLOW_NOT_UNICAST)?,
+        slow_short: read(slot::SLOW_SHORT)?,
         slow_unknown_dst: read(slot::SLOW_UNKNOWN_DST)?,
         slow_same_port: read(slot::SLOW_SAME_PORT)?,
         slow_src_not_here: read(slot::SLOW_SRC_NOT_HERE)?,

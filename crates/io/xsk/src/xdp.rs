@@ -17,9 +17,9 @@ pub(crate) const XDP_MD_DATA_END: i16 = 4;
 pub(crate) const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
 /// The counter slots of the per-CPU array map, one u64 per CPU each.
-/// Slots 0-6 are outcomes (one per frame); 7-15 are the fast path's slow
-/// reasons (one more per frame that takes the slow path); 16 is a
-/// sub-count of `fast_forwarded` (one more per forwarded frame whose
+/// Slots 0-6 are outcomes (one per frame); 7-15 and 17 are the fast
+/// path's slow reasons (one more per frame that takes the slow path); 16
+/// is a sub-count of `fast_forwarded` (one more per forwarded frame whose
 /// partial checksum the fast path completed), not an outcome either.
 pub(crate) mod slot {
     pub const PASSED_NOT_IP: i32 = 0;
@@ -39,7 +39,8 @@ pub(crate) mod slot {
     pub const SLOW_PARTIAL_CSUM: i32 = 14;
     pub const SLOW_REDIRECT_FAILED: i32 = 15;
     pub const FAST_CSUM_COMPLETED: i32 = 16;
-    pub const COUNT: u32 = 17;
+    pub const SLOW_SHORT: i32 = 17;
+    pub const COUNT: u32 = 18;
 }
 
 /// Stack slot (offset from r10) of the counter key (u32). The claim

@@ -845,10 +845,13 @@ fn udp_snmp(ns: &str, name: &str) -> u64 {
 ///    `fast_csum_completed`, nothing on the slow path): every datagram
 ///    arrives, byte-exact, accepted by B's UDP socket, which verifies the
 ///    checksum in software (an XDP frame carries no offload state), and
-///    B's `InCsumErrors` stays where it was. Payloads of 4 to 1,472 bytes
-///    (the most a 1,500-byte MTU carries), odd and even. (A datagram whose
+///    B's `InCsumErrors` stays where it was. Payloads of 18 (a 60-byte
+///    frame) to 1,472 bytes (the most a 1,500-byte MTU carries), odd and
+///    even. (A datagram whose
 ///    pseudo-header sum is its complete checksum, 1 in 65,535, is
 ///    forwarded as it is, not counted completed: the test counts them.)
+/// 4. Frames shorter than 60 bytes go to the slow path (`slow_short`): a
+///    redirect would send them unpadded.
 #[test]
 fn fast_path_forwards_learned_unicast_and_completes_partial_checksums() {
     if let Some(why) = skip_reason() {
@@ -952,7 +955,8 @@ fn fast_path_forwards_learned_unicast_and_completes_partial_checksums() {
 
     // 3. The host's default checksum offload: partial checksums, completed
     // in the fast path.
-    const LENS: [usize; 10] = [4, 5, 6, 7, 64, 333, 511, 512, 1400, 1472];
+    // From 18 bytes: a 60-byte frame, the shortest the fast path forwards.
+    const LENS: [usize; 10] = [18, 19, 20, 21, 64, 333, 511, 512, 1400, 1472];
     let len = |seq: u32| LENS[seq as usize % LENS.len()];
     ethtool_in(&ns_a, &["-K", "h1", "tx", "on"]).expect("tx checksum offload on on A");
     let csum_errors = udp_snmp(&ns_b, "InCsumErrors");
@@ -982,6 +986,18 @@ fn fast_path_forwards_learned_unicast_and_completes_partial_checksums() {
     assert_eq!(r.fast_csum_completed, u64::from(N) - complete_already, "every partial checksum completed: {r:?}");
     assert_eq!(r.slow_path(), 0, "{r:?}");
     assert_eq!(r.totals().seen(), 3 * u64::from(N));
+    assert!(r.conservation_ok(true), "{r:?}");
+
+    // 4. Frames shorter than 60 bytes (UDP payloads of 4 to 17 bytes: a
+    // veth does not pad them) take the slow path: a redirect would send
+    // them unpadded. No socket here, so M's kernel gets them (and drops
+    // them: not its address); B gets none.
+    let got = exchange(3 * N, &|seq| 4 + seq as usize % 14);
+    let r = p1.counter_reasons().unwrap();
+    println!("4. short frames: {r:?}");
+    assert!(got.is_empty(), "{} short frames crossed M", got.len());
+    assert_eq!((r.slow_short, r.slow_path()), (u64::from(N), u64::from(N)), "{r:?}");
+    assert_eq!(r.fast_forwarded, 3 * u64::from(N), "{r:?}");
     assert!(r.conservation_ok(true), "{r:?}");
     let r2 = p2.counter_reasons().unwrap();
     assert!(r2.conservation_ok(true), "{r2:?}");

@@ -55,6 +55,7 @@ fn fake_port(id: u16) -> Arc<PortShared> {
         learned_entries: AtomicU64::new(0),
         fast_path: "off (a fake port)".into(),
         link_counts: Mutex::new(Default::default()),
+        xdp: None,
     })
 }
 

@@ -463,6 +463,10 @@ pub fn expected(s: &BridgeStats) -> BTreeMap<Key, f64> {
         m.insert(key("port_forwarded_total", &l), p.forwarded as f64);
         m.insert(key("port_flooded_total", &l), p.flooded as f64);
         m.insert(key("port_transmitted_total", &l), p.transmitted as f64);
+        m.insert(key("port_tx_padded_total", &l), p.tx_padded as f64);
+        if let Some(mode) = &p.xdp_mode {
+            m.insert(key("port_xdp_mode", &[("port", &p.name), ("mode", mode)]), 1.0);
+        }
         for (name, v) in [
             ("port_interface_rx_packets_total", p.if_rx_packets),
             ("port_interface_rx_dropped_total", p.if_rx_dropped),
