@@ -150,16 +150,8 @@ fn tx_rx_measure_existing_interfaces_as_external() {
     if skip() {
         return;
     }
-    let ns = format!("fs2544-{}-cli-ext", std::process::id());
-    let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().expect("ip").success(), "ip {args:?}");
-    ip(&["netns", "add", &ns]);
-    struct Del(String);
-    impl Drop for Del {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _del = Del(ns.clone());
+    let scratch = ScratchNs::new("ext");
+    let ns = scratch.name();
     ip(&["-n", &ns, "link", "add", "ctx", "type", "veth", "peer", "name", "crx"]);
     ip(&["-n", &ns, "link", "set", "ctx", "up"]);
     ip(&["-n", &ns, "link", "set", "crx", "up"]);
@@ -249,16 +241,8 @@ fn auto_io_falls_back_and_says_why() {
     if skip() {
         return;
     }
-    let ns = format!("fs2544-{}-cli-fb", std::process::id());
-    let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().expect("ip").success(), "ip {args:?}");
-    ip(&["netns", "add", &ns]);
-    struct Del(String);
-    impl Drop for Del {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _del = Del(ns.clone());
+    let scratch = ScratchNs::new("fb");
+    let ns = scratch.name();
     ip(&["-n", &ns, "link", "add", "ftx", "type", "veth", "peer", "name", "frx"]);
     ip(&["-n", &ns, "link", "set", "frx", "mtu", "3000"]);
     ip(&["-n", &ns, "link", "set", "ftx", "up"]);
@@ -301,16 +285,8 @@ fn generic_xdp_fallback_is_warned_and_recorded() {
     if skip() {
         return;
     }
-    let ns = format!("fs2544-{}-cli-xg", std::process::id());
-    let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().expect("ip").success(), "ip {args:?}");
-    ip(&["netns", "add", &ns]);
-    struct Del(String);
-    impl Drop for Del {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _del = Del(ns.clone());
+    let scratch = ScratchNs::new("xg");
+    let ns = scratch.name();
     ip(&["-n", &ns, "link", "add", "gtx", "type", "veth", "peer", "name", "grx"]);
     ip(&["-n", &ns, "link", "add", "link", "grx", "name", "gmv", "type", "macvlan", "mode", "bridge"]);
     for dev in ["gtx", "grx", "gmv"] {
@@ -557,4 +533,31 @@ fn the_readme_examples_have_an_estimate() {
         }
         eprintln!("{example} --dry-run: {}", stdout.lines().find(|l| l.starts_with("estimate: ")).unwrap_or(&stdout));
     }
+}
+
+/// A network namespace of the test's own (`fs2544-PID-cli-TAG`), removed
+/// when dropped, also when the test fails.
+struct ScratchNs(String);
+
+impl ScratchNs {
+    fn new(tag: &str) -> ScratchNs {
+        let ns = format!("fs2544-{}-cli-{tag}", std::process::id());
+        ip(&["netns", "add", &ns]);
+        ScratchNs(ns)
+    }
+
+    fn name(&self) -> String {
+        self.0.clone()
+    }
+}
+
+impl Drop for ScratchNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// Runs `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    assert!(Command::new("ip").args(args).status().expect("ip").success(), "ip {args:?}");
 }

@@ -23,9 +23,17 @@ fn three_hosts(kind: PortKind, tag: &str) {
         assert!(ping(&star, a, b), "ping {a} -> {b}");
     }
 
-    // The table knows each host on its own port.
-    std::thread::sleep(Duration::from_millis(50));
-    let rows = fdb(bridge.control().as_ref());
+    // The table knows each host on its own port (the writer thread learns
+    // what the workers hand it: on a loaded machine, a little later).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let rows = loop {
+        let rows = fdb(bridge.control().as_ref());
+        let all = (1..=3).all(|i| rows.iter().any(|r| r.mac == star.mac_text(i)));
+        if all || Instant::now() > deadline {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     for i in 1..=3 {
         let row = rows.iter().find(|r| r.mac == star.mac_text(i)).unwrap_or_else(|| panic!("host {i}: {rows:?}"));
         assert_eq!(row.port, star.hub_dev(i), "{rows:?}");

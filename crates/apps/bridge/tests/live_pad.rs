@@ -19,14 +19,12 @@
 
 mod common;
 
-use common::{assert_conserved, host_ethtool, port, start, stats, stats_when};
-use flowsteer_afpacket::{RxConfig, RxRing, TxSocket};
+use common::{assert_conserved, host_ethtool, port, start, stats, stats_when, Sniffer};
+use flowsteer_afpacket::TxSocket;
 use flowsteer_bridge::{Control, PortKind};
 use flowsteer_netns::Star;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Frames per length and destination.
@@ -80,63 +78,34 @@ fn check(f: &[u8], src: [u8; 6]) -> Option<(bool, usize, bool)> {
 /// frames that did not.
 type Seen = Arc<Mutex<BTreeMap<(bool, usize), (u32, u32)>>>;
 
-struct Sniffer {
-    stop: Arc<AtomicBool>,
+/// The frames from `src` host `i` receives, judged by [`check`].
+struct PadSniffer {
     seen: Seen,
-    handle: Option<JoinHandle<Result<(), flowsteer_netns::NetnsError>>>,
+    _sniffer: Sniffer,
 }
 
-impl Drop for Sniffer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-impl Sniffer {
+impl PadSniffer {
     fn count(&self, broadcast: bool, len: usize) -> (u32, u32) {
         self.seen.lock().unwrap().get(&(broadcast, len)).copied().unwrap_or_default()
     }
 }
 
-/// A sniffer on host `i`'s veth for frames from `src`.
-fn sniff(star: &Star, i: usize, src: [u8; 6]) -> Sniffer {
-    let stop = Arc::new(AtomicBool::new(false));
+fn sniff(star: &Star, i: usize, src: [u8; 6]) -> PadSniffer {
     let seen: Seen = Arc::default();
-    let ready = Arc::new(AtomicBool::new(false));
-    let dev = star.host_dev(i);
-    let (st, se, re) = (stop.clone(), seen.clone(), ready.clone());
-    let handle = star.spawn_in(i, move || {
-        let cfg = RxConfig { block_size: 1 << 16, block_count: 64, retire_blk_tov_ms: 1, ..RxConfig::default() };
-        let mut ring = RxRing::open(&dev, &cfg).expect("sniffer ring");
-        re.store(true, Ordering::Release);
-        while !st.load(Ordering::Relaxed) {
-            let n = ring.poll_burst(64, &mut |f: &[u8], meta| {
-                if meta.packet_type == 4 {
-                    return;
-                }
-                if let Some((broadcast, len, intact)) = check(f, src) {
-                    let mut seen = se.lock().unwrap();
-                    let e = seen.entry((broadcast, len)).or_default();
-                    if intact {
-                        e.0 += 1;
-                    } else {
-                        e.1 += 1;
-                        eprintln!("host frame of {len} bytes arrived as {} bytes: {f:02x?}", f.len());
-                    }
-                }
-            });
-            if n == 0 {
-                std::thread::sleep(Duration::from_millis(1));
+    let se = seen.clone();
+    let sniffer = Sniffer::start(star, i, move |f, _| {
+        if let Some((broadcast, len, intact)) = check(f, src) {
+            let mut seen = se.lock().unwrap();
+            let e = seen.entry((broadcast, len)).or_default();
+            if intact {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
+                eprintln!("host frame of {len} bytes arrived as {} bytes: {f:02x?}", f.len());
             }
         }
     });
-    while !ready.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    Sniffer { stop, seen, handle: Some(handle) }
+    PadSniffer { seen, _sniffer: sniffer }
 }
 
 /// Sends `frames` from host `from`, every one (the kernel takes them all

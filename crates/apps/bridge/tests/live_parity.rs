@@ -14,14 +14,12 @@
 
 mod common;
 
-use common::{assert_conserved, fdb, host_ethtool, ok, port, start, stats, stats_when};
-use flowsteer_afpacket::{RxConfig, RxRing, TxSocket};
+use common::{assert_conserved, fdb, host_ethtool, ok, port, start, stats, stats_when, Sniffer};
+use flowsteer_afpacket::TxSocket;
 use flowsteer_bridge::{Bridge, Control, FastPath, PortKind, Request, Response};
 use flowsteer_netns::Star;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const HOSTS: usize = 4;
@@ -39,19 +37,10 @@ type Tag = (u16, u16);
 /// What a host's sniffer saw of each case: the tags of every marked frame.
 type Seen = Arc<Mutex<BTreeMap<u32, Vec<Vec<Tag>>>>>;
 
-struct Sniffer {
-    stop: Arc<AtomicBool>,
+/// The marked frames one host received, by case.
+struct MarkSniffer {
     seen: Seen,
-    handle: Option<JoinHandle<Result<(), flowsteer_netns::NetnsError>>>,
-}
-
-impl Drop for Sniffer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
+    _sniffer: Sniffer,
 }
 
 /// The tags and case of a marked frame, or `None`.
@@ -76,41 +65,25 @@ fn marked(frame: &[u8]) -> Option<(u32, Vec<Tag>)> {
 /// A sniffer on host `i`'s veth: every marked frame it receives (not the
 /// ones it sends), with its tags as they were on the wire (the kernel's
 /// receive path takes the outer tag out; it is put back in front).
-fn sniff(star: &Star, i: usize) -> Sniffer {
-    let stop = Arc::new(AtomicBool::new(false));
+fn sniff(star: &Star, i: usize) -> MarkSniffer {
     let seen: Seen = Arc::default();
-    let ready = Arc::new(AtomicBool::new(false));
-    let dev = star.host_dev(i);
-    let (st, se, re) = (stop.clone(), seen.clone(), ready.clone());
-    let handle = star.spawn_in(i, move || {
-        let cfg = RxConfig { block_size: 1 << 16, block_count: 64, retire_blk_tov_ms: 1, ..RxConfig::default() };
-        let mut ring = RxRing::open(&dev, &cfg).expect("sniffer ring");
-        re.store(true, Ordering::Release);
-        while !st.load(Ordering::Relaxed) {
-            let n = ring.poll_burst(64, &mut |f: &[u8], meta| {
-                if meta.packet_type == 4 || f.len() < 12 {
-                    return;
-                }
-                let mut frame = f[..12].to_vec();
-                if let Some(tag) = meta.vlan {
-                    let tpid = if tag.tpid == 0 { 0x8100 } else { tag.tpid };
-                    frame.extend_from_slice(&tpid.to_be_bytes());
-                    frame.extend_from_slice(&tag.tci.to_be_bytes());
-                }
-                frame.extend_from_slice(&f[12..]);
-                if let Some((case, tags)) = marked(&frame) {
-                    se.lock().unwrap().entry(case).or_default().push(tags);
-                }
-            });
-            if n == 0 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+    let se = seen.clone();
+    let sniffer = Sniffer::start(star, i, move |f, meta| {
+        if f.len() < 12 {
+            return;
+        }
+        let mut frame = f[..12].to_vec();
+        if let Some(tag) = meta.vlan {
+            let tpid = if tag.tpid == 0 { 0x8100 } else { tag.tpid };
+            frame.extend_from_slice(&tpid.to_be_bytes());
+            frame.extend_from_slice(&tag.tci.to_be_bytes());
+        }
+        frame.extend_from_slice(&f[12..]);
+        if let Some((case, tags)) = marked(&frame) {
+            se.lock().unwrap().entry(case).or_default().push(tags);
         }
     });
-    while !ready.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    Sniffer { stop, seen, handle: Some(handle) }
+    MarkSniffer { seen, _sniffer: sniffer }
 }
 
 /// `N` marked frames of `case` from host `from`: `dst`, source `src`,
@@ -147,7 +120,7 @@ fn send(star: &Star, from: usize, case: u32, dst: [u8; 6], src: [u8; 6], tags: &
 
 struct Lab {
     star: Star,
-    sniffers: Vec<Sniffer>,
+    sniffers: Vec<MarkSniffer>,
     bridge: Option<Bridge>,
     ctl: Arc<dyn Control>,
     what: String,
@@ -232,10 +205,25 @@ impl Lab {
         port(&stats(self.ctl.as_ref()), &self.dev(i)).dropped.get(reason).copied().unwrap_or(0)
     }
 
-    /// The port the MAC table has `mac` on (in `vlan`), if any.
+    /// The port the MAC table has `mac` on (in `vlan`), if any, and its kind.
     fn fdb_port(&self, mac: [u8; 6], vlan: u16) -> Option<(String, String)> {
         let text = flowsteer_fdb::Mac(mac).to_string();
         fdb(self.ctl.as_ref()).into_iter().find(|r| r.mac == text && r.vlan == vlan).map(|r| (r.port, r.kind))
+    }
+
+    /// [`Lab::fdb_port`] once it names `port` (`None`: once the entry is
+    /// gone), or as it is after 10 s. Workers hand what they learn to the
+    /// table's writer thread, and a link event reaches it within a tick: on
+    /// a loaded machine either lands a little after the frames were counted.
+    fn fdb_port_becomes(&self, mac: [u8; 6], vlan: u16, port: Option<&str>) -> Option<(String, String)> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = self.fdb_port(mac, vlan);
+            if now.as_ref().map(|p| p.0.as_str()) == port || Instant::now() > deadline {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -282,7 +270,12 @@ fn announce(l: &Lab, case: u32) {
         l.expect(case + i as u32, i, BROADCAST, l.mac(i), &[], want);
     }
     for i in 1..=HOSTS {
-        assert_eq!(l.fdb_port(l.mac(i), 0).map(|p| p.0), Some(l.dev(i)), "{}: host {i} learned", l.what);
+        assert_eq!(
+            l.fdb_port_becomes(l.mac(i), 0, Some(&l.dev(i))).map(|p| p.0),
+            Some(l.dev(i)),
+            "{}: host {i} learned",
+            l.what
+        );
     }
 }
 
@@ -317,7 +310,7 @@ fn rules(kind: PortKind, fast: FastPath, tag: &str) {
     l.expect(41, 2, roamer, m2, &[], all_but(2));
     l.link_set(1, &[("learning", "on")]);
     l.expect(42, 1, m2, roamer, &[], [0, N, 0, 0]);
-    assert_eq!(l.fdb_port(roamer, 0).map(|p| p.0), Some(l.dev(1)));
+    assert_eq!(l.fdb_port_becomes(roamer, 0, Some(&l.dev(1))).map(|p| p.0), Some(l.dev(1)));
     l.expect(43, 2, roamer, m2, &[], [N, 0, 0, 0]);
 
     // Flood flags act at egress, per kind of frame; known unicast is not flooding.
@@ -347,7 +340,7 @@ fn rules(kind: PortKind, fast: FastPath, tag: &str) {
     // States: blocking neither learns nor forwards (and loses its
     // dynamic entries); learning learns but forwards nothing.
     l.link_set(3, &[("state", "blocking")]);
-    assert_eq!(l.fdb_port(m3, 0), None, "{}: blocking keeps its entries", l.what);
+    assert_eq!(l.fdb_port_becomes(m3, 0, None), None, "{}: blocking keeps its entries", l.what);
     let st0 = l.dropped(3, "port_state");
     l.expect(70, 3, BROADCAST, m3, &[], [0; HOSTS]);
     l.expect(71, 3, m1, m3, &[], [0; HOSTS]);
@@ -357,7 +350,12 @@ fn rules(kind: PortKind, fast: FastPath, tag: &str) {
     l.expect(73, 1, m3, m1, &[], [0, N, 0, N]);
     l.link_set(3, &[("state", "learning")]);
     l.expect(74, 3, m1, m3, &[], [0; HOSTS]);
-    assert_eq!(l.fdb_port(m3, 0).map(|p| p.0), Some(l.dev(3)), "{}: not learned in learning", l.what);
+    assert_eq!(
+        l.fdb_port_becomes(m3, 0, Some(&l.dev(3))).map(|p| p.0),
+        Some(l.dev(3)),
+        "{}: not learned in learning",
+        l.what
+    );
     l.expect(75, 1, m3, m1, &[], [0; HOSTS]);
     l.link_set(3, &[("state", "forwarding")]);
     l.expect(76, 1, m3, m1, &[], [0, 0, N, 0]);
@@ -380,7 +378,12 @@ fn rules(kind: PortKind, fast: FastPath, tag: &str) {
     l.expect(82, 4, st, m4, &[], [N, 0, 0, 0]);
     l.expect(83, 4, sk, m4, &[], [N, 0, 0, 0]);
     l.expect(84, 2, m3, roamer, &[], [0, 0, N, 0]);
-    assert_eq!(l.fdb_port(roamer, 0).map(|p| p.0), Some(l.dev(2)), "{}: a learned entry moves", l.what);
+    assert_eq!(
+        l.fdb_port_becomes(roamer, 0, Some(&l.dev(2))).map(|p| p.0),
+        Some(l.dev(2)),
+        "{}: a learned entry moves",
+        l.what
+    );
 
     // Carrier: host 4's end goes down, the hub's port loses carrier: down
     // in stats, its learned entries flushed (the static one kept), no
@@ -391,7 +394,7 @@ fn rules(kind: PortKind, fast: FastPath, tag: &str) {
     let dev4 = l.dev(4);
     let s = stats_when(l.ctl.as_ref(), |s| !port(s, &dev4).up);
     assert!(!port(&s, &dev4).up, "{}: carrier loss not seen: {:?}", l.what, port(&s, &dev4));
-    assert_eq!(l.fdb_port(m4, 0), None, "{}: learned entry kept on a port without carrier", l.what);
+    assert_eq!(l.fdb_port_becomes(m4, 0, None), None, "{}: learned entry kept on a port without carrier", l.what);
     assert!(l.fdb_port([0x02, 0x5a, 0, 0, 0, 4], 0).is_some(), "{}: static entry flushed", l.what);
     let tx4 = port(&s, &dev4).transmitted;
     l.expect(90, 1, BROADCAST, m1, &[], [0, N, N, 0]);
@@ -458,7 +461,7 @@ fn vlans(kind: PortKind, fast: FastPath, tag: &str) {
     // Removing VLAN 10 from host 2's port: its tagged frames are dropped;
     // VLAN 1 is not disturbed.
     l.ok(Request::VlanDel { iface: l.dev(2), vid: 10, vid_end: 10 });
-    assert_eq!(l.fdb_port([0x02, 0x5b, 0, 0, 0, 1], 10), None, "entries of a removed VLAN stay");
+    assert_eq!(l.fdb_port_becomes([0x02, 0x5b, 0, 0, 0, 1], 10, None), None, "entries of a removed VLAN stay");
     l.expect(109, 2, BROADCAST, m2, &[(0x8100, 10)], [0; HOSTS]);
     l.expect(110, 2, BROADCAST, m2, &[], [N, 0, 0, N]);
     // Filtering off again: one domain, tags carried untouched.
@@ -505,7 +508,7 @@ fn an_8021ad_bridge_reads_s_tags() {
         return;
     }
     let star = Star::new("pad", 3).unwrap();
-    let sniffers: Vec<Sniffer> = (1..=3).map(|i| sniff(&star, i)).collect();
+    let sniffers: Vec<MarkSniffer> = (1..=3).map(|i| sniff(&star, i)).collect();
     let (d1, d2) = (star.hub_dev(1).to_string(), star.hub_dev(2).to_string());
     let bridge = start(&star, PortKind::Afpacket, 3, |c| {
         c.vlan_filtering = true;

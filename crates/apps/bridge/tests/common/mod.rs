@@ -540,39 +540,38 @@ pub fn samples(scrape: &Scrape) -> BTreeMap<Key, f64> {
     got
 }
 
-/// Counts the frames host `i` receives from source MAC `src` (not the ones
-/// it sends), of `ethertype` when given (behind the tag of a tagged frame,
-/// whose tag the kernel keeps apart), on an AF_PACKET ring of its own: a count of one sender's
-/// frames that the kernel's own traffic on the link (IPv6 neighbour
-/// discovery and MLD, which flood in a VLAN at times of their choosing)
-/// does not disturb, where the interface's rx_packets would.
-pub struct FramesFrom {
+/// A ring of its own on host `i`'s veth that calls `each` with every frame
+/// the host receives (not the ones it sends: `PACKET_OUTGOING`), until
+/// stopped or dropped.
+pub struct Sniffer {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    seen: std::sync::Arc<std::sync::atomic::AtomicU64>,
     handle: Option<JoinHandle<Result<(), NetnsError>>>,
 }
 
-impl FramesFrom {
-    pub fn start(star: &Star, i: usize, src: [u8; 6], ethertype: Option<u16>) -> FramesFrom {
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+impl Sniffer {
+    pub fn start(
+        star: &Star,
+        i: usize,
+        mut each: impl FnMut(&[u8], &flowsteer_afpacket::RxMeta) + Send + 'static,
+    ) -> Sniffer {
+        use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::Arc;
-        let (stop, seen, ready) =
-            (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
-        let (st, se, re) = (stop.clone(), seen.clone(), ready.clone());
+        let (stop, ready) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let (st, re) = (stop.clone(), ready.clone());
         let dev = star.host_dev(i);
         let handle = star.spawn_in(i, move || {
-            let cfg = flowsteer_afpacket::RxConfig { retire_blk_tov_ms: 1, ..Default::default() };
-            let mut ring = flowsteer_afpacket::RxRing::open(&dev, &cfg).expect("counting ring");
+            let cfg = flowsteer_afpacket::RxConfig {
+                block_size: 1 << 16,
+                block_count: 64,
+                retire_blk_tov_ms: 1,
+                ..Default::default()
+            };
+            let mut ring = flowsteer_afpacket::RxRing::open(&dev, &cfg).expect("sniffer ring");
             re.store(true, Ordering::Release);
             while !st.load(Ordering::Relaxed) {
                 let n = ring.poll_burst(64, &mut |f: &[u8], meta| {
-                    // PACKET_OUTGOING (4): the host's own frames.
-                    let kind = f.get(12..14).map(|t| u16::from_be_bytes([t[0], t[1]]));
-                    if meta.packet_type != 4
-                        && f.get(6..12) == Some(&src[..])
-                        && ethertype.is_none_or(|e| kind == Some(e))
-                    {
-                        se.fetch_add(1, Ordering::Relaxed);
+                    if meta.packet_type != 4 {
+                        each(f, meta);
                     }
                 });
                 if n == 0 {
@@ -580,11 +579,55 @@ impl FramesFrom {
                 }
             }
         });
-        while !ready.load(std::sync::atomic::Ordering::Acquire) {
-            assert!(!handle.is_finished(), "the counting ring of host {i} did not open");
+        while !ready.load(Ordering::Acquire) {
+            assert!(!handle.is_finished(), "the sniffer ring of host {i} did not open");
             std::thread::sleep(Duration::from_millis(1));
         }
-        FramesFrom { stop, seen, handle: Some(handle) }
+        Sniffer { stop, handle: Some(handle) }
+    }
+
+    /// Stops after `settle` (for frames still on their way).
+    pub fn stop(mut self, settle: Duration) {
+        std::thread::sleep(settle);
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Sniffer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Counts the frames host `i` receives from source MAC `src`, of
+/// `ethertype` when given (behind the tag of a tagged frame, whose tag the
+/// kernel keeps apart): a count of one sender's frames that the kernel's
+/// own traffic on the link (IPv6 neighbour discovery and MLD, which flood
+/// in a VLAN at times of their choosing) does not disturb, where the
+/// interface's rx_packets would.
+pub struct FramesFrom {
+    seen: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    sniffer: Sniffer,
+}
+
+impl FramesFrom {
+    pub fn start(star: &Star, i: usize, src: [u8; 6], ethertype: Option<u16>) -> FramesFrom {
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let se = seen.clone();
+        let sniffer = Sniffer::start(star, i, move |f, _| {
+            let kind = f.get(12..14).map(|t| u16::from_be_bytes([t[0], t[1]]));
+            if f.get(6..12) == Some(&src[..]) && ethertype.is_none_or(|e| kind == Some(e)) {
+                se.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        FramesFrom { seen, sniffer }
     }
 
     /// Frames counted so far.
@@ -592,23 +635,9 @@ impl FramesFrom {
         self.seen.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Stops counting after `settle` (for frames still on their way) and
-    /// returns the count.
-    pub fn stop(mut self, settle: Duration) -> u64 {
-        std::thread::sleep(settle);
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-        self.count()
-    }
-}
-
-impl Drop for FramesFrom {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    /// Stops counting after `settle` and returns the count.
+    pub fn stop(self, settle: Duration) -> u64 {
+        self.sniffer.stop(settle);
+        self.seen.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
