@@ -14,18 +14,28 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, Default)]
 pub struct Table {
     map: HashMap<FdbKey, Entry>,
+    /// Removals applied to this copy (both copies absorb the same ops, so
+    /// they agree once published): a worker that sees it change knows an
+    /// entry it posted may be gone.
+    removals: u64,
 }
 
 impl Table {
     /// An empty table with room for `capacity` entries.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
-        Self { map: HashMap::with_capacity(capacity) }
+        Self { map: HashMap::with_capacity(capacity), removals: 0 }
     }
 
     /// The entry of `mac` in `vlan`, if any.
     #[inline]
     pub fn lookup(&self, mac: Mac, vlan: VlanId) -> Option<Entry> {
         self.map.get(&FdbKey::new(mac, vlan)).copied()
+    }
+
+    /// Removals this copy has absorbed since the table was made.
+    #[inline]
+    pub fn removals(&self) -> u64 {
+        self.removals
     }
 
     /// Entries in this copy.
@@ -110,12 +120,14 @@ impl left_right::Absorb<Op> for Table {
             }
             Op::Remove(k) => {
                 self.map.remove(&k);
+                self.removals += 1;
             }
         }
     }
 
     fn sync_with(&mut self, first: &Self) {
         self.map.clone_from(&first.map);
+        self.removals = first.removals;
     }
 }
 

@@ -102,6 +102,10 @@ struct Poster {
     /// Keys posted in second `posted_s`, with the port each was posted for.
     posted: HashMap<FdbKey, PortId>,
     posted_s: u64,
+    /// The table's removal count when `posted` was last cleared: a removal
+    /// since (a flush, aging, a port's state) may have taken a posted key
+    /// out, so the filter starts over.
+    posted_removals: u64,
     posted_cap: usize,
     stats: WorkerStats,
 }
@@ -114,6 +118,7 @@ impl FdbWorker {
                 tx,
                 posted: HashMap::with_capacity(posted_cap),
                 posted_s: 0,
+                posted_removals: 0,
                 posted_cap,
                 stats: WorkerStats::default(),
             },
@@ -125,7 +130,7 @@ impl FdbWorker {
     #[inline]
     pub fn burst(&mut self, now_s: u64) -> Option<Burst<'_>> {
         let guard = self.reader.enter()?;
-        self.poster.new_second(now_s);
+        self.poster.new_second(now_s, guard.removals());
         Some(Burst { guard, poster: &mut self.poster, now_s })
     }
 
@@ -147,10 +152,11 @@ impl std::fmt::Debug for FdbWorker {
 }
 
 impl Poster {
-    fn new_second(&mut self, now_s: u64) {
-        if now_s != self.posted_s {
+    fn new_second(&mut self, now_s: u64, removals: u64) {
+        if now_s != self.posted_s || removals != self.posted_removals {
             self.posted.clear();
             self.posted_s = now_s;
+            self.posted_removals = removals;
         }
     }
 

@@ -410,3 +410,24 @@ fn a_port_limit_of_zero_is_no_limit_of_its_own() {
     w.set_port_limit(p(2), None);
     assert_eq!(w.port_limit(p(2)), 2);
 }
+
+/// A source the worker posted this second, then flushed from the table
+/// (its port left a learning state, lost its carrier, `fdb flush`), is
+/// posted again when it is seen again in the same second: the per-second
+/// filter holds back repeats of what is in flight or learned, not what the
+/// table no longer has. (A host that sends once right after a flush was
+/// otherwise never learned until it sent again in a later second.)
+#[test]
+fn a_source_flushed_this_second_is_learned_again_this_second() {
+    let (mut w, mut k) = one_worker(FdbConfig::default());
+    frame(&mut w, &mut k, 1, 3, mac(1), Mac::BROADCAST);
+    assert_eq!(w.entry(mac(1), V0).map(|e| e.port), Some(p(3)));
+    assert_eq!(w.flush_port(p(3)), 1);
+    assert_eq!(w.entry(mac(1), V0), None);
+    frame(&mut w, &mut k, 1, 3, mac(1), Mac::BROADCAST);
+    assert_eq!(w.entry(mac(1), V0).map(|e| e.port), Some(p(3)), "not learned again after the flush");
+    assert_eq!(k.stats().events_posted, 2);
+    // Without a removal in between, the filter still holds repeats back.
+    frame(&mut w, &mut k, 1, 3, mac(1), Mac::BROADCAST);
+    assert_eq!(k.stats().events_posted, 2);
+}
