@@ -21,6 +21,14 @@ impl FlowKey {
     pub fn reversed(&self) -> FlowKey {
         FlowKey { src: self.dst, dst: self.src, proto: self.proto, sport: self.dport, dport: self.sport }
     }
+
+    /// The five 64-bit words the flow table stores, compares and hashes
+    /// for this key (source address, destination address, then ports,
+    /// protocol and address families): for another table fed the same
+    /// keys (the DPDK comparison).
+    pub fn packed_words(&self) -> [u64; 5] {
+        Packed::new(self).0
+    }
 }
 
 impl From<FlowTuple> for FlowKey {

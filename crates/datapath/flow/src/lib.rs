@@ -11,7 +11,7 @@
 //! | type | what | owner / thread safety |
 //! |---|---|---|
 //! | [`FlowKey`] | 5-tuple, from [`flowsteer_wire::FlowTuple`] | value |
-//! | [`FlowTable<V>`] | key -> `V`, LRU idle expiry, bounded | one worker; `Send`, not `Sync` |
+//! | [`FlowTable<V>`] | key -> `V`, idle expiry by a clock hand, bounded, burst lookups | one worker; `Send`, not `Sync` |
 //! | [`TimerWheel`] | hashed timing wheel, token callbacks | one worker; `Send`, not `Sync` |
 //! | [`Listeners<L>`] | `(proto, port, bucket or wildcard)` -> `L` | one worker; `Send`, not `Sync` |
 //!
@@ -28,24 +28,32 @@
 //!   one does, and a flood of new tuples cannot grow memory. A full table
 //!   evicts an idle flow or refuses the new one (drop and count), see
 //!   [`FlowTable`].
-//! * **O(1) expiry.** The entries form an intrusive LRU list (u32 prev/next
-//!   indices in the slab); the least recently seen flow is always at the
-//!   tail, so [`FlowTable::expire`] pops idle flows from there, at most a
-//!   budget per call, and stops at the first fresh one: no table walk per
-//!   tick. `std::collections::HashMap` has no such order.
-//! * **Hostile traffic.** Buckets are chosen by SipHash-1-3 under a per-table
-//!   random 128-bit key, independent of the RSS Toeplitz hash (which is
-//!   public and linear, so a sender can craft 2^24 tuples with equal low
-//!   hash bits, see [`hostile`]). Open addressing with linear probing at load
-//!   factor <= 1/2, backward-shift deletion (no tombstones), and the probe
-//!   lengths exported in [`FlowStats`] (`probes`, `max_probe`) so the
+//! * **Two cache lines per packet, and a burst's misses overlapped.** A
+//!   bucket is one 64-byte line of eight 16-bit tags and slab indices; an
+//!   entry is one line holding key, last-seen stamp and value. A hit reads
+//!   the home bucket and the one entry its tag points at, and writes only
+//!   that entry: no LRU list to relink. [`FlowTable::prepare`] and
+//!   [`FlowTable::prefetch_entry`] request a burst's lines before
+//!   [`FlowTable::lookup_or_insert_prepared`] needs them, so at a million
+//!   flows, where every line is a DRAM miss, the misses of a burst are in
+//!   flight together instead of one after another (DPDK's bulk lookup,
+//!   VPP's vectors, Cuckoo++'s tags). `std`'s `HashMap` has neither the
+//!   fixed memory nor the split lookup.
+//! * **Expiry off the packet path.** A clock hand walks the slab
+//!   sequentially, a budget of slots per call ([`FlowTable::expire`]),
+//!   removing flows whose stamp is older than the timeout; a full table
+//!   evicts the first idle flow the hand finds. A packet only writes its
+//!   entry's stamp.
+//! * **Hostile traffic.** Buckets and tags come from SipHash-1-3 under a
+//!   per-table random 128-bit key, independent of the RSS Toeplitz hash
+//!   (which is public and linear, so a sender can craft 2^24 tuples with
+//!   equal low hash bits, see [`hostile`]). Linear probing over bucket lines
+//!   at load <= 1/2, an overflow count per bucket so a miss stops at the
+//!   first bucket nothing passed, no tombstones, and the lines read
+//!   exported in [`FlowStats`] (`probes`, `max_probe`) so the
 //!   hostile-traffic test (`tests/hostile.rs`) can show they stay short.
 //!
-//! Measured (release, shared 2-core VM under load, 100 000 IPv4 UDP flows,
-//! `flowsteer_bench::flow::collision_bench`): 35-43 ns per operation
-//! (insert or lookup) for random keys and for keys colliding in the low 16
-//! Toeplitz bits alike (ratio 0.99-1.04); max probe 17 vs 16, mean 1.31
-//! buckets.
+//! Measured: `flowsteer bench flow` (BENCHMARKS.md, "Flow table at scale").
 #![forbid(unsafe_code)]
 
 pub mod hostile;

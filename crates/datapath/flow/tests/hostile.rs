@@ -94,10 +94,11 @@ fn overflow_is_refused_and_counted() {
     assert_eq!(refused, N - cap);
     assert_eq!(s.insert_failed_full, (N - cap) as u64);
     assert_eq!(s.inserts + s.insert_failed_full, N as u64, "every new flow is inserted or counted");
-    // Once idle, new flows push the old ones out (and are counted).
+    // Once idle (past the timeout by more than the table's two-tick
+    // rounding, 1/32 of it), new flows push old ones out (and are counted).
     let fresh = random_v4_udp(10, 99);
     for k in &fresh {
-        t.lookup_or_insert(k, 10 + 1_000_001, || ()).unwrap();
+        t.lookup_or_insert(k, 10 + 1_000_000 + 1_000_000 / 32 + 1, || ()).unwrap();
     }
     assert_eq!(t.stats().evicted, 10);
     assert_eq!(t.len(), cap);
