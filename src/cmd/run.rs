@@ -453,12 +453,13 @@ pub fn build(args: &RunArgs) -> Result<Built> {
     cfg.buckets = args.buckets;
     cfg.sock_flow_entries = args.rfs_entries;
     cfg.flow_cnt = args.rfs_flow_cnt;
-    // A table sized to the workload keeps its buckets in cache.
-    // Under `--frag-steer off` a fragmenting flow has two keys (its
+    // A table sized to the workload: every flow fits (a worker may own
+    // them all after a rebalance), and a small one keeps its lines in
+    // cache. Under `--frag-steer off` a fragmenting flow has two keys (its
     // non-first fragments carry no ports), so it counts twice.
     let keys_per_flow = if args.frag_share > 0.0 && args.frag_steer == "off" { 2 } else { 1 };
     let capacity = args.flow_capacity.unwrap_or(if args.source == "gen" {
-        (args.flows as usize * keys_per_flow).next_power_of_two().clamp(1024, 65536)
+        (args.flows as usize * keys_per_flow).next_power_of_two().clamp(1024, flowsteer_flow::table::MAX_CAPACITY)
     } else {
         65536
     });

@@ -13,6 +13,7 @@ use crate::fraghold::{DgramKey, FragHold, FragHoldConfig, HoldVerdict};
 use crate::fragsteer::FragSteer;
 use crate::order::{ConsumerMap, OrderBook};
 use crate::source::RxSource;
+use flowsteer_flow::table::Prepared;
 use flowsteer_flow::{FlowKey, FlowTable, Listeners, TimerWheel, TimerWheelConfig};
 use flowsteer_reasm::{Chain, Reassembler, Verdict};
 use flowsteer_ring::{Consumer, Producer, RingStats};
@@ -50,6 +51,10 @@ const TIMER_EXPIRE: u64 = 1;
 const TIMER_PUBLISH: u64 = 2;
 /// Flow expiry sweep and counter publication period (per core, on that core).
 pub const HOUSEKEEPING_NS: u64 = 1_000_000;
+/// Packets the worker side gathers before it runs them through the flow
+/// table: their table lines are requested as each arrives and read once the
+/// batch is full or the poll ends (see [`WorkSide::submit`]).
+pub const PIPELINE: usize = 32;
 
 /// The queue counters a receive side reads for the drain rule.
 struct Rings<'a>(&'a [RingStats]);
@@ -109,6 +114,10 @@ struct WorkSide {
     consumers: Vec<Consumer<PacketDesc>>,
     buf: Vec<PacketDesc>,
     flows: FlowTable<FlowState>,
+    /// Packets submitted, not yet processed, in arrival order (at most
+    /// [`PIPELINE`]); empty whenever an [`Lcore`] method returns, and
+    /// whenever this core pushes descriptors to a queue.
+    pending: Vec<(PacketDesc, Prepared)>,
     order: Arc<OrderBook>,
     consumer_map: Arc<ConsumerMap>,
     sock: Option<Arc<SockFlowTable>>,
@@ -211,6 +220,7 @@ impl Lcore {
                 consumers: p.consumers,
                 buf: vec![PacketDesc::default_desc(); p.burst.max(1)],
                 flows: p.flows,
+                pending: Vec::with_capacity(PIPELINE),
                 order: p.order,
                 consumer_map: p.consumer_map,
                 sock: p.shared.sock.clone(),
@@ -306,6 +316,10 @@ impl Lcore {
                 continue;
             }
             total += source.poll(q, want, &mut |bytes| rx.on_frame(work, counters, bytes, q, now));
+            // The packets processed here (direct, hybrid's inline ones)
+            // before any staged descriptor leaves for another worker: none
+            // may wait here while a later packet of its flow goes there.
+            work.run_burst(counters, now);
             if hold {
                 // Staged bursts out now: the next queue's room counts them.
                 rx.flush_all(counters);
@@ -342,9 +356,12 @@ impl Lcore {
                         }
                     }
                 } else {
-                    work.process(counters, &d, now);
+                    work.submit(counters, &d, now);
                 }
             }
+            // Processed before the queue says so: the drain rule lets a
+            // flow move on only once its packets here are done.
+            work.run_burst(counters, now);
             if n > 0 {
                 let head = work.consumers[r].head();
                 work.consumers[r].set_processed(head);
@@ -386,14 +403,16 @@ impl Lcore {
         self.publish();
     }
 
-    /// Time out reassembly queues and idle flows (at most 256 per call).
+    /// Time out reassembly queues and idle flows (the flow table's clock
+    /// hand passes every flow 8 times per idle timeout).
     fn expire_idle(&mut self, now: u64) {
         if let Some(r) = self.work.reasm.as_mut() {
             r.expire(now);
         }
         self.rx.hold.expire(now);
         self.collect_hold_drops();
-        let expired = self.work.flows.expire(now, 256, |_, _| {});
+        let budget = self.work.flows.expire_budget(HOUSEKEEPING_NS);
+        let expired = self.work.flows.expire(now, budget, |_, _| {});
         self.counters.flows_expired += expired as u64;
     }
 
@@ -671,7 +690,7 @@ impl RxSide {
                     // flow's earlier packets (a hop through our own queue
                     // would let later ones overtake it).
                     c.hdispatched += 1;
-                    work.process(c, &desc, now);
+                    work.submit(c, &desc, now);
                 } else {
                     if owner != work.id && self.dispatch != Dispatch::Direct {
                         c.reinjected += 1;
@@ -746,7 +765,7 @@ impl RxSide {
             if carry {
                 self.take_fragment(work, c, bytes, q, now);
             } else {
-                work.process(c, &desc, now);
+                work.submit(c, &desc, now);
             }
             return;
         }
@@ -757,7 +776,7 @@ impl RxSide {
                 if carry {
                     self.take_fragment(work, c, bytes, q, now);
                 } else {
-                    work.process(c, &desc, now);
+                    work.submit(c, &desc, now);
                 }
             }
             Action::Queue(w) => {
@@ -770,6 +789,7 @@ impl RxSide {
                 if carry {
                     // Bytes first, then the descriptor, pushed at once (not
                     // staged) so the two queues cannot disagree.
+                    work.run_burst(c, now);
                     self.flush(c, wi);
                     let sent =
                         self.producers[wi].free_slots() > 0 && self.carry_out.get(wi).is_some_and(|c| c.send(bytes));
@@ -789,6 +809,7 @@ impl RxSide {
                 // before the staged burst is pushed.
                 self.steerer.enqueued(slot, self.stage_tail[wi] + self.stage[wi].len() as u64);
                 if self.stage[wi].len() >= self.stage[wi].capacity() {
+                    work.run_burst(c, now);
                     self.flush(c, wi);
                 }
             }
@@ -826,20 +847,71 @@ impl RxSide {
 }
 
 impl WorkSide {
+    /// The first stage of the worker's pipeline: the listener check, then
+    /// the packet's flow key hashed and its bucket line, order-book entry
+    /// and consumer-map entry requested; the packet waits in `pending`
+    /// until [`run_burst`](WorkSide::run_burst), run when [`PIPELINE`]
+    /// packets wait and at the end of every poll. By then its lines are
+    /// (being) fetched, together with the other packets' lines, instead of
+    /// one DRAM miss after another.
     #[inline]
-    fn process(&mut self, c: &mut LcoreCounters, d: &PacketDesc, now: u64) {
-        if self.listening {
-            let bucket = (d.hash & self.bucket_mask) as u16;
-            match self.listeners.lookup(d.key.proto, d.key.dport, bucket) {
-                Some(Listener::Bucket(_)) => c.listener_bucket += 1,
-                Some(Listener::Wildcard) => c.listener_wildcard += 1,
-                None => {
-                    c.drops.count(DropReason::NoListener);
-                    return;
-                }
+    fn submit(&mut self, c: &mut LcoreCounters, d: &PacketDesc, now: u64) {
+        if !self.listener_takes(c, d) {
+            return;
+        }
+        let p = self.flows.prepare(&d.key);
+        if d.flow_id != NO_FLOW_ID {
+            self.order.prefetch(d.flow_id);
+            self.consumer_map.prefetch(d.flow_id);
+        }
+        self.pending.push((*d, p));
+        if self.pending.len() >= PIPELINE {
+            self.run_burst(c, now);
+        }
+    }
+
+    /// The second and third stages: request each waiting packet's flow
+    /// entry line (its bucket line has arrived by now), then process the
+    /// packets in arrival order.
+    fn run_burst(&mut self, c: &mut LcoreCounters, now: u64) {
+        if self.pending.is_empty() {
+            return;
+        }
+        for (_, p) in &self.pending {
+            self.flows.prefetch_entry(p);
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        for (d, p) in &pending {
+            self.process(c, d, p, now);
+        }
+        pending.clear();
+        self.pending = pending;
+    }
+
+    /// With `--listen`, only packets to a listener go on; the others are
+    /// dropped and counted (`no_listener`).
+    #[inline]
+    fn listener_takes(&mut self, c: &mut LcoreCounters, d: &PacketDesc) -> bool {
+        if !self.listening {
+            return true;
+        }
+        let bucket = (d.hash & self.bucket_mask) as u16;
+        match self.listeners.lookup(d.key.proto, d.key.dport, bucket) {
+            Some(Listener::Bucket(_)) => c.listener_bucket += 1,
+            Some(Listener::Wildcard) => c.listener_wildcard += 1,
+            None => {
+                c.drops.count(DropReason::NoListener);
+                return false;
             }
         }
-        match self.flows.lookup_or_insert(&d.key, now, FlowState::default) {
+        true
+    }
+
+    /// The packet's flow state, order check, consumer and RFS record
+    /// (its key hashed by [`submit`](WorkSide::submit)).
+    #[inline]
+    fn process(&mut self, c: &mut LcoreCounters, d: &PacketDesc, p: &Prepared, now: u64) {
+        match self.flows.lookup_or_insert_prepared(p, now, FlowState::default) {
             Ok((_, st)) => {
                 st.packets += 1;
                 st.bytes += u64::from(d.len);

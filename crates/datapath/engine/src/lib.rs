@@ -10,6 +10,10 @@
 //! tested exactly.
 #![forbid(unsafe_code)]
 
+/// Cache lines per packet on the worker, before and after the flow table
+/// and pipeline built for a million flows.
+#[doc = include_str!("cache_lines.md")]
+pub mod cache_lines {}
 pub mod carry;
 pub mod counters;
 pub mod desc;
@@ -23,6 +27,7 @@ pub mod ingress;
 pub mod lcore;
 mod limits;
 pub mod order;
+pub mod ringsource;
 pub mod runtime;
 pub mod sim;
 pub mod source;

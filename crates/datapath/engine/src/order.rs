@@ -5,10 +5,13 @@
 use flowsteer_steer::WorkerId;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
-/// Most flows tracked by the order book and the consumer map; flow ids are
-/// folded modulo this (a fold can only hide a violation, never invent one...
-/// except between two folded flows, so tests stay below it).
-pub const MAX_TRACKED_FLOWS: usize = 1 << 20;
+/// Most flows tracked by the order book and the consumer map: the
+/// generator's most flows (2^24), so no two flows share an entry (flow ids
+/// are folded modulo the tracked count, and two folded flows would see each
+/// other's sequence numbers as violations). 128 MiB of order book and
+/// 32 MiB of consumer map at the maximum; allocated for the flows a run
+/// has.
+pub const MAX_TRACKED_FLOWS: usize = 1 << 24;
 
 /// Highest sequence number delivered so far, per flow.
 ///
@@ -43,15 +46,26 @@ impl OrderBook {
         OrderBook { padded, packed, flows }
     }
 
+    #[inline]
+    fn entry(&self, flow: u32) -> &AtomicU64 {
+        let i = flow as usize % self.flows;
+        match self.padded.get(i) {
+            Some(p) => &p.0,
+            None => &self.packed[i],
+        }
+    }
+
+    /// Ask for `flow`'s line ahead of [`deliver`](OrderBook::deliver).
+    #[inline]
+    pub fn prefetch(&self, flow: u32) {
+        flowsteer_prim::prefetch(self.entry(flow));
+    }
+
     /// Record delivery of `seq` for `flow`; `false` when it arrived after a
     /// later sequence number of the same flow (an order violation).
     #[inline]
     pub fn deliver(&self, flow: u32, seq: u64) -> bool {
-        let i = flow as usize % self.flows;
-        let e = match self.padded.get(i) {
-            Some(p) => &p.0,
-            None => &self.packed[i],
-        };
+        let e = self.entry(flow);
         let next = e.load(Ordering::Relaxed);
         if seq < next {
             return false;
@@ -74,6 +88,12 @@ impl ConsumerMap {
         let flows = flows.clamp(1, MAX_TRACKED_FLOWS);
         let workers = workers.max(1);
         ConsumerMap { map: (0..flows).map(|f| AtomicU16::new((f % workers) as u16)).collect(), workers }
+    }
+
+    /// Ask for `flow`'s line ahead of [`consumer`](ConsumerMap::consumer).
+    #[inline]
+    pub fn prefetch(&self, flow: u32) {
+        flowsteer_prim::prefetch(&self.map[flow as usize % self.map.len()]);
     }
 
     #[inline]
