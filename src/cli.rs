@@ -346,8 +346,9 @@ pub struct RunArgs {
     /// Packets per receive poll and per queue pop.
     #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_BATCH}>, long, default_value_t = 32)]
     pub burst: usize,
-    /// Flow table capacity per worker [default: 65536 for captures; for the
-    /// generator its flow count rounded up to a power of two, 1024..=65536].
+    /// Flow table capacity per worker [default: 65536 for captures and live
+    /// sources; for the generator its flow count rounded up to a power of
+    /// two, 1024..=16777216 (about 80 bytes per flow)].
     #[arg(value_parser = crate::ranges::int::<usize, 1, {crate::ranges::MAX_FLOW_TABLE}>, long)]
     pub flow_capacity: Option<usize>,
     /// Idle flow timeout in seconds.
@@ -474,6 +475,9 @@ pub enum BenchWhat {
     /// Steering engine: packets/s by flows, workers and dispatch, the shared-queue baseline, the ring alone, per-stage cost.
     #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_STEER))]
     Steer(BenchSteerArgs),
+    /// Throughput against the number of flows: the engine on one core and the flow table alone, from a thousand to ten million flows, uniform and Zipf; DPDK's rte_hash beside the table (--dpdk).
+    #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_FLOWS))]
+    Flows(BenchFlowsArgs),
     /// Reassembly: datagrams/s on one core by size, datagrams in flight and order; the flood case.
     #[command(after_help = crate::legend::help("Table columns", crate::legend::BENCH_REASM))]
     Reasm(BenchReasmArgs),
@@ -599,6 +603,44 @@ pub struct DefragArgs {
     pub quiet: bool,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFlowsArgs {
+    /// Flow counts to measure (comma list, 1 to 16777216; ten million flows take about 3 GB of memory).
+    #[arg(value_parser = crate::ranges::int::<u32, 1, {1 << 24}>, long, value_delimiter = ',', default_values_t = vec![1000u32, 10_000, 100_000, 1_000_000, 10_000_000])]
+    pub flows: Vec<u32>,
+    /// Flow popularity (comma list): uniform (every flow equally often, shuffled) or zipf:S (flow i weighs (i+1)^-S).
+    #[arg(value_parser = crate::cli::dist, long, value_delimiter = ',', default_values = ["uniform", "zipf:1.1"])]
+    pub dist: Vec<flowsteer_bench::flows::Dist>,
+    /// Seconds per engine run.
+    #[arg(value_parser = crate::ranges::seconds, long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Repetitions of each case (the median is reported, with min and max).
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 1000>, long, default_value_t = 3)]
+    pub reps: usize,
+    /// Keys per burst in the table's burst mode (and DPDK's bulk lookup).
+    #[arg(value_parser = crate::ranges::int::<usize, 1, 64>, long, default_value_t = 32)]
+    pub burst: usize,
+    /// Run everything on this CPU (pinned); default the first this process may use.
+    #[arg(value_parser = crate::ranges::cpu, long)]
+    pub cpu: Option<u32>,
+    /// Only the engine's curve or only the flow table alone.
+    #[arg(value_parser = ["engine", "table"], long)]
+    pub only: Option<String>,
+    /// Run DPDK's rte_hash over the same keys beside the table, with this harness (`make -C bench/dpdk` builds bench/dpdk/flowtable-dpdk; needs Debian's libdpdk-dev).
+    #[arg(long)]
+    pub dpdk: Option<PathBuf>,
+    /// Also draw the engine's Mpps per flow count as a chart (.svg or .png).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--dist`'s values.
+pub fn dist(s: &str) -> Result<flowsteer_bench::flows::Dist, String> {
+    flowsteer_bench::flows::Dist::parse(s)
 }
 
 #[derive(Args, Debug)]

@@ -171,6 +171,18 @@ pub const BENCH_STEER: Legend = &[
     ("stage, ns/packet", "one stage alone on one core"),
 ];
 
+/// `bench flows`: the engine's curve, then the flow table alone.
+pub const BENCH_FLOWS: Legend = &[
+    ("flows, dist", "distinct flows, and how they are drawn: uniform (shuffled) or zipf:S"),
+    ("Mpps, (min-max)", "median million packets per second over the repetitions, and the range"),
+    ("ns/pkt, source, engine", "ns per packet in all; of it, the frame ring alone; the rest, the engine"),
+    ("slowdown", "Mpps at the fewest flows of the same dist over Mpps here (1.00x = no cost of more flows)"),
+    ("reorder", "packets that arrived behind a later packet of their flow"),
+    ("table", "scalar (a key at a time), burst (lookup_or_insert_burst) or dpdk-VARIANT (rte_hash, --dpdk)"),
+    ("phase", "fill (first pass from empty: inserts) or steady (the next pass: hits)"),
+    ("Mkeys/s, ns/key, MiB", "lookups-or-inserts per second, ns per key, memory the table reserved"),
+];
+
 /// `bench reasm`: one row per case.
 pub const BENCH_REASM: Legend = &[
     ("impl", "flowsteer's reassembler or DPDK's rte_ip_frag (--dpdk)"),
@@ -283,7 +295,7 @@ mod tests {
     use super::*;
 
     /// Every table's legend, with the title the README gives it.
-    const ALL: [(&str, Legend); 17] = [
+    const ALL: [(&str, Legend); 18] = [
         ("`run` (per worker)", RUN),
         ("`udp-echo` (per socket)", UDP_ECHO),
         ("`udp-echo --mode xdp` (per queue)", UDP_ECHO_XDP),
@@ -296,6 +308,7 @@ mod tests {
         ("`queues` (per queue)", QUEUES),
         ("`bench hash`", BENCH_HASH),
         ("`bench steer`", BENCH_STEER),
+        ("`bench flows`", BENCH_FLOWS),
         ("`bench reasm`", BENCH_REASM),
         ("`bench offload`", BENCH_OFFLOAD),
         ("`bench tcp` (per device and streams)", BENCH_TCP),

@@ -45,6 +45,7 @@ fn main() {
             cli::BenchWhat::Hash(a) => cmd::bench::hash(a),
             cli::BenchWhat::Analyze(a) => cmd::bench::analyze(a),
             cli::BenchWhat::Steer(a) => cmd::bench::steer(a),
+            cli::BenchWhat::Flows(a) => cmd::bench::flows(a),
             cli::BenchWhat::Reasm(a) => cmd::bench::reasm(a),
             cli::BenchWhat::Offload(a) => cmd::bench::offload(a),
             cli::BenchWhat::Udp(a) => cmd::bench::udp(a),

@@ -155,6 +155,16 @@ fn table() -> Vec<(Vec<&'static str>, &'static str, Kind)> {
         ],
     );
     add(
+        &vec!["bench", "flows"],
+        &[
+            ("--flows", Kind::Int(1, 1 << 24)),
+            ("--seconds", Kind::Secs),
+            ("--reps", Kind::Int(1, 1000)),
+            ("--burst", Kind::Int(1, 64)),
+            ("--cpu", CPU),
+        ],
+    );
+    add(
         &vec!["bench", "reasm"],
         &[
             ("--seconds", Kind::Secs),
@@ -255,6 +265,7 @@ const COMMANDS: &[&[&str]] = &[
     &["bench", "offload"],
     &["bench", "analyze"],
     &["bench", "steer"],
+    &["bench", "flows"],
     &["bench", "reasm"],
     &["bench", "udp"],
     &["bench", "tcp"],
@@ -301,6 +312,7 @@ fn not_numeric(command: &[&str]) -> Vec<&'static str> {
         ],
         ["defrag"] => vec!["--output"],
         ["bench", "analyze"] => vec!["--keep"],
+        ["bench", "flows"] => vec!["--dist", "--only", "--dpdk", "--plot"],
         ["bench", "reasm"] => vec!["--set", "--delivery", "--family", "--in-flight", "--order", "--dpdk"],
         ["bench", "udp"] => vec!["--modes", "--xdp-mode"],
         ["bench", "tcp"] => vec!["--dut"],
@@ -344,6 +356,8 @@ const CHOICES: &[(&[&str], &str)] = &[
     (&["run"], "--fanout"),
     (&["run"], "--frag-steer"),
     (&["run"], "--listen-dst"),
+    (&["bench", "flows"], "--only"),
+    (&["bench", "flows"], "--dist"),
     (&["bench", "reasm"], "--set"),
     (&["bench", "reasm"], "--delivery"),
     (&["bench", "reasm"], "--family"),

@@ -29,6 +29,7 @@ const SKIP: &[(&str, &str)] = &[
     ("--source afpacket:", "needs root and an interface"),
     ("--dpdk ", "needs DPDK's harness built (tests/cli_bench_reasm.rs builds it when libdpdk-dev is installed)"),
     ("flowsteer bench steer", "a sweep of about 2 minutes (BENCHMARKS.md)"),
+    ("flowsteer bench flows  ", "a sweep of about 5 minutes and 3 GB (BENCHMARKS.md); the quick look runs"),
     ("flowsteer bench reasm", "a sweep of about 1.5 minutes (BENCHMARKS.md)"),
     ("flowsteer bench tcp", "needs root and iperf3"),
     (

@@ -5,7 +5,8 @@
 //! `flowsteer_rfc2544::tcp` (it builds the same DUTs as `rfc2544`).
 
 use crate::cli::{
-    BenchAnalyzeArgs, BenchHashArgs, BenchOffloadArgs, BenchReasmArgs, BenchSteerArgs, BenchTcpArgs, BenchUdpArgs,
+    BenchAnalyzeArgs, BenchFlowsArgs, BenchHashArgs, BenchOffloadArgs, BenchReasmArgs, BenchSteerArgs, BenchTcpArgs,
+    BenchUdpArgs,
 };
 use anyhow::{Context, Result};
 use flowsteer_bench as bench;
@@ -53,6 +54,69 @@ pub fn steer(args: &BenchSteerArgs) -> Result<i32> {
         println!("{}", crate::legend::footer(crate::legend::BENCH_STEER));
     }
     Ok(0)
+}
+
+pub fn flows(args: &BenchFlowsArgs) -> Result<i32> {
+    use bench::flows::{Config, Part};
+    if let Some(p) = &args.plot {
+        crate::plot::ChartFormat::from_path(p).map_err(|e| super::usage(format!("--plot: {e}")))?;
+    }
+    if let Some(d) = args.dpdk.as_ref().filter(|d| !d.is_file()) {
+        return Err(super::usage(format!(
+            "--dpdk {}: no such file (`make -C bench/dpdk flowtable-dpdk` builds bench/dpdk/flowtable-dpdk)",
+            d.display()
+        )));
+    }
+    let cfg = Config {
+        flows: args.flows.clone(),
+        dists: args.dist.clone(),
+        seconds: args.seconds,
+        reps: args.reps,
+        burst: args.burst,
+        cpu: args.cpu,
+        only: args.only.as_deref().map(|o| if o == "engine" { Part::Engine } else { Part::Table }),
+        dpdk: args.dpdk.clone(),
+    };
+    let report = bench::flows::run(&cfg, &mut |case| eprintln!("measuring: {case}"))?;
+    if args.json {
+        print_json(&report.json())?;
+    } else {
+        print!("{}", report.text());
+        println!("{}", crate::legend::footer(crate::legend::BENCH_FLOWS));
+    }
+    if let Some(path) = &args.plot {
+        flows_plot(path, &report)?;
+        if !args.json {
+            println!("chart: {}", path.display());
+        }
+    }
+    Ok(0)
+}
+
+/// The engine's Mpps per flow count, one bar per distribution.
+fn flows_plot(path: &std::path::Path, r: &bench::flows::Report) -> Result<()> {
+    use crate::plot::{category_chart, RateSeries};
+    let engine: Vec<&bench::flows::Row> = r.rows.iter().filter(|row| row.part == "engine").collect();
+    let mut counts: Vec<u32> = engine.iter().map(|row| row.flows).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let categories: Vec<String> = counts.iter().map(|c| c.to_string()).collect();
+    let named: Vec<(String, Vec<Option<f64>>)> = r
+        .config
+        .dists
+        .iter()
+        .map(|d| {
+            let label = d.label();
+            let values: Vec<Option<f64>> = counts
+                .iter()
+                .map(|c| engine.iter().find(|row| row.flows == *c && row.dist == label).map(|row| row.mpps))
+                .collect();
+            (label, values)
+        })
+        .collect();
+    let series: Vec<RateSeries<'_>> = named.iter().map(|(n, v)| RateSeries { name: n, values: v }).collect();
+    let title = format!("flowsteer engine, one worker, direct dispatch, 64-byte frames (cpu {})", r.cpu);
+    category_chart(path, &title, "flows", &categories, "Mpps", &series)
 }
 
 pub fn reasm(args: &BenchReasmArgs) -> Result<i32> {

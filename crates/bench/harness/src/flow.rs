@@ -3,6 +3,8 @@
 //! hashes collide in the low 16 bits should cost within 2x of random ones.
 //! No test times it.
 
+pub mod dpdk;
+
 use flowsteer_flow::hostile::{colliding_v4_udp, random_v4_udp, MICROSOFT_KEY};
 use flowsteer_flow::{FlowKey, FlowTable, FlowTableConfig};
 use std::hint::black_box;

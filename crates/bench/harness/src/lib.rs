@@ -10,7 +10,8 @@
 //! | [`analyze`] | `analyze` on a generated capture | `bench analyze` |
 //! | [`ring`] | `flowsteer-ring` against `rtrb` and crossbeam's `ArrayQueue` | `bench steer`, example `ring_bench` |
 //! | [`fdb`] | the bridge's MAC table read side against `RwLock`/`Mutex<HashMap>` | example `fdb_bench` |
-//! | [`flow`] | the flow table under random and colliding keys | `bench steer`, example `collision_bench` |
+//! | [`flow`] | the flow table under random and colliding keys; DPDK's `rte_hash` beside it ([`flow::dpdk`]) | `bench steer`, `bench flows`, example `collision_bench` |
+//! | [`flows`] | the engine and the flow table from a thousand to ten million flows | `bench flows` |
 //! | [`offload`] | the bridge's per-frame cost of carrying transmit offloads (checksum completion, software GSO) against its frame copy | `bench offload` |
 //!
 //! Each harness takes a plain configuration struct and returns its rows
@@ -22,18 +23,17 @@
 //!
 //! The harnesses measure: they read clocks, spawn and pin threads, and
 //! `udp` runs the flowsteer binary. None of it is on a packet path.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod analyze;
 pub mod fdb;
 pub mod flow;
+pub mod flows;
 pub mod hash;
 pub mod offload;
 pub mod reasm;
 pub mod ring;
 pub mod steer;
-#[allow(unsafe_code)]
-mod sys;
 pub mod udp;
 
 /// The CPU model line from /proc/cpuinfo, for the record ("unknown" when

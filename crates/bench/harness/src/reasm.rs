@@ -901,7 +901,7 @@ fn chain_pushes<'a>(c: &mut ChainState<'a>, pushes: &'a [Push], now: u64, ip_len
         // application (and its harness) does: a receive loop has just parsed
         // them, they are not cold.
         if let Some(next) = pushes.get(i + PREFETCH) {
-            crate::sys::prefetch(&next.frame, next.l3.l3_offset);
+            flowsteer_prim::prefetch_at(&next.frame, next.l3.l3_offset);
         }
         if c.push(&p.frame, &p.l3, now) {
             t.completed += 1;
