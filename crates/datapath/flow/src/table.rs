@@ -316,9 +316,15 @@ impl<V: Default> FlowTable<V> {
         let mut slab = Vec::with_capacity(cfg.capacity);
         slab.resize_with(cfg.capacity, || Entry { key: Packed([0; 5]), stamp: 0, gen: 0, value: V::default() });
         slab.clear();
-        let mut free = Vec::with_capacity(cfg.capacity);
-        free.resize(cfg.capacity, 0u32);
-        free.clear();
+        // Written, not `vec![0; n]`: calloc's zero pages would be mapped
+        // (and faulted in) only at first use, on the packet path.
+        #[allow(clippy::slow_vector_initialization)]
+        let free = {
+            let mut free = Vec::with_capacity(cfg.capacity);
+            free.resize(cfg.capacity, 0u32);
+            free.clear();
+            free
+        };
         Ok(FlowTable {
             buckets: vec![EMPTY_BUCKET; nbuckets].into_boxed_slice(),
             bmask: nbuckets - 1,
