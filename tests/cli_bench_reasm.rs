@@ -235,7 +235,8 @@ fn build_harness(dir: &TempDir) -> PathBuf {
     for file in ["Makefile", "reasm.c"] {
         std::fs::copy(src.join(file), dir.path(file)).unwrap_or_else(|e| panic!("copy {file}: {e}"));
     }
-    let out = Command::new("make").arg("-C").arg(dir.dir()).arg("CFLAGS=-O2").output().expect("run make");
+    let out =
+        Command::new("make").arg("-C").arg(dir.dir()).arg("CFLAGS=-O2").arg("reasm-dpdk").output().expect("run make");
     assert!(
         out.status.success(),
         "building the DPDK harness failed ({}):\n{}\n{}",
