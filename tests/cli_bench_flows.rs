@@ -9,12 +9,11 @@
 //! bar (the machine is shared and noisy). Without `pkg-config`'s `libdpdk`
 //! (or without `make`) the DPDK test prints `skipped: <reason>` and passes.
 
-#[allow(dead_code)] // only `flowsteer` and `TempDir` are used here
+#[allow(dead_code)] // the live tests' helpers are not used here
 mod common;
-use common::{flowsteer, TempDir};
+use common::{build_dpdk_harness, dpdk_skip_reason, flowsteer, TempDir};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn bench_flows(args: &[&str]) -> Output {
     let mut all = vec!["bench", "flows", "--reps", "1", "--seconds", "0.1", "--cpu", "0"];
@@ -101,37 +100,6 @@ fn failing_dpdk_harness_is_reported_with_its_stderr() {
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
 }
 
-/// Why the DPDK harness cannot be built here, if it cannot.
-fn dpdk_skip_reason() -> Option<&'static str> {
-    let ok = |cmd: &str, args: &[&str]| Command::new(cmd).args(args).output().is_ok_and(|o| o.status.success());
-    if !ok("pkg-config", &["--exists", "libdpdk"]) {
-        return Some("libdpdk-dev not installed (pkg-config --exists libdpdk failed)");
-    }
-    if !ok("make", &["--version"]) {
-        return Some("make is not available");
-    }
-    None
-}
-
-/// Builds the harness with the repository's Makefile in `dir` (its
-/// Makefile and sources copied there, so nothing is written into the
-/// source tree); -O2: nothing is compared with a bar.
-fn build_harness(dir: &TempDir) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/dpdk");
-    for file in ["Makefile", "flowtable.c", "reasm.c"] {
-        std::fs::copy(src.join(file), dir.path(file)).unwrap_or_else(|e| panic!("copy {file}: {e}"));
-    }
-    let out = Command::new("make")
-        .arg("-C")
-        .arg(dir.dir())
-        .arg("CFLAGS=-O2")
-        .arg("flowtable-dpdk")
-        .output()
-        .expect("run make");
-    assert!(out.status.success(), "building the harness failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
-    dir.path("flowtable-dpdk")
-}
-
 /// The flow table and `rte_hash` over the same keys: both variants, both
 /// phases, positive rates.
 #[test]
@@ -141,7 +109,7 @@ fn dpdk_beside_the_table() {
         return;
     }
     let dir = TempDir::new("cli-bench-flows", "dpdk");
-    let harness = build_harness(&dir);
+    let harness = build_dpdk_harness(&dir, "flowtable-dpdk", &["flowtable.c"]);
     let doc = json(&bench_flows(&[
         "--flows",
         "5000",

@@ -14,10 +14,9 @@
 //! `skipped: <reason>` and passes.
 
 mod common;
-use common::{flowsteer, TempDir};
+use common::{build_dpdk_harness, dpdk_skip_reason, flowsteer, TempDir};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// `flowsteer bench reasm ARGS --json`.
 fn bench_reasm(args: &[&str]) -> Output {
@@ -213,42 +212,6 @@ fn failing_dpdk_harness_is_reported_with_its_stderr() {
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
 }
 
-/// Why the DPDK harness cannot be built here, if it cannot.
-fn dpdk_skip_reason() -> Option<&'static str> {
-    let ok = |cmd: &str, args: &[&str]| Command::new(cmd).args(args).output().is_ok_and(|o| o.status.success());
-    if !ok("pkg-config", &["--exists", "libdpdk"]) {
-        return Some("libdpdk-dev not installed (pkg-config --exists libdpdk failed)");
-    }
-    if !ok("make", &["--version"]) {
-        return Some("make is not available");
-    }
-    None
-}
-
-/// Builds the harness with the repository's own Makefile, but in `dir`: its
-/// Makefile and source are copied there, so the build (which writes
-/// `reasm-dpdk` next to them) never writes into the source tree, where a
-/// parallel test or a developer's own build could be using it. -O2 instead
-/// of the Makefile's -O3 -march=native: nothing is compared with a bar.
-fn build_harness(dir: &TempDir) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/dpdk");
-    for file in ["Makefile", "reasm.c"] {
-        std::fs::copy(src.join(file), dir.path(file)).unwrap_or_else(|e| panic!("copy {file}: {e}"));
-    }
-    let out =
-        Command::new("make").arg("-C").arg(dir.dir()).arg("CFLAGS=-O2").arg("reasm-dpdk").output().expect("run make");
-    assert!(
-        out.status.success(),
-        "building the DPDK harness failed ({}):\n{}\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let bin = dir.path("reasm-dpdk");
-    assert!(bin.is_file(), "make succeeded but left no {}", bin.display());
-    bin
-}
-
 /// DPDK's `shape` strings as the comparison reports them:
 /// `bkt<buckets>x<entries>[/max<M>]`.
 fn is_shape(s: &str) -> bool {
@@ -273,7 +236,7 @@ fn dpdk_side_by_side() {
         return;
     }
     let dir = TempDir::new("cli-bench-reasm", "dpdk");
-    let harness = build_harness(&dir);
+    let harness = build_dpdk_harness(&dir, "reasm-dpdk", &["reasm.c"]);
     let out = bench_reasm(
         // Without --cpu both sides pin to the last CPU, where benchmarks are
         // usually run by hand: CPU 0 keeps this test off their core.

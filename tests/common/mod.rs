@@ -33,6 +33,44 @@ impl Drop for TempDir {
     }
 }
 
+/// Why the DPDK harnesses (`bench/dpdk/`) cannot be built here, if they
+/// cannot: no `libdpdk` for `pkg-config`, or no `make`.
+#[allow(dead_code)] // only the DPDK comparisons use it
+pub fn dpdk_skip_reason() -> Option<&'static str> {
+    let ok = |cmd: &str, args: &[&str]| Command::new(cmd).args(args).output().is_ok_and(|o| o.status.success());
+    if !ok("pkg-config", &["--exists", "libdpdk"]) {
+        return Some("libdpdk-dev not installed (pkg-config --exists libdpdk failed)");
+    }
+    if !ok("make", &["--version"]) {
+        return Some("make is not available");
+    }
+    None
+}
+
+/// Builds the DPDK harness `target` with the repository's own Makefile,
+/// but in `dir`: the Makefile and `sources` are copied there, so the build
+/// never writes into the source tree, where a parallel test or a
+/// developer's own build could be using it. -O2 instead of the Makefile's
+/// -O3 -march=native: nothing is compared with a bar.
+#[allow(dead_code)] // only the DPDK comparisons use it
+pub fn build_dpdk_harness(dir: &TempDir, target: &str, sources: &[&str]) -> PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/dpdk");
+    for file in std::iter::once(&"Makefile").chain(sources) {
+        std::fs::copy(src.join(file), dir.path(file)).unwrap_or_else(|e| panic!("copy {file}: {e}"));
+    }
+    let out = Command::new("make").arg("-C").arg(dir.dir()).arg("CFLAGS=-O2").arg(target).output().expect("run make");
+    assert!(
+        out.status.success(),
+        "building the DPDK harness {target} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bin = dir.path(target);
+    assert!(bin.is_file(), "make succeeded but left no {}", bin.display());
+    bin
+}
+
 /// Runs the built `flowsteer` binary with `args`.
 pub fn flowsteer(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_flowsteer")).args(args).output().expect("run flowsteer")
