@@ -20,6 +20,7 @@
 //!   same keys (bulk lookup, add on miss), on the same CPU ([`crate::flow::dpdk`]).
 
 use crate::flow::dpdk;
+use crate::steer::median;
 use flowsteer_engine::engine::{Engine, EngineConfig};
 use flowsteer_engine::ringsource::RingSource;
 use flowsteer_engine::runtime::{run as run_engine, RunOptions};
@@ -183,15 +184,6 @@ pub struct Report {
     pub cpu: u32,
     pub dpdk_version: Option<String>,
     pub rows: Vec<Row>,
-}
-
-/// (median, min, max).
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    match (v.first(), v.last()) {
-        (Some(&lo), Some(&hi)) => (v[v.len() / 2], lo, hi),
-        _ => (0.0, 0.0, 0.0),
-    }
 }
 
 fn gen_cfg(flows: u32, dist: Dist) -> GenConfig {

@@ -237,7 +237,7 @@ impl Report {
 }
 
 /// (median, min, max) of the samples.
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+pub(crate) fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     match (v.first(), v.last()) {
         (Some(&lo), Some(&hi)) => (v[v.len() / 2], lo, hi),
